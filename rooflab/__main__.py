@@ -1,0 +1,5 @@
+import sys
+
+from rooflab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,73 @@
+"""Part 1: the three numbers of an operation (latency, MACs, bytes) and why warm-up matters."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from rooflab import cost as C
+from rooflab.kernels import naive
+from rooflab.measure import cold_series, time
+
+
+def _lists(m: int, k: int, seed: int) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [[rng.uniform(-1, 1) for _ in range(k)] for _ in range(m)]
+
+
+def naive_vs_torch(sizes=(16, 32, 64), dtype: str = "fp32", device: str = "cpu",
+                   budget_s: float = 0.2) -> list[dict]:
+    """Latency of the triple loop vs torch.matmul at M=K=N=n, with the cost of each size."""
+    rows = []
+    tdt = {"fp32": torch.float32, "fp64": torch.float64}[C.dtype_name(dtype)]
+    for n in sizes:
+        a, b = _lists(n, n, 1), _lists(n, n, 2)
+        ta = torch.tensor(a, dtype=tdt, device=device)
+        tb = torch.tensor(b, dtype=tdt, device=device)
+        t_naive = time(naive.matmul, a, b, warmup=1, reps=3 if n <= 64 else 1, device="cpu",
+                       name=f"naive n={n}")
+        t_torch = time(torch.matmul, ta, tb, budget_s=budget_s, device=device,
+                       name=f"torch.matmul n={n}")
+        c = C.gemm(n, n, n, dtype)
+        rows.append({
+            "n": n, "macs": c.macs, "flops": c.flops, "bytes": c.bytes, "intensity": c.intensity,
+            "naive_median_s": t_naive.median_s, "torch_median_s": t_torch.median_s,
+            "speedup": t_naive.median_s / t_torch.median_s,
+            "naive_flops_per_s": c.flops / t_naive.median_s,
+            "torch_flops_per_s": c.flops / t_torch.median_s,
+            "torch_cv": t_torch.cv, "torch_unstable": t_torch.unstable, "torch_device": device,
+        })
+    return rows
+
+
+def cold_vs_warm(n: int = 512, runs: int = 8, device: str = "cpu") -> dict:
+    """Question 1.2: time torch.matmul several times in a row with no warm-up.
+
+    A fresh pair of inputs, so nothing from earlier runs is cached; the first call pays lazy
+    initialisation (library load, handle creation, allocator growth); later calls settle.
+    """
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    cold = cold_series(torch.matmul, a, b, n=runs, device=device, name=f"matmul n={n} cold")
+    warm = time(torch.matmul, a, b, warmup=5, device=device, name=f"matmul n={n} warm")
+    settled = sorted(cold.samples_s[1:])[len(cold.samples_s[1:]) // 2]
+    return {
+        "n": n, "device": device, "cold_samples_s": cold.samples_s,
+        "first_call_s": cold.samples_s[0], "settled_s": settled,
+        "first_over_settled": cold.samples_s[0] / settled, "cold_cv": cold.cv,
+        "warm": warm.as_dict(),
+    }
+
+
+def naive_cold_series(n: int = 32, runs: int = 5) -> list[float]:
+    """The triple loop run back to back: Python's own noise (no warm-up either)."""
+    a, b = _lists(n, n, 3), _lists(n, n, 4)
+    return cold_series(naive.matmul, a, b, n=runs, device="cpu").samples_s
+
+
+def run(device: str = "cpu", quick: bool = False) -> dict:
+    sizes = (8, 16, 32) if quick else (16, 32, 64, 96)
+    rows = naive_vs_torch(sizes, device=device)
+    cw = cold_vs_warm(256 if quick else 1024, device=device)
+    return {"naive_vs_torch": rows, "cold_vs_warm": cw,
+            "naive_cold_series_s": naive_cold_series(16 if quick else 32)}

@@ -1,0 +1,74 @@
+"""Rich tables for the terminal. Views only: each function renders a dict it is given."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+# a pipe or CI log gets a wide table instead of rich's 80-column default
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def si(v, unit: str = "") -> str:
+    """1.23e12 -> '1.23 T'; None -> '-'."""
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    for p, s in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= s:
+            return f"{v / s:.3g} {p}{unit}"
+    return f"{v:.3g} {unit}".rstrip()
+
+
+def _num(v, scale: float) -> str:
+    return "-" if not v else f"{v / scale:.4g}"
+
+
+def secs(v) -> str:
+    if v is None:
+        return "-"
+    for unit, s in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if v >= s:
+            return f"{v / s:.3g} {unit}"
+    return f"{v / 1e-9:.3g} ns"
+
+
+def table(title: str, columns: list[str], rows: list[list]) -> None:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c, justify="right" if c not in (columns[0],) else "left")
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    out.print(t)
+
+
+def specs(data: dict) -> None:
+    dtypes = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+    rows = []
+    for g in data["gpus"]:
+        mark = "* " if g["detected"] else ""
+        peaks = [_num(g["peak_flops_per_s"].get(d), 1e12) for d in dtypes]
+        rows.append([mark + g["name"], *peaks, _num(g["mem_bandwidth_bytes_per_s"], 1e9),
+                     _num(g["mem_bytes"], 1e9), _num(g["l2_bytes"], 1 << 20),
+                     g["sm_count"] or "-"])
+    table("GPU datasheet table: dense peak TFLOP/s per dtype (* = detected)",
+          ["gpu", *dtypes, "GB/s", "mem GB", "L2 MiB", "SMs"], rows)
+    out.print(f"detected: {data['detected']}  (sources: `rooflab specs --json`)")
+
+
+def cost(d: dict) -> None:
+    table(d["name"], ["macs", "flops", "bytes", "intensity (FLOP/B)"],
+          [[f"{d['macs']:,}", f"{d['flops']:,}", f"{d['bytes']:,}", f"{d['intensity']:.4g}"]])
+
+
+def sweep(d: dict) -> None:
+    rows = [[r["n"], f"{r['intensity']:.4g}", si(r["attainable_flops_per_s"], "FLOP/s"),
+             r["bound"], secs(r["time_floor_s"])] for r in d["rows"]]
+    table(f"{d['family'].upper()} on {d['gpu']}: ridge {d['ridge']:.4g} FLOP/B",
+          ["n", "intensity (FLOP/B)", "attainable", "bound", "time floor"], rows)
+    cn = d["crossover_n"]
+    out.print(f"compute-bound from n = {cn}" if cn else "never compute-bound at any n")
+    if d.get("plot"):
+        out.print(f"plot: {d['plot']}")

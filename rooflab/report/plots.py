@@ -1,0 +1,137 @@
+"""Static plots (matplotlib, PNG). Views only: every number arrives computed."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rooflab.roofline import Roof
+
+
+@dataclass(frozen=True)
+class PlotPoint:
+    label: str
+    intensity: float
+    flops_per_s: float
+    kind: str = "predicted"  # "predicted" (on the roof) | "measured" (achieved)
+    group: str = ""
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _fmt_flops(v: float) -> str:
+    for unit, scale in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9)):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v / 1e6:.3g} MFLOP/s"
+
+
+def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: str = "") -> str:
+    """Log-log roofline: one line per roof, its ridge marked, regions labelled, points drawn as
+    hollow circles when predicted (on the roof) and filled diamonds when measured."""
+    plt = _mpl()
+    xs = [p.intensity for p in points if p.intensity > 0 and math.isfinite(p.intensity)]
+    xs += [r.ridge for r in roofs]
+    x_lo = 10 ** math.floor(math.log10(min(xs) / 3))
+    x_hi = 10 ** math.ceil(math.log10(max(xs) * 3))
+    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=130)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(roofs):
+        c = colors[i % len(colors)]
+        ls = "--" if r.measured else "-"
+        ax.plot([x_lo, r.ridge, x_hi],
+                [r.mem_bandwidth_bytes_per_s * x_lo, r.peak_flops_per_s, r.peak_flops_per_s],
+                color=c, ls=ls, lw=2, label=f"{r.label}: {_fmt_flops(r.peak_flops_per_s)}, "
+                f"{r.mem_bandwidth_bytes_per_s / 1e9:.0f} GB/s, ridge {r.ridge:.1f}")
+        ax.axvline(r.ridge, color=c, ls=":", lw=1)
+    groups = sorted({p.group for p in points})
+    markers = "oDs^v<>"
+    for gi, g in enumerate(groups):
+        for kind in ("predicted", "measured"):
+            sel = [p for p in points if p.group == g and p.kind == kind]
+            if not sel:
+                continue
+            c = colors[(gi + len(roofs)) % len(colors)]
+            ax.scatter([p.intensity for p in sel], [p.flops_per_s for p in sel],
+                       marker=markers[gi % len(markers)] if kind == "measured" else "o",
+                       facecolors=c if kind == "measured" else "none", edgecolors=c, s=45,
+                       zorder=3, label=f"{g + ' ' if g else ''}{kind}")
+            for p in sel:
+                ax.annotate(p.label, (p.intensity, p.flops_per_s), fontsize=7,
+                            xytext=(4, -9 if kind == "measured" else 4),
+                            textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("performance (FLOP/s)")
+    ymax = max(r.peak_flops_per_s for r in roofs)
+    ax.set_ylim(bottom=min([r.mem_bandwidth_bytes_per_s * x_lo for r in roofs]
+                           + [p.flops_per_s for p in points if p.flops_per_s > 0]) / 2,
+                top=ymax * 3)
+    r0 = roofs[0]
+    ax.text(math.sqrt(x_lo * r0.ridge), ymax * 1.6, "memory-bound", ha="center", fontsize=10,
+            color="0.35")
+    ax.text(math.sqrt(r0.ridge * x_hi), ymax * 1.6, "compute-bound", ha="center", fontsize=10,
+            color="0.35")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return str(path)
+
+
+def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str,
+              title: str = "", logx: bool = True, logy: bool = True,
+              marks: dict[str, list[tuple[float, str]]] | None = None) -> str:
+    """One line per series of (x, y); ``marks`` annotates points (e.g. 'OOM') per series."""
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=130)
+    for name, pts in series.items():
+        pts = [(x, y) for x, y in pts if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    for name, items in (marks or {}).items():
+        for x, text in items:
+            ax.axvline(x, color="red", ls=":", lw=1)
+            ax.annotate(f"{name}: {text}", (x, 0.95), xycoords=("data", "axes fraction"),
+                        fontsize=7, color="red", rotation=90, va="top")
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return str(path)
+
+
+def bars_png(path, labels: list[str], values: list[float], ylabel: str, title: str = "",
+             logy: bool = False) -> str:
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=130)
+    ax.bar(range(len(values)), values, color="#4C72B0")
+    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    for i, v in enumerate(values):
+        ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return str(path)

@@ -1,0 +1,140 @@
+"""The roofline model: ridge, attainable FLOP/s, bound, time floor, crossover. Standard library only.
+
+A roof is (peak FLOP/s, bandwidth bytes/s). For a kernel of intensity I = FLOPs / bytes:
+attainable = min(peak, bandwidth * I); it is memory-bound left of the ridge (I < peak / bandwidth)
+and compute-bound at or right of it; its time floor is max(FLOPs / peak, bytes / bandwidth).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from rooflab import cost as C
+from rooflab.hardware import Hardware
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One roof: a dtype's peak on one device, with its memory bandwidth."""
+
+    label: str
+    peak_flops_per_s: float
+    mem_bandwidth_bytes_per_s: float
+    dtype: str = ""
+    measured: bool = False
+
+    @classmethod
+    def of(cls, hw: Hardware, dtype: str) -> "Roof":
+        d = C.dtype_name(dtype)
+        return cls(f"{hw.name} {d}", hw.peak(d), hw.mem_bandwidth_bytes_per_s, d, hw.measured)
+
+    @property
+    def ridge(self) -> float:
+        return ridge(self.peak_flops_per_s, self.mem_bandwidth_bytes_per_s)
+
+
+def intensity(flops: int, nbytes: int) -> float:
+    """Arithmetic intensity, FLOPs per byte."""
+    return flops / nbytes if nbytes else math.inf
+
+
+def ridge(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> float:
+    """Intensity (FLOP/byte) where the memory slope meets the compute roof."""
+    return peak_flops_per_s / mem_bandwidth_bytes_per_s
+
+
+def attainable(roof: Roof, intensity_flops_per_byte: float) -> float:
+    """min(peak, bandwidth * intensity), FLOP/s."""
+    return min(roof.peak_flops_per_s, roof.mem_bandwidth_bytes_per_s * intensity_flops_per_byte)
+
+
+def bound(roof: Roof, intensity_flops_per_byte: float) -> str:
+    return "compute" if intensity_flops_per_byte >= roof.ridge else "memory"
+
+
+def time_floor_s(roof: Roof, flops: int, nbytes: int) -> float:
+    """max(FLOPs / peak, bytes / bandwidth): no kernel can be faster."""
+    return max(flops / roof.peak_flops_per_s, nbytes / roof.mem_bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class Point:
+    """A cost placed under a roof: predicted figures (and measured ones, if given)."""
+
+    name: str
+    flops: int
+    bytes: int
+    intensity: float
+    attainable_flops_per_s: float
+    bound: str
+    time_floor_s: float
+    measured_time_s: float | None = None
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        return self.flops / self.measured_time_s if self.measured_time_s else None
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "flops": self.flops, "bytes": self.bytes,
+                "intensity": self.intensity, "attainable_flops_per_s": self.attainable_flops_per_s,
+                "bound": self.bound, "time_floor_s": self.time_floor_s,
+                "measured_time_s": self.measured_time_s,
+                "achieved_flops_per_s": self.achieved_flops_per_s}
+
+
+def place(roof: Roof, c: C.Cost, fused: bool = False, measured_time_s: float | None = None) -> Point:
+    nbytes = c.bytes_fused if fused else c.bytes
+    i = intensity(c.flops, nbytes)
+    return Point(c.name, c.flops, nbytes, i, attainable(roof, i), bound(roof, i),
+                 time_floor_s(roof, c.flops, nbytes), measured_time_s)
+
+
+FAMILIES: dict[str, Callable[[int, str], C.Cost]] = {
+    "gemm": lambda n, dtype: C.gemm(n, n, n, dtype),
+    "gemv": lambda n, dtype: C.gemv(n, n, dtype),
+}
+
+
+def crossover(roof: Roof, family: Callable[[int], C.Cost], n_max: int = 1 << 40) -> int | None:
+    """Smallest integer n >= 1 whose cost is compute-bound on ``roof``, or None below n_max.
+
+    Assumes intensity grows with n (true for GEMM, GEMV and attention). Exponential search for a
+    compute-bound n, then bisection.
+    """
+    def ok(n: int) -> bool:
+        c = family(n)
+        return intensity(c.flops, c.bytes) >= roof.ridge
+
+    hi = 1
+    while not ok(hi):
+        hi *= 2
+        if hi > n_max:
+            return None
+    lo = hi // 2  # not compute-bound (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+@dataclass(frozen=True)
+class Sweep:
+    family: str
+    roof: Roof
+    crossover_n: int | None
+    points: list[Point]
+
+    def as_dict(self) -> dict:
+        rows = [{"n": int(p.name.split("=")[1]), **p.as_dict()} for p in self.points]
+        return {"family": self.family, "gpu": self.roof.label, "dtype": self.roof.dtype,
+                "peak_flops_per_s": self.roof.peak_flops_per_s,
+                "mem_bandwidth_bytes_per_s": self.roof.mem_bandwidth_bytes_per_s,
+                "ridge": self.roof.ridge, "crossover_n": self.crossover_n, "rows": rows}
+
+
+def sweep(family: str, roof: Roof, sizes) -> Sweep:
+    """GEMM (M=N=K=n) or GEMV (M=K=n) at each size, placed under ``roof``."""
+    fn = FAMILIES[family]
+    points = [place(roof, fn(n, roof.dtype).named(f"n={n}")) for n in sizes]
+    return Sweep(family, roof, crossover(roof, lambda n: fn(n, roof.dtype)), points)
