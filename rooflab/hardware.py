@@ -122,10 +122,13 @@ PRESETS: dict[str, Hardware] = {h.name: h for h in [
 ]}
 
 
+def _tokens(name: str) -> tuple[str, ...]:
+    words = re.split(r"[^a-z0-9]+", name.lower())
+    return tuple(w for w in words if w and w not in ("nvidia", "amd"))
+
+
 def _key(name: str) -> str:
-    key = name.lower()
-    key = re.sub(r"^(nvidia|amd)\s+", "", key.strip())
-    return re.sub(r"[^a-z0-9]", "", key)
+    return "".join(_tokens(name))
 
 
 def _index() -> dict[str, Hardware]:
@@ -145,10 +148,12 @@ def lookup(name: str) -> Hardware:
     key = _key(str(name))
     if key in index:
         return index[key]
-    # "NVIDIA H100 80GB HBM3 MIG 1g.10gb" and the like: longest alias that prefixes the name
-    prefixes = [k for k in index if key.startswith(k) and len(k) >= 2]
+    # "NVIDIA H100 80GB HBM3 MIG 1g.10gb" and the like: the longest name whose words begin it
+    words = _tokens(str(name))
+    prefixes = [n for hw in PRESETS.values() for n in (hw.name, *hw.aliases)
+                if words[:len(_tokens(n))] == _tokens(n)]
     if prefixes:
-        return index[max(prefixes, key=len)]
+        return index[_key(max(prefixes, key=lambda n: len(_tokens(n))))]
     close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
     names = sorted({index[c].name for c in close})
     hint = f"; did you mean {', '.join(names)}?" if names else ""

@@ -50,6 +50,8 @@ def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: s
                 color=c, ls=ls, lw=2, label=f"{r.label}: {_fmt_flops(r.peak_flops_per_s)}, "
                 f"{r.mem_bandwidth_bytes_per_s / 1e9:.0f} GB/s, ridge {r.ridge:.1f}")
         ax.axvline(r.ridge, color=c, ls=":", lw=1)
+        ax.annotate(f"ridge {r.ridge:.3g}", (r.ridge, r.peak_flops_per_s), fontsize=7, color=c,
+                    xytext=(-4, 6), textcoords="offset points", ha="right")
     groups = sorted({p.group for p in points})
     markers = "oDs^v<>"
     for gi, g in enumerate(groups):
