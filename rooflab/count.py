@@ -1,0 +1,238 @@
+"""Count the FLOPs and bytes of any module, per aten op, with a TorchDispatchMode.
+
+FLOPs come from a registry of shape-only formulas (like torch.utils.flop_counter's), one per aten
+op family; pointwise ops and reductions count one FLOP per output / input element unless
+registered otherwise. Bytes are what each op reads and writes in eager mode (cost.py's "eager"
+convention): the bytes of every tensor argument (an expanded tensor counts its storage, not its
+logical size) plus every output. View ops (view, transpose, expand, slice, ...) move no bytes.
+Each record carries the module path it ran under. Works on the meta device, so a 70B-class layer
+is counted with no weights and no memory.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from rooflab.cost import GELU_TANH_FLOPS
+
+aten = torch.ops.aten
+
+# --- the registry ---------------------------------------------------------------------------
+
+FLOP_FORMULAS: dict[object, Callable[..., tuple[int, int]]] = {}  # packet -> (macs, flops)
+
+
+def register(*packets):
+    """Register a shape-only (args, out) -> (macs, flops) formula for aten op packets."""
+
+    def wrap(fn):
+        for p in packets:
+            if p in FLOP_FORMULAS:
+                raise ValueError(f"a formula for {p} is already registered")
+            FLOP_FORMULAS[p] = fn
+        return fn
+
+    return wrap
+
+
+def _shape(x) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+@register(aten.mm)
+def _mm(args, out):
+    (m, k), (_, n) = _shape(args[0]), _shape(args[1])
+    return m * k * n, 2 * m * k * n
+
+
+@register(aten.addmm)
+def _addmm(args, out):
+    (m, k), (_, n) = _shape(args[1]), _shape(args[2])
+    return m * k * n, 2 * m * k * n + m * n  # the bias add
+
+
+@register(aten.bmm)
+def _bmm(args, out):
+    (b, m, k), (_, _, n) = _shape(args[0]), _shape(args[1])
+    return b * m * k * n, 2 * b * m * k * n
+
+
+@register(aten.baddbmm)
+def _baddbmm(args, out):
+    (b, m, k), (_, _, n) = _shape(args[1]), _shape(args[2])
+    return b * m * k * n, 2 * b * m * k * n + b * m * n
+
+
+def _sdpa(q, k, v) -> tuple[int, int]:
+    *lead, lq, d = _shape(q)
+    lkv, dv = _shape(k)[-2], _shape(v)[-1]
+    bh = math.prod(lead)
+    macs = bh * lq * lkv * d + bh * lq * lkv * dv  # QK^T and PV, dense (as FlopCounterMode)
+    return macs, 2 * macs
+
+
+SDPA_OPS = [getattr(aten, n) for n in (
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_flash_attention_forward", "_efficient_attention_forward") if hasattr(aten, n)]
+
+
+@register(*SDPA_OPS)
+def _sdpa_op(args, out):
+    return _sdpa(args[0], args[1], args[2])
+
+
+@register(aten.gelu)
+def _gelu(args, out):
+    return 0, GELU_TANH_FLOPS * args[0].numel()
+
+
+VIEW_OPS = {getattr(aten, n) for n in (
+    "view", "_unsafe_view", "reshape", "transpose", "t", "permute", "expand", "slice", "select",
+    "unsqueeze", "squeeze", "as_strided", "alias", "detach", "split", "split_with_sizes",
+    "unbind", "chunk", "narrow", "unflatten", "flatten", "lift_fresh", "_reshape_alias",
+    "view_as", "expand_as", "diagonal", "lift_fresh_copy") if hasattr(aten, n)}
+NO_FLOP_OPS = {getattr(aten, n) for n in (
+    "copy_", "_to_copy", "clone", "cat", "stack", "empty", "empty_like", "zeros", "ones", "full",
+    "zeros_like", "ones_like", "full_like", "arange", "index", "index_select", "embedding",
+    "contiguous", "fill_", "zero_", "new_empty", "new_zeros", "scalar_tensor", "empty_strided",
+    "_local_scalar_dense", "index_put_", "masked_fill", "masked_fill_", "where", "tril", "triu",
+    "sym_size", "sym_stride", "sym_numel", "repeat", "_assert_async", "lt", "le", "gt", "ge",
+    "eq", "ne", "bitwise_and", "bitwise_or", "logical_and", "logical_not", "scatter", "gather",
+    "_unsafe_index", "slice_scatter", "select_scatter", "randn", "rand", "normal_", "uniform_",
+    "bernoulli_", "native_dropout", "logical_or") if hasattr(aten, n)}
+REDUCTIONS = {getattr(aten, n) for n in (
+    "sum", "mean", "amax", "amin", "max", "min", "var", "std", "var_mean", "prod", "norm",
+    "linalg_vector_norm", "logsumexp", "argmax") if hasattr(aten, n)}
+
+
+def flops_of(packet, args, out_tensors) -> tuple[int, int]:
+    """(macs, flops) of one op: a registered formula, else 1 FLOP per element."""
+    if packet in FLOP_FORMULAS:
+        return FLOP_FORMULAS[packet](args, out_tensors)
+    if packet in VIEW_OPS or packet in NO_FLOP_OPS:
+        return 0, 0
+    if packet in REDUCTIONS:
+        ins = [a for a in args if isinstance(a, torch.Tensor)]
+        return 0, ins[0].numel() if ins else 0
+    if packet in (aten._softmax, aten.softmax, aten._log_softmax):
+        return 0, 5 * args[0].numel()
+    return 0, sum(t.numel() for t in out_tensors)  # pointwise: one FLOP per output element
+
+
+# --- the mode -------------------------------------------------------------------------------
+
+
+@dataclass
+class OpRecord:
+    op: str
+    module: str
+    macs: int
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    shapes: list = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+def _tensor_bytes(t: torch.Tensor) -> int:
+    logical = t.numel() * t.element_size()
+    try:
+        return min(logical, t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):
+        return logical
+
+
+class Counter(TorchDispatchMode):
+    """with Counter(model) as c: model(x)  ->  c.records, c.by_module(), c.total_flops ..."""
+
+    def __init__(self, module: torch.nn.Module | None = None):
+        super().__init__()
+        self.records: list[OpRecord] = []
+        self._stack: list[str] = []
+        self._hooks = []
+        if module is not None:
+            for name, m in module.named_modules():
+                self._hooks.append(m.register_forward_pre_hook(self._enter(name)))
+                self._hooks.append(m.register_forward_hook(self._leave))
+
+    def _enter(self, name):
+        def hook(mod, args):
+            self._stack.append(name)
+        return hook
+
+    def _leave(self, mod, args, out):
+        if self._stack:
+            self._stack.pop()
+
+    def __exit__(self, *exc):
+        for h in self._hooks:
+            h.remove()
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if packet in VIEW_OPS:
+            read = written = 0
+        else:
+            ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            read = sum(_tensor_bytes(t) for t in ins)
+            in_ids = {id(t) for t in ins}
+            written = sum(_tensor_bytes(t) for t in outs)
+            if packet.__name__.endswith("_") and outs and id(outs[0]) in in_ids:
+                written = _tensor_bytes(outs[0])  # in place: the write lands in an input
+        macs, flops = flops_of(packet, args, outs)
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        self.records.append(OpRecord(packet.__name__, self._stack[-1] if self._stack else "",
+                                     macs, flops, read, written, shapes))
+        return out
+
+    # --- summaries ---
+
+    @property
+    def total_flops(self) -> int:
+        return sum(r.flops for r in self.records)
+
+    @property
+    def total_macs(self) -> int:
+        return sum(r.macs for r in self.records)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.bytes for r in self.records)
+
+    def matmul_flops(self) -> int:
+        return sum(2 * r.macs for r in self.records)
+
+    def by_module(self) -> dict[str, dict]:
+        agg: dict[str, dict] = defaultdict(lambda: {"macs": 0, "flops": 0, "bytes": 0, "ops": 0})
+        for r in self.records:
+            a = agg[r.module]
+            a["macs"] += r.macs
+            a["flops"] += r.flops
+            a["bytes"] += r.bytes
+            a["ops"] += r.op not in {p.__name__ for p in VIEW_OPS}
+        return dict(agg)
+
+    def kernels(self) -> list[OpRecord]:
+        """Records that would launch a kernel in eager mode (views launch none)."""
+        return [r for r in self.records if r.bytes > 0]
+
+
+def count(fn, *args, module: torch.nn.Module | None = None, **kwargs) -> Counter:
+    """Run fn(*args, **kwargs) under a Counter (no grad) and return it."""
+    with torch.no_grad(), Counter(module) as c:
+        fn(*args, **kwargs)
+    return c

@@ -1,0 +1,180 @@
+"""The real transformers decoder layer, built from a ModelConfig with random weights.
+
+transformers is imported lazily and feature-detected (4.5x and 5.x differ in the cache argument's
+name, the rotary-embedding API and the layer's return type), never version-compared. Rotary cos/sin
+are computed here (they are model-level, not part of the layer), so no rotary API is needed.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from rooflab.errors import RooflabError
+from rooflab.models import ModelConfig
+
+CLASSES = {  # family -> (module, config class, decoder-layer class)
+    "gemma3": ("gemma3", "Gemma3TextConfig", "Gemma3DecoderLayer"),
+    "gemma2": ("gemma2", "Gemma2Config", "Gemma2DecoderLayer"),
+    "llama": ("llama", "LlamaConfig", "LlamaDecoderLayer"),
+    "mistral": ("mistral", "MistralConfig", "MistralDecoderLayer"),
+    "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer"),
+    "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer"),
+}
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+                "fp64": torch.float64}
+
+
+class HFUnavailable(RooflabError):
+    """transformers is missing or lacks the family's classes."""
+
+
+def _classes(family: str):
+    try:
+        import importlib
+
+        mod = importlib.import_module(f"transformers.models.{CLASSES[family][0]}.modeling_"
+                                      f"{CLASSES[family][0]}")
+        import transformers
+    except ImportError as e:
+        raise HFUnavailable(f"transformers is not installed ({e}); pip install 'rooflab[hf]'") from None
+    return getattr(transformers, CLASSES[family][1]), getattr(mod, CLASSES[family][2])
+
+
+def hf_fields(cfg: ModelConfig, layer_type: str) -> dict:
+    """Fields of a one-layer HF config of ``layer_type`` (layer_idx 0 has that type)."""
+    t = "sliding_attention" if layer_type == "sliding" else "full_attention"
+    d = dict(
+        hidden_size=cfg.hidden, intermediate_size=cfg.intermediate, num_hidden_layers=1,
+        num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim,
+        vocab_size=cfg.vocab, max_position_embeddings=cfg.max_positions,
+        rms_norm_eps=cfg.rms_norm_eps, rope_theta=cfg.rope_theta, attention_bias=cfg.attn_bias,
+        tie_word_embeddings=cfg.tie_embeddings, layer_types=[t],
+        sliding_window=cfg.sliding_window if layer_type == "sliding" else None,
+    )
+    if cfg.family in ("gemma2", "gemma3"):
+        d.update(hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh",
+                 query_pre_attn_scalar=cfg.query_pre_attn_scalar or cfg.head_dim,
+                 sliding_window=cfg.sliding_window or 4096)
+        if cfg.rope_local_theta:
+            d["rope_local_base_freq"] = cfg.rope_local_theta
+    else:
+        d["hidden_act"] = "silu"
+    if cfg.family == "qwen2" and layer_type == "sliding":
+        d["use_sliding_window"] = True
+    return d
+
+
+def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype=None,
+                attn: str = "eager"):
+    """(layer, hf_config): the family's decoder layer with random weights on ``device``."""
+    config_cls, layer_cls = _classes(cfg.family)
+    config = config_cls(**hf_fields(cfg, layer_type))
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    with torch.device(device):
+        layer = layer_cls(config, 0)
+    layer = layer.to(dtype or TORCH_DTYPES[cfg.dtype]).eval()
+    return layer, config
+
+
+def rope_cos_sin(cfg: ModelConfig, layer_type: str, positions: torch.Tensor, dtype):
+    """cos, sin of shape (B, L, head_dim) for ``positions`` (B, L), as HF's rotary module."""
+    theta = cfg.rope_local_theta if (layer_type == "sliding" and cfg.rope_local_theta) else cfg.rope_theta
+    d = cfg.head_dim
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=positions.device) / d))
+    freqs = positions[..., None].float() * inv
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+class ConcatCache:
+    """A KV cache of kv_len - 1 past positions that concatenates the new K/V each step, as
+    HF's DynamicCache does (so the past is copied every step), but keeps no state: every call
+    sees the same kv_len, which makes a decode step repeatable for timing."""
+
+    def __init__(self, k_past: torch.Tensor, v_past: torch.Tensor):
+        self.k, self.v = k_past, v_past
+
+    def update(self, key_states, value_states, layer_idx=0, *args, **kwargs):
+        return torch.cat([self.k, key_states], dim=-2), torch.cat([self.v, value_states], dim=-2)
+
+
+class StaticKV:
+    """A preallocated cache: the new position is written in place, nothing else is copied."""
+
+    def __init__(self, k_buf: torch.Tensor, v_buf: torch.Tensor):
+        self.k, self.v = k_buf, v_buf
+
+    def update(self, key_states, value_states, layer_idx=0, *args, **kwargs):
+        self.k[..., -1:, :].copy_(key_states)
+        self.v[..., -1:, :].copy_(value_states)
+        return self.k, self.v
+
+
+def _cache_kwarg(layer) -> str:
+    params = inspect.signature(layer.forward).parameters
+    for name in ("cache", "past_key_values", "past_key_value"):
+        if name in params:
+            return name
+    raise HFUnavailable("this transformers version's decoder layer takes no KV-cache argument")
+
+
+def _pos_kwargs(layer, cos_sin) -> dict:
+    params = inspect.signature(layer.forward).parameters
+    if "position_embeddings_global" in params:  # gemma3 on transformers 4.5x
+        return {"position_embeddings_global": cos_sin, "position_embeddings_local": cos_sin}
+    return {"position_embeddings": cos_sin}
+
+
+@dataclass
+class LayerCall:
+    """A ready-to-run forward of one layer: call() runs it once."""
+
+    layer: torch.nn.Module
+    kwargs: dict
+    hidden: torch.Tensor
+
+    def __call__(self):
+        out = self.layer(self.hidden, **self.kwargs)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def prepare(cfg: ModelConfig, layer_type: str, phase, device="meta", attn: str = "eager",
+            cache: str = "concat", layer=None) -> LayerCall:
+    """Inputs for one prefill or decode forward of the layer; random activations and cache."""
+    if layer is None:
+        layer, _ = build_layer(cfg, layer_type, device, attn=attn)
+    dtype = next(layer.parameters()).dtype
+    b, q_len = phase.batch, phase.seq
+    window = cfg.sliding_window if layer_type == "sliding" else None
+    kv_len = min(phase.kv_len, window) if (window and phase.kind == "decode") else phase.kv_len
+    hidden = torch.randn(b, q_len, cfg.hidden, device=device, dtype=dtype)
+    positions = torch.arange(kv_len - q_len, kv_len, device=device).expand(b, q_len)
+    kwargs = _pos_kwargs(layer, rope_cos_sin(cfg, layer_type, positions, dtype))
+    kwargs["attention_mask"] = None  # prefill: causal from the backend; decode: sees all of kv
+    if "position_ids" in inspect.signature(layer.forward).parameters:
+        kwargs["position_ids"] = positions
+    if phase.kind == "decode":
+        shape = (b, cfg.kv_heads, kv_len - 1 if cache == "concat" else kv_len, cfg.head_dim)
+        k = torch.randn(shape, device=device, dtype=dtype)
+        v = torch.randn(shape, device=device, dtype=dtype)
+        kwargs[_cache_kwarg(layer)] = ConcatCache(k, v) if cache == "concat" else StaticKV(k, v)
+    return LayerCall(layer, kwargs, hidden)
+
+
+# HF module names -> rooflab component names (per family; Llama's "post_attention_layernorm"
+# is the norm before the MLP)
+def component_of(module_path: str, family: str) -> str | None:
+    last = module_path.split(".")[-1] if module_path else ""
+    parent = module_path.split(".")[-2] if module_path.count(".") >= 1 else ""
+    if parent == "self_attn" and last in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
+        return f"attn.{last}"
+    if parent == "mlp" and last in ("gate_proj", "up_proj", "down_proj", "act_fn"):
+        return "mlp.act" if last == "act_fn" else f"mlp.{last}"
+    sandwich = family in ("gemma2", "gemma3")
+    names = {"input_layernorm": "input_norm", "pre_feedforward_layernorm": "pre_ffn_norm",
+             "post_feedforward_layernorm": "post_ffn_norm",
+             "post_attention_layernorm": "post_attn_norm" if sandwich else "pre_ffn_norm"}
+    return names.get(last)

@@ -1,0 +1,331 @@
+"""Decoder configs (embedded presets or any local HF config.json) -> per-component Costs.
+
+Standard library only: the analytic path needs neither torch nor transformers. Counting follows
+the conventions in rooflab/cost.py. Per layer, with T tokens entering it (prefill: T = B*L;
+decode: T = B, one new token per sequence):
+
+  input_norm       RMSNorm(T, hidden)
+  attn.q_proj      linear(T, hidden, heads*head_dim)      (+ bias add where the family has one)
+  attn.k_proj/v    linear(T, hidden, kv_heads*head_dim)   decode: only the new token
+  attn.q_norm/k    RMSNorm over head_dim (Gemma 3, Qwen 3)
+  attn.rope        RoPE over q and k heads
+  attn.core        QK^T, softmax, PV; decode reads the KV cache (kv_len positions, incl. the new
+                   one; sliding layers at most `window`); detail holds the causal count and the
+                   KV-cache bytes read and written
+  attn.o_proj      linear(T, heads*head_dim, hidden)
+  post_attn_norm   (Gemma 2/3)          attn.residual   x + attn(x): read 2, write 1
+  pre_ffn_norm     RMSNorm before the MLP (Llama's "post_attention_layernorm")
+  mlp.gate/up      linear(T, hidden, intermediate)        mlp.act   GeLU-tanh or SiLU
+  mlp.mul          act(gate) * up                         mlp.down  linear(T, intermediate, hidden)
+  post_ffn_norm    (Gemma 2/3)          mlp.residual
+
+Groups: `attention` = the attn.* components, `mlp` = the mlp.* components; norms count in the
+layer total only. A group's bytes_fused is the sum of its components' fused-ideal bytes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from rooflab import cost as C
+from rooflab.errors import RooflabError
+
+SILU_FLOPS = 5  # x * sigmoid(x): negate, exp, add, divide, multiply
+
+
+class ModelError(RooflabError, ValueError):
+    """Unsupported or malformed model config."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    family: str  # gemma3 | gemma2 | llama | mistral | qwen2 | qwen3
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    layer_types: tuple[str, ...]  # "full" | "sliding", one per layer
+    sliding_window: int | None = None
+    act: str = "silu"  # "gelu_tanh" | "silu"
+    qk_norm: bool = False
+    sandwich_norm: bool = False  # post-attention and post-FFN norms (Gemma 2/3)
+    attn_bias: bool = False
+    tie_embeddings: bool = False
+    dtype: str = "bf16"
+    rope_theta: float = 10000.0
+    rope_local_theta: float | None = None
+    max_positions: int = 8192
+    query_pre_attn_scalar: float | None = None
+    rms_norm_eps: float = 1e-6
+    hf: dict = field(default_factory=dict, compare=False, repr=False)  # original fields
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("hf")
+        return d
+
+
+def _gemma3_types(n: int, pattern: int = 6) -> tuple[str, ...]:
+    return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(n))
+
+
+PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
+    # google/gemma-3-270m-it config.json
+    ModelConfig("gemma-3-270m-it", "gemma3", hidden=640, intermediate=2048, layers=18, heads=4,
+                kv_heads=1, head_dim=256, vocab=262144, layer_types=_gemma3_types(18),
+                sliding_window=512, act="gelu_tanh", qk_norm=True, sandwich_norm=True,
+                tie_embeddings=True, dtype="bf16", rope_theta=1e6, rope_local_theta=1e4,
+                max_positions=32768, query_pre_attn_scalar=256),
+    # meta-llama/Llama-3.1-8B config.json
+    ModelConfig("Llama-3.1-8B", "llama", hidden=4096, intermediate=14336, layers=32, heads=32,
+                kv_heads=8, head_dim=128, vocab=128256, layer_types=("full",) * 32,
+                rope_theta=500000.0, max_positions=131072, rms_norm_eps=1e-5),
+    # Qwen/Qwen2.5-7B config.json (q/k/v projections carry a bias)
+    ModelConfig("Qwen2.5-7B", "qwen2", hidden=3584, intermediate=18944, layers=28, heads=28,
+                kv_heads=4, head_dim=128, vocab=152064, layer_types=("full",) * 28,
+                attn_bias=True, rope_theta=1e6, max_positions=131072),
+    # mistralai/Mistral-7B-v0.3 config.json
+    ModelConfig("Mistral-7B", "mistral", hidden=4096, intermediate=14336, layers=32, heads=32,
+                kv_heads=8, head_dim=128, vocab=32768, layer_types=("full",) * 32,
+                rope_theta=1e6, max_positions=32768, rms_norm_eps=1e-5),
+]}
+
+FAMILIES = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma2", "llama": "llama",
+            "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3"}
+
+
+def _req(d: dict, key: str, origin: str):
+    if key not in d or d[key] is None:
+        raise ModelError(f"{origin}: config has no {key!r}")
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ModelError(f"{origin}: {key} must be a positive integer, got {v!r}")
+    return v
+
+
+def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> ModelConfig:
+    """A ModelConfig from the fields of a Hugging Face config.json."""
+    if not isinstance(d, dict):
+        raise ModelError(f"{origin}: expected a JSON object")
+    if isinstance(d.get("text_config"), dict):  # multimodal wrapper (e.g. gemma3)
+        d = {**d["text_config"], "model_type": d["text_config"].get("model_type", "gemma3_text")}
+    mt = d.get("model_type")
+    if mt not in FAMILIES:
+        raise ModelError(f"{origin}: model_type {mt!r} is not supported "
+                         f"(supported: {', '.join(sorted(FAMILIES))})")
+    fam = FAMILIES[mt]
+    hidden, heads = _req(d, "hidden_size", origin), _req(d, "num_attention_heads", origin)
+    n = _req(d, "num_hidden_layers", origin)
+    kv = d.get("num_key_value_heads") or heads
+    head_dim = d.get("head_dim") or hidden // heads
+    if heads % kv:
+        raise ModelError(f"{origin}: num_key_value_heads ({kv}) must divide heads ({heads})")
+    window = d.get("sliding_window")
+    if fam == "qwen2" and not d.get("use_sliding_window", False):
+        window = None
+    if isinstance(d.get("layer_types"), list):
+        types = tuple("sliding" if "sliding" in str(t) else "full" for t in d["layer_types"])
+    elif fam == "gemma3":
+        types = _gemma3_types(n, d.get("sliding_window_pattern", 6))
+    elif fam == "gemma2":
+        types = tuple("sliding" if i % 2 == 0 else "full" for i in range(n))
+    else:
+        types = ("sliding" if window else "full",) * n
+    if len(types) != n:
+        raise ModelError(f"{origin}: layer_types has {len(types)} entries for {n} layers")
+    if "sliding" in types and not window:
+        raise ModelError(f"{origin}: sliding layers but no sliding_window")
+    act_name = str(d.get("hidden_activation") or d.get("hidden_act") or "silu")
+    act = "gelu_tanh" if "gelu" in act_name else "silu" if act_name in ("silu", "swish") else None
+    if act is None:
+        raise ModelError(f"{origin}: MLP activation {act_name!r} is not supported")
+    rope = d.get("rope_parameters") or {}
+    theta = d.get("rope_theta") or rope.get("full_attention", rope).get("rope_theta", 10000.0)
+    local = d.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta")
+    dtype = str(d.get("torch_dtype") or d.get("dtype") or "bfloat16")
+    return ModelConfig(
+        name=name, family=fam, hidden=hidden, intermediate=_req(d, "intermediate_size", origin),
+        layers=n, heads=heads, kv_heads=kv, head_dim=head_dim,
+        vocab=_req(d, "vocab_size", origin), layer_types=types, sliding_window=window, act=act,
+        qk_norm=fam in ("gemma3", "qwen3"), sandwich_norm=fam in ("gemma2", "gemma3"),
+        attn_bias=bool(d.get("attention_bias", fam == "qwen2")),
+        tie_embeddings=bool(d.get("tie_word_embeddings", fam.startswith("gemma"))),
+        dtype=C.dtype_name(dtype), rope_theta=float(theta),
+        rope_local_theta=float(local) if local else None,
+        max_positions=int(d.get("max_position_embeddings", 8192)),
+        query_pre_attn_scalar=d.get("query_pre_attn_scalar"),
+        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), hf=dict(d),
+    )
+
+
+def load(name_or_path: str | None = None) -> ModelConfig:
+    """A preset by name (case-insensitive) or a local config.json; default gemma-3-270m-it."""
+    name_or_path = name_or_path or "gemma-3-270m-it"
+    for key, cfg in PRESETS.items():
+        if key.lower() == str(name_or_path).lower():
+            return cfg
+    if not str(name_or_path).endswith(".json"):
+        raise ModelError(f"unknown model {name_or_path!r}; presets: {', '.join(PRESETS)}, "
+                         "or a path to a config.json")
+    try:
+        with open(name_or_path) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise ModelError(f"cannot read {name_or_path}: {e.strerror}") from None
+    except ValueError as e:
+        raise ModelError(f"{name_or_path} is not valid JSON: {e}") from None
+    stem = str(name_or_path).rsplit("/", 2)
+    return from_hf_dict(data, name=stem[-2] if len(stem) > 1 else "custom", origin=name_or_path)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """prefill: batch sequences of seq tokens. decode: batch sequences, one new token each,
+    attending kv_len positions (the new one included)."""
+
+    kind: str  # "prefill" | "decode"
+    batch: int
+    seq: int = 1
+    kv_len: int = 1
+
+    @classmethod
+    def prefill(cls, batch: int, seq: int) -> "Phase":
+        C._sizes(batch=batch, seq=seq)
+        return cls("prefill", batch, seq, seq)
+
+    @classmethod
+    def decode(cls, batch: int, kv_len: int) -> "Phase":
+        C._sizes(batch=batch, kv_len=kv_len)
+        return cls("decode", batch, 1, kv_len)
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+
+def _proj(name: str, t: int, d_in: int, d_out: int, dtype: str, bias: bool) -> C.Cost:
+    c = C.linear(t, d_in, d_out, dtype)
+    if bias:  # y += b: one add per output, read the bias vector once
+        c = replace(c, flops=c.flops + t * d_out, bytes=c.bytes + C.elem_bytes(dtype) * d_out,
+                    bytes_fused=c.bytes_fused + C.elem_bytes(dtype) * d_out)
+    return c.named(name)
+
+
+def _core(cfg: ModelConfig, ph: Phase, layer_type: str) -> C.Cost:
+    window = cfg.sliding_window if layer_type == "sliding" else None
+    kv_len = min(ph.kv_len, window) if (window and ph.kind == "decode") else ph.kv_len
+    args = (ph.batch, cfg.heads, ph.seq, kv_len, cfg.head_dim, cfg.kv_heads, cfg.dtype)
+    dense = C.attention(*args)
+    causal = C.attention(*args, causal=True, window=window if ph.kind == "prefill" else None)
+    e = C.elem_bytes(cfg.dtype)
+    kv_token = 2 * ph.batch * cfg.kv_heads * cfg.head_dim * e  # K and V of one position
+    detail = {
+        "macs_causal": causal.macs, "flops_causal": causal.flops, "bytes_causal": causal.bytes,
+        "kv_positions": kv_len,
+        "kv_cache_read_bytes": kv_token * (kv_len - 1) if ph.kind == "decode" else 0,
+        "kv_cache_write_bytes": kv_token * ph.seq,
+    }
+    return replace(dense, name="attn.core", detail=detail)
+
+
+def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C.Cost]:
+    """Every component of one decoder layer of ``layer_type`` in phase ``ph``, in order."""
+    if layer_type not in ("full", "sliding"):
+        raise ModelError(f"layer type must be 'full' or 'sliding', got {layer_type!r}")
+    t, h, dt = ph.tokens, cfg.hidden, cfg.dtype
+    q_out, kv_out = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    norm = lambda name: C.rmsnorm(t, h, dt).named(name)  # noqa: E731
+    residual = lambda name: C.elementwise(t * h, dt, 2, 1, 1).named(name)  # noqa: E731
+    act = (C.gelu_tanh(t * cfg.intermediate, dt) if cfg.act == "gelu_tanh"
+           else C.elementwise(t * cfg.intermediate, dt, 1, 1, SILU_FLOPS))
+    parts = [
+        norm("input_norm"),
+        _proj("attn.q_proj", t, h, q_out, dt, cfg.attn_bias),
+        _proj("attn.k_proj", t, h, kv_out, dt, cfg.attn_bias),
+        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias),
+    ]
+    if cfg.qk_norm:
+        parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt).named("attn.q_norm"),
+                  C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt).named("attn.k_norm")]
+    parts += [
+        C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
+        _core(cfg, ph, layer_type),
+        _proj("attn.o_proj", t, q_out, h, dt, False),
+    ]
+    if cfg.sandwich_norm:
+        parts.append(norm("post_attn_norm"))
+    parts += [
+        residual("attn.residual"),
+        norm("pre_ffn_norm"),
+        _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False),
+        _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False),
+        act.named("mlp.act"),
+        C.elementwise(t * cfg.intermediate, dt, 2, 1, 1).named("mlp.mul"),
+        _proj("mlp.down_proj", t, cfg.intermediate, h, dt, False),
+    ]
+    if cfg.sandwich_norm:
+        parts.append(norm("post_ffn_norm"))
+    parts.append(residual("mlp.residual"))
+    return parts
+
+
+def groups(parts: list[C.Cost]) -> dict[str, C.Cost]:
+    return {
+        "attention": C.total([p for p in parts if p.name.startswith("attn.")], "attention"),
+        "mlp": C.total([p for p in parts if p.name.startswith("mlp.")], "mlp"),
+    }
+
+
+def layer_type_of(cfg: ModelConfig, index: int | None = None, kind: str | None = None) -> str:
+    """The type of layer ``index``, or ``kind`` itself, or the first layer's type."""
+    if index is not None:
+        if not 0 <= index < cfg.layers:
+            raise ModelError(f"layer must be in 0..{cfg.layers - 1}, got {index}")
+        return cfg.layer_types[index]
+    if kind is not None:
+        if kind not in cfg.layer_types:
+            raise ModelError(f"{cfg.name} has no {kind} layers")
+        return kind
+    return cfg.layer_types[0]
+
+
+def model_costs(cfg: ModelConfig, ph: Phase) -> dict:
+    """All layers by type + embedding + final norm + lm_head, and the KV-cache size.
+
+    The embedding is a gather (read T rows, write T rows); the lm_head projects every token
+    entering it (HF's default forward computes logits for all positions).
+    """
+    t, dt, e = ph.tokens, cfg.dtype, C.elem_bytes(cfg.dtype)
+    per_type = {}
+    for lt in sorted(set(cfg.layer_types)):
+        n = cfg.layer_types.count(lt)
+        per_type[lt] = (n, C.total(layer_costs(cfg, ph, lt), f"{lt} layer"))
+    emb = C.Cost("embedding", 0, 0, 2 * t * cfg.hidden * e, 2 * t * cfg.hidden * e)
+    head = C.linear(t, cfg.hidden, cfg.vocab, dt).named("lm_head")
+    final = C.rmsnorm(t, cfg.hidden, dt).named("final_norm")
+    layers = C.total([c.scaled(n) for n, c in per_type.values()], "layers")
+    kv_bytes = 0
+    for lt in cfg.layer_types:
+        pos = min(ph.kv_len, cfg.sliding_window) if lt == "sliding" else ph.kv_len
+        kv_bytes += 2 * ph.batch * cfg.kv_heads * cfg.head_dim * pos * e
+    return {
+        "layers_by_type": {lt: {"count": n, **c.as_dict()} for lt, (n, c) in per_type.items()},
+        "parts": [layers, emb, final, head],
+        "total": C.total([layers, emb, final, head], "model"),
+        "kv_cache_bytes": kv_bytes,
+        "params": param_count(cfg),
+    }
+
+
+def param_count(cfg: ModelConfig) -> int:
+    """Weights of the model (the independent check on the projection shapes)."""
+    h, q, kv, i = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.intermediate
+    attn = h * q + 2 * h * kv + q * h + (q + 2 * kv if cfg.attn_bias else 0)
+    norms = h * (4 if cfg.sandwich_norm else 2) + (2 * cfg.head_dim if cfg.qk_norm else 0)
+    per_layer = attn + 3 * h * i + norms
+    emb = cfg.vocab * h * (1 if cfg.tie_embeddings else 2)
+    return cfg.layers * per_layer + emb + h
