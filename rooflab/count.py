@@ -69,6 +69,15 @@ def _baddbmm(args, out):
     return b * m * k * n, 2 * b * m * k * n + b * m * n
 
 
+@register(aten.linear)
+def _linear(args, out):
+    # reached only where composite ops are not decomposed (e.g. under inference_mode)
+    x, w = args[0], args[1]
+    rows, (n, k) = x.numel() // x.shape[-1], _shape(w)
+    bias = rows * n if len(args) > 2 and args[2] is not None else 0
+    return rows * k * n, 2 * rows * k * n + bias
+
+
 def _sdpa(q, k, v) -> tuple[int, int]:
     *lead, lq, d = _shape(q)
     lkv, dv = _shape(k)[-2], _shape(v)[-1]
@@ -184,14 +193,15 @@ class Counter(TorchDispatchMode):
         out = func(*args, **kwargs)
         packet = func.overloadpacket
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        if packet in VIEW_OPS:
-            read = written = 0
+        ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        in_ids = {id(t) for t in ins}
+        inplace = packet.__name__.endswith("_")
+        if packet in VIEW_OPS or (outs and not inplace and all(id(t) in in_ids for t in outs)):
+            read = written = 0  # a view, or an op that returned its input (x.to(x.dtype))
         else:
-            ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
             read = sum(_tensor_bytes(t) for t in ins)
-            in_ids = {id(t) for t in ins}
             written = sum(_tensor_bytes(t) for t in outs)
-            if packet.__name__.endswith("_") and outs and id(outs[0]) in in_ids:
+            if inplace and outs and id(outs[0]) in in_ids:
                 written = _tensor_bytes(outs[0])  # in place: the write lands in an input
         macs, flops = flops_of(packet, args, outs)
         shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]

@@ -135,8 +135,9 @@ def _flusher(device: str, flush_l2: bool):
     return buf.zero_
 
 
-def _graph(fn, args, kwargs, warmup: int):
-    """Capture fn in a CUDA graph (after warm-up on a side stream); returns replay."""
+def capture_graph(fn, args=(), kwargs=None, warmup: int = 2):
+    """Capture fn in a CUDA graph (after warm-up on a side stream); returns its replay."""
+    kwargs = kwargs or {}
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -160,7 +161,7 @@ def time(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 
     if cuda_graph:
         if dev != "cuda":
             raise MeasureError("CUDA-graph replay needs CUDA")
-        replay = _graph(fn, args, kwargs, warmup)
+        replay = capture_graph(fn, args, kwargs, warmup)
         call, args, kwargs = (lambda: replay()), (), {}
     else:
         call = fn

@@ -1,0 +1,62 @@
+"""Part 3: a real decoder layer. Per-component costs, sweeps on the roofline, and the measured
+layer (wall time, profiled kernel time) against the roofline prediction."""
+from __future__ import annotations
+
+from rooflab import cost as C
+from rooflab import models as M
+from rooflab import roofline as R
+
+DECODE_BATCHES = (1, 4, 16, 64)
+PREFILL_LENGTHS = (64, 256, 1024, 4096)
+
+
+def row(c: C.Cost, roof: R.Roof | None) -> dict:
+    d = c.as_dict()
+    if roof is not None:
+        p = R.place(roof, c)
+        d.update(bound=p.bound, time_floor_s=p.time_floor_s,
+                 attainable_flops_per_s=p.attainable_flops_per_s)
+    return d
+
+
+def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | None = None) -> dict:
+    """The `rooflab layer` result: components, groups, total (placed under ``roof`` if given)."""
+    parts = M.layer_costs(cfg, phase, layer_type)
+    core = next(p for p in parts if p.name == "attn.core")
+    return {
+        "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
+        "seq": phase.seq, "kv_len": phase.kv_len, "dtype": cfg.dtype,
+        "roof": roof.label if roof else None,
+        "components": [row(p, roof) for p in parts],
+        "groups": {k: row(v, roof) for k, v in M.groups(parts).items()},
+        "total": row(C.total(parts, "layer"), roof),
+        "kv_cache_read_bytes": core.detail["kv_cache_read_bytes"],
+        "kv_cache_write_bytes": core.detail["kv_cache_write_bytes"],
+        "causal": {"macs": core.detail["macs_causal"], "flops": core.detail["flops_causal"]},
+    }
+
+
+def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None) -> dict:
+    mc = M.model_costs(cfg, phase)
+    return {"model": cfg.name, "config": cfg.as_dict(), "phase": phase.kind, "batch": phase.batch,
+            "seq": phase.seq, "kv_len": phase.kv_len, "params": mc["params"],
+            "kv_cache_bytes": mc["kv_cache_bytes"], "layers_by_type": mc["layers_by_type"],
+            "parts": [row(p, roof) for p in mc["parts"]], "total": row(mc["total"], roof)}
+
+
+def sweeps(cfg: M.ModelConfig, roof: R.Roof, kv_len: int = 1024, prefill_batch: int = 32,
+           layer_type: str | None = None) -> list[dict]:
+    """Decode at batch 1..64 and prefill at length 64..4096: MLP and whole-layer points."""
+    lt = layer_type or M.layer_type_of(cfg)
+    phases = [(f"decode B={b}", M.Phase.decode(b, kv_len)) for b in DECODE_BATCHES]
+    phases += [(f"prefill L={n}", M.Phase.prefill(prefill_batch, n)) for n in PREFILL_LENGTHS]
+    out = []
+    for label, ph in phases:
+        parts = M.layer_costs(cfg, ph, lt)
+        for what, c in (("mlp", M.groups(parts)["mlp"]), ("layer", C.total(parts, "layer"))):
+            p = R.place(roof, c)
+            out.append({"label": label, "what": what, "phase": ph.kind, "batch": ph.batch,
+                        "seq": ph.seq, "flops": c.flops, "bytes": c.bytes,
+                        "intensity": p.intensity, "attainable_flops_per_s": p.attainable_flops_per_s,
+                        "bound": p.bound, "time_floor_s": p.time_floor_s})
+    return out

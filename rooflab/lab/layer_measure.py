@@ -1,0 +1,115 @@
+"""The real transformers layer, measured: wall time (the one timer), kernel time (the profiler,
+per component through module ranges), and the prediction from counted ops on measured ceilings.
+
+Prediction: every counted op that moves bytes is one kernel; its floor is
+max(FLOPs / peak, bytes / bandwidth, kernel_floor_s), with the peak and bandwidth measured on this
+device and kernel_floor_s the measured device time of the smallest kernel (launch + ramp). The
+layer's prediction is the sum of its kernels' floors.
+"""
+from __future__ import annotations
+
+import torch
+
+from rooflab import count, hf
+from rooflab import models as M
+from rooflab.measure import profile as P
+from rooflab.measure.ceilings import Ceilings
+from rooflab.measure.timer import capture_graph, time
+
+MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
+
+
+def kernel_floor_s(device: str) -> float:
+    """Device time of a one-element kernel: the least any kernel costs here."""
+    x = torch.zeros(1, device=device)
+    prof = P.profile(x.add_, 1, iters=20, warmup=5, device=device)
+    return min(k.mean_us for k in prof.kernels) / 1e6 if prof.kernels else 0.0
+
+
+def _component_names(layer, family: str) -> dict[str, str]:
+    names = {}
+    for path, _ in layer.named_modules():
+        comp = hf.component_of(path, family)
+        if comp:
+            names[path] = comp
+    return names
+
+
+def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: float,
+            family: str) -> dict[str, dict]:
+    """Per component (via the module each op ran under): kernels, FLOPs, bytes, predicted s."""
+    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
+    bw = ceil.mem_bandwidth_bytes_per_s
+    out: dict[str, dict] = {}
+    for r in records:
+        if r.bytes == 0:
+            continue  # a view: no kernel
+        comp = hf.component_of(r.module, family) or "other (attention core, residuals, rope)"
+        d = out.setdefault(comp, {"kernels": 0, "flops": 0, "bytes": 0, "predicted_s": 0.0,
+                                  "ops": []})
+        d["kernels"] += 1
+        d["flops"] += r.flops
+        d["bytes"] += r.bytes
+        d["predicted_s"] += max(r.flops / peak, r.bytes / bw, floor_s)
+        d["ops"].append(r.op)
+    return out
+
+
+def explain(comp: str, d: dict, floor_s: float, tokens: int) -> str:
+    """Why a component's kernels took longer than predicted, from its counted ops."""
+    reasons = []
+    if "cat" in d["ops"]:
+        reasons.append("the KV cache is concatenated (copied whole) every step")
+    if any(op in ("mm", "addmm", "bmm") for op in d["ops"]) and tokens < 64:
+        reasons.append(f"a GEMM with only {tokens} token rows cannot fill the GPU")
+    if d["predicted_s"] <= d["kernels"] * floor_s * 1.01:
+        reasons.append(f"its {d['kernels']} kernel(s) sit at the launch floor "
+                       f"({floor_s * 1e6:.1f} us each)")
+    return "; ".join(reasons) or "no counted-op explanation: see the trace"
+
+
+def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
+            device: str, graph: bool = False, floor_s: float | None = None,
+            trace_path: str | None = None, dtype: str | None = None) -> dict:
+    """One configuration: wall time, profiled kernel time and the prediction, per component."""
+    tdtype = hf.TORCH_DTYPES[dtype or cfg.dtype]
+    layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
+    call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
+                      layer=layer)
+    floor_s = kernel_floor_s(device) if floor_s is None else floor_s
+    with torch.no_grad(), count.Counter(layer) as counter:  # no_grad: composites decompose
+        call()
+    with torch.inference_mode():
+        wall = time(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
+                    name=f"{phase.kind} layer")
+        if graph:
+            fn = capture_graph(call)
+            prof = P.profile(fn, iters=5, warmup=1, device=device, trace_path=trace_path)
+        else:
+            with P.annotate_modules(layer, _component_names(layer, cfg.family)):
+                prof = P.profile(call, iters=5, warmup=1, device=device, trace_path=trace_path)
+    per = predict(counter.records, ceil, dtype or cfg.dtype, floor_s, cfg.family)
+    kernel_s = prof.device_time_us / prof.iters / 1e6
+    predicted_s = sum(d["predicted_s"] for d in per.values())
+    comps = []
+    for comp, d in per.items():
+        measured = prof.by_annotation_us.get(comp)
+        m_s = measured / prof.iters / 1e6 if measured is not None else None
+        row = {"component": comp, "kernels_counted": d["kernels"], "flops": d["flops"],
+               "bytes": d["bytes"], "predicted_s": d["predicted_s"], "kernel_s": m_s}
+        if m_s is not None and m_s > MISS * d["predicted_s"]:
+            row["why"] = explain(comp, d, floor_s, phase.tokens)
+        comps.append(row)
+    return {
+        "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
+        "seq": phase.seq, "kv_len": phase.kv_len, "mode": "cuda_graph" if graph else "eager",
+        "dtype": dtype or cfg.dtype, "device": device,
+        "wall_s": wall.median_s, "wall_cv": wall.cv, "kernel_s": kernel_s,
+        "predicted_s": predicted_s, "kernel_floor_s": floor_s,
+        "predicted_over_kernel": predicted_s / kernel_s if kernel_s else None,
+        "overhead_s": wall.median_s - kernel_s, "launches_per_iter": prof.launches_per_iter,
+        "kernels_counted": sum(d["kernels"] for d in per.values()),
+        "timeline": prof.timeline, "components": comps, "notes": prof.notes,
+        "trace_path": prof.trace_path,
+    }
+

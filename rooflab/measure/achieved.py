@@ -1,0 +1,30 @@
+"""Achieved points: a callable measured together with its cost, placed under a roof."""
+from __future__ import annotations
+
+from rooflab import roofline as R
+from rooflab.cost import Cost
+from rooflab.measure.timer import Timing, time
+
+
+def point(timing: Timing, c: Cost, roof: R.Roof, fused: bool = False) -> dict:
+    """Achieved FLOP/s and bandwidth of a measured op, and its fraction of the roof at its
+    intensity (the roofline's attainable FLOP/s, or bandwidth when it does no FLOPs)."""
+    nbytes = c.bytes_fused if fused else c.bytes
+    t = timing.median_s
+    i = R.intensity(c.flops, nbytes)
+    attainable = R.attainable(roof, i)
+    achieved_flops = c.flops / t
+    achieved_bw = nbytes / t
+    frac = achieved_flops / attainable if c.flops else achieved_bw / roof.mem_bandwidth_bytes_per_s
+    return {
+        "name": c.name, "flops": c.flops, "bytes": nbytes, "intensity": i,
+        "measured_s": t, "time_floor_s": R.time_floor_s(roof, c.flops, nbytes),
+        "achieved_flops_per_s": achieved_flops, "achieved_bandwidth_bytes_per_s": achieved_bw,
+        "attainable_flops_per_s": attainable, "fraction_of_roof": frac,
+        "bound": R.bound(roof, i), "unstable": timing.unstable, "roof": roof.label,
+    }
+
+
+def measure(fn, c: Cost, roof: R.Roof, *args, fused: bool = False, **time_kwargs) -> dict:
+    """Time fn(*args) with the one timer and place the result under ``roof``."""
+    return point(time(fn, *args, name=c.name, **time_kwargs), c, roof, fused)
