@@ -127,6 +127,89 @@ def roofline_gemv(gpu: Optional[str] = typer.Option(None, "--gpu", help="name or
     _roofline("gemv", gpu, dtype, sizes, plot, as_json)
 
 
+@app.command()
+def ceilings(device: Optional[str] = typer.Option(None, "--device", help="cuda or cpu"),
+             refresh: bool = typer.Option(False, "--refresh", help="measure again"),
+             quick: bool = typer.Option(False, "--quick", help="smaller sizes"),
+             as_json: bool = typer.Option(False, "--json")):
+    """Measured memory bandwidth and matmul peaks of this device (cached)."""
+    from rooflab.measure import ceilings as CE
+
+    if device not in (None, "cuda", "cpu"):
+        raise UserError(f"--device must be cuda or cpu, got {device!r}")
+    _emit(CE.get(_device(device), refresh=refresh, quick=quick).as_dict(), as_json,
+          console.ceilings)
+
+
+def _device(device: Optional[str]) -> str:
+    import torch
+
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is available here (use --device cpu)")
+    if device not in ("cuda", "cpu"):
+        raise UserError(f"--device must be auto, cuda or cpu, got {device!r}")
+    return device
+
+
+def _phase(phase: str, batch: int, seq: Optional[int], kv_len: Optional[int]):
+    from rooflab import models as M
+
+    if phase == "prefill":
+        return M.Phase.prefill(batch, seq or 512)
+    if phase == "decode":
+        return M.Phase.decode(batch, kv_len or seq or 1024)
+    raise UserError(f"--phase must be prefill or decode, got {phase!r}")
+
+
+def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
+    hw = H.resolve(gpu) if gpu else H.detect()
+    return R.Roof.of(hw, dtype) if hw.peak_flops_per_s else None
+
+
+@app.command()
+def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name or config.json"),
+          layer_index: Optional[int] = typer.Option(None, "--layer", help="layer number"),
+          layer_type: Optional[str] = typer.Option(None, "--layer-type", help="full or sliding"),
+          phase: str = typer.Option("prefill", "--phase", help="prefill or decode"),
+          batch: int = typer.Option(1, "--batch"), seq: Optional[int] = typer.Option(None, "--seq"),
+          kv_len: Optional[int] = typer.Option(None, "--kv-len"),
+          dtype: Optional[str] = typer.Option(None, "--dtype"),
+          gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
+          as_json: bool = typer.Option(False, "--json")):
+    """Every component of one decoder layer: MACs, FLOPs, bytes, intensity, bound, time floor."""
+    from dataclasses import replace
+
+    from rooflab import models as M
+    from rooflab.lab import decoder
+
+    cfg = M.load(model)
+    if dtype:
+        cfg = replace(cfg, dtype=C.dtype_name(dtype))
+    if layer_index is not None and layer_type is not None:
+        raise UserError("give --layer or --layer-type, not both")
+    lt = M.layer_type_of(cfg, layer_index, layer_type)
+    data = decoder.analyze(cfg, _phase(phase, batch, seq, kv_len), lt, _roof_for(gpu, cfg.dtype))
+    _emit(data, as_json, console.layer)
+
+
+@app.command()
+def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset or config.json"),
+          phase: str = typer.Option("prefill", "--phase"), batch: int = typer.Option(1, "--batch"),
+          seq: Optional[int] = typer.Option(None, "--seq"),
+          kv_len: Optional[int] = typer.Option(None, "--kv-len"),
+          gpu: Optional[str] = typer.Option(None, "--gpu"),
+          as_json: bool = typer.Option(False, "--json")):
+    """Whole-model totals: all layers by type, embedding, final norm, lm_head, KV cache."""
+    from rooflab import models as M
+    from rooflab.lab import decoder
+
+    cfg = M.load(model_name)
+    data = decoder.model_summary(cfg, _phase(phase, batch, seq, kv_len), _roof_for(gpu, cfg.dtype))
+    _emit(data, as_json, console.model)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors are one line on stderr and exit code 2, never a traceback."""
     try:

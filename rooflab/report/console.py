@@ -63,6 +63,38 @@ def cost(d: dict) -> None:
           [[f"{d['macs']:,}", f"{d['flops']:,}", f"{d['bytes']:,}", f"{d['intensity']:.4g}"]])
 
 
+def ceilings(d: dict) -> None:
+    rows = [[dt, si(v, "FLOP/s")] for dt, v in d["peak_flops_per_s"].items()]
+    rows.append(["copy bandwidth", si(d["mem_bandwidth_bytes_per_s"], "B/s")])
+    cached = " (cached; --refresh to re-measure)" if d.get("cached") else ""
+    table(f"Measured ceilings: {d['device_name']} on {d['date']}{cached}", ["ceiling", "value"], rows)
+
+
+def _cost_rows(items: list[dict]) -> list[list]:
+    return [[c["name"], f"{c['macs']:,}", f"{c['flops']:,}", f"{c['bytes']:,}",
+             f"{c['bytes_fused']:,}", f"{c['intensity']:.3g}", c.get("bound", "-"),
+             secs(c.get("time_floor_s"))] for c in items]
+
+
+COST_COLUMNS = ["component", "MACs", "FLOPs", "bytes (eager)", "bytes (fused)", "FLOP/B",
+                "bound", "time floor"]
+
+
+def layer(d: dict) -> None:
+    rows = _cost_rows(d["components"]) + _cost_rows(list(d["groups"].values()) + [d["total"]])
+    where = f" on {d['roof']}" if d["roof"] else " (no roof: pass --gpu)"
+    table(f"{d['model']} {d['layer_type']} layer, {d['phase']} B={d['batch']} "
+          f"L={d['seq']} kv={d['kv_len']} {d['dtype']}{where}", COST_COLUMNS, rows)
+    out.print(f"KV cache: read {d['kv_cache_read_bytes']:,} B, written "
+              f"{d['kv_cache_write_bytes']:,} B; causal attention MACs {d['causal']['macs']:,}")
+
+
+def model(d: dict) -> None:
+    table(f"{d['model']}: {d['phase']} B={d['batch']} L={d['seq']} kv={d['kv_len']}",
+          COST_COLUMNS, _cost_rows(d["parts"] + [d["total"]]))
+    out.print(f"parameters {d['params']:,}; KV cache {d['kv_cache_bytes']:,} B")
+
+
 def sweep(d: dict) -> None:
     rows = [[r["n"], f"{r['intensity']:.4g}", si(r["attainable_flops_per_s"], "FLOP/s"),
              r["bound"], secs(r["time_floor_s"])] for r in d["rows"]]

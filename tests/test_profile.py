@@ -1,0 +1,107 @@
+"""Kernel categories by tested rules, the trace analysis, and the Chrome trace export."""
+import json
+import pathlib
+
+import pytest
+import torch
+
+from rooflab.measure import profile as P
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("name,cat", [
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "gemm"),
+    ("ampere_sgemm_128x64_tn", "gemm"),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN", "gemm"),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm>", "gemm"),
+    ("void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4>", "gemm"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "elementwise"),
+    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", "memcpy/memset"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>", "reduction/norm"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>", "reduction/norm"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>", "attention"),
+    ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", "attention"),
+    ("Memcpy DtoD (Device -> Device)", "memcpy/memset"),
+    ("triton_poi_fused_add_mul_tanh_0", "elementwise"),
+    ("triton_per_fused_mean_pow_1", "reduction/norm"),
+    ("_fwd_kernel_flash", "attention"),
+    ("gelu_kernel", "elementwise"),
+    ("aten::mm", "gemm"),
+    ("some_custom_kernel", "other"),
+])
+def test_categories(name, cat):
+    assert P.categorize(name) == cat
+
+
+def test_cpu_profile_and_trace(tmp_path):
+    x = torch.randn(256, 256)
+
+    def f():
+        return torch.nn.functional.gelu(x @ x, approximate="tanh")
+
+    path = tmp_path / "t.json"
+    r = P.profile(f, iters=2, trace_path=str(path), device="cpu")
+    names = {k.name for k in r.kernels}
+    assert {"aten::mm", "aten::gelu"} <= names
+    assert "aten::mm" in r.op_kernels["aten::matmul"]
+    assert r.iters == 2 and r.launches >= 4 and r.trace_path == str(path)
+    events = json.loads(path.read_text())["traceEvents"]
+    assert any(e.get("cat") == "cpu_op" and e["name"] == "aten::mm" for e in events)
+
+
+def test_annotated_modules_on_cpu():
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU())
+    x = torch.randn(32, 64)
+    with P.annotate_modules(m, {"0": "proj", "1": "act"}):
+        r = P.profile(m, x, iters=2, device="cpu")
+    assert set(r.by_annotation_us) >= {"proj", "act"}
+
+
+def _synthetic_cuda_trace():
+    """Two ops on the CPU thread, each launching one kernel (correlation ids 1, 2)."""
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::matmul", "tid": 1, "ts": 0, "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "tid": 1, "ts": 5, "dur": 40},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": 10,
+         "dur": 5, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::gelu", "tid": 1, "ts": 60, "dur": 20},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": 65,
+         "dur": 5, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "tid": 7, "ts": 100,
+         "dur": 30, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel<gelu>", "tid": 7,
+         "ts": 140, "dur": 10, "args": {"correlation": 2}},
+    ]
+
+
+def test_trace_analysis_maps_ops_to_kernels_and_gaps():
+    r = P.analyze_trace(_synthetic_cuda_trace(), "cuda")
+    assert r.op_kernels == {"aten::matmul": ["ampere_sgemm_128x64_tn"],
+                            "aten::gelu": ["vectorized_elementwise_kernel<gelu>"]}
+    assert r.by_category_us == {"gemm": 30.0, "elementwise": 10.0}
+    assert r.timeline == {"span_us": 50.0, "busy_us": 40.0, "idle_us": 10.0, "gaps": 1,
+                          "largest_gap_us": 10.0}
+    assert r.kernels[0].share == pytest.approx(0.75)
+
+
+def test_real_gpu_trace_if_present():
+    traces = sorted(DATA.glob("*.trace.json*"))
+    if not traces:
+        pytest.skip("no GPU trace under tests/data")
+    for t in traces:
+        r = P.analyze_trace(P.load_trace(str(t)), "cuda")
+        assert r.launches > 0 and r.kernels
+        assert all(k.category in {"gemm", "elementwise", "reduction/norm", "attention",
+                                  "memcpy/memset", "other"} for k in r.kernels)
+        assert r.op_kernels  # every real trace attributes kernels to aten ops
+
+
+def test_augment_trace(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _synthetic_cuda_trace()}))
+    P.augment_trace(str(path), {"sgemm": {"flops": 2_000_000, "bytes": 30_000}})
+    ev = [e for e in json.loads(path.read_text())["traceEvents"] if "sgemm" in e["name"]][0]
+    assert ev["args"]["rooflab flops"] == 2_000_000
+    assert ev["args"]["achieved TFLOP/s"] == pytest.approx(2e6 / 30e-6 / 1e12, abs=1e-3)
