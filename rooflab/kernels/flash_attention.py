@@ -1,0 +1,201 @@
+"""FlashAttention forward in Triton: tiles, an online softmax, and no N x N matrix in HBM.
+
+Read in order: the reference (standard attention, its HBM traffic annotated), the kernel, the
+launcher, the cost, the check. Shapes: q (B, H, Lq, D), k and v (B, Hkv, Lkv, D) with Hkv dividing
+H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq == Lkv).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from rooflab import cost as C
+
+
+# --- 1. the reference ------------------------------------------------------------------------
+def standard_attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """softmax(Q K^T * scale) V, materialising the (Lq, Lkv) score matrix S."""
+    scale = scale if scale is not None else q.shape[-1] ** -0.5
+    rep = q.shape[1] // k.shape[1]
+    if rep > 1:  # GQA: each K/V head serves `rep` query heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    s = (q @ k.transpose(-2, -1)) * scale     # read Q, K -> write S (B, H, Lq, Lkv) to HBM
+    if causal:
+        lq, lkv = q.shape[-2], k.shape[-2]
+        keep = torch.ones(lq, lkv, dtype=torch.bool, device=q.device).tril(lkv - lq)
+        s = s.masked_fill(~keep, float("-inf"))  # read S -> write S
+    p = torch.softmax(s.float(), dim=-1).to(q.dtype)  # read S (several passes) -> write P
+    return p @ v                              # read P, V -> write O (B, H, Lq, D)
+
+
+# --- 2. the kernel ---------------------------------------------------------------------------
+# This module is the optional edge: it is imported only where attention runs, and without Triton
+# the kernel is simply absent (flash_attention() says so in one line).
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _e:  # pragma: no cover - exercised where Triton is missing
+    triton = None
+    TRITON_MISSING = f"Triton is not installed ({_e}); pip install 'rooflab[triton]'"
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+if triton is not None:
+    @triton.jit
+    def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
+               lo, hi, n_kv, delta, qk_scale, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
+               EVEN_N: tl.constexpr, UPCAST: tl.constexpr):
+        # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
+        # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
+        for start_n in range(lo, hi, BLOCK_N):
+            cols = start_n + offs_n
+            kv_mask = cols[:, None] < n_kv
+            if EVEN_N:
+                k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :])
+                v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
+            else:
+                k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+                v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+            if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
+                k = k.to(tl.float32)
+                v = v.to(tl.float32)
+            qk = tl.dot(q, tl.trans(k)) * qk_scale   # scores in log2 units, never stored
+            if MASK:  # the diagonal band: causal mask (query row + delta sees keys <= it)
+                qk = tl.where(offs_m[:, None] + delta >= cols[None, :], qk, float("-inf"))
+            if not EVEN_N:
+                qk = tl.where(cols[None, :] < n_kv, qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            p = tl.math.exp2(qk - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)         # rescale what was summed so far
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        return acc, l_i, m_i
+
+    @triton.jit
+    def flash_fwd(Q, K, V, O, LSE, sm_scale,
+                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+                  H, GROUP, n_q, n_kv,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr):
+        start_m = tl.program_id(0)
+        bh = tl.program_id(1)
+        b, h = bh // H, bh % H
+        hk = h // GROUP                                  # the K/V head this query head reads
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q_base = Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+        k_base = K + b.to(tl.int64) * skb + hk.to(tl.int64) * skh
+        v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
+        q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :],
+                    mask=offs_m[:, None] < n_q, other=0.0)   # read the Q tile once
+        if UPCAST:
+            q = q.to(tl.float32)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        qk_scale = sm_scale * 1.4426950408889634         # fold log2(e) in: exp2 is cheaper
+        delta = n_kv - n_q                               # causal: queries are the last n_q
+        if CAUSAL:
+            # blocks fully left of the diagonal need no mask; the band across it does
+            band_lo = tl.maximum(((start_m * BLOCK_M + delta) // BLOCK_N) * BLOCK_N, 0)
+            band_hi = tl.minimum((start_m + 1) * BLOCK_M + delta, n_kv)
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                                   offs_d, 0, band_lo, n_kv, delta, qk_scale, BLOCK_N, False, True,
+                                   UPCAST)
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                                   offs_d, band_lo, band_hi, n_kv, delta, qk_scale, BLOCK_N, True,
+                                   EVEN_N, UPCAST)
+        else:
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                                   offs_d, 0, n_kv, n_kv, delta, qk_scale, BLOCK_N, False, EVEN_N,
+                                   UPCAST)
+        acc = acc / l_i[:, None]
+        lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
+        tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
+        o_base = O + b.to(tl.int64) * sob + h.to(tl.int64) * soh
+        tl.store(o_base + offs_m[:, None] * som + offs_d[None, :], acc.to(O.dtype.element_ty),
+                 mask=offs_m[:, None] < n_q)             # write the O tile once
+
+
+# --- 3. the launcher -------------------------------------------------------------------------
+def config(head_dim: int, causal: bool) -> dict:
+    """Tile sizes and pipeline depth (measured on the H200; see benchmarks/attention.py)."""
+    if INTERPRET:
+        return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
+    if head_dim <= 64:
+        return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    if head_dim <= 128:
+        return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
+    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+
+
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
+                    cfg: dict | None = None, out: torch.Tensor | None = None):
+    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
+    if triton is None:
+        raise RuntimeError(TRITON_MISSING)
+    b, h, n_q, d = q.shape
+    _, hkv, n_kv, _ = k.shape
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"flash_attention takes fp16 or bf16 q, k, v of one dtype, got "
+                        f"{q.dtype}, {k.dtype}, {v.dtype}")
+    if d not in (16, 32, 64, 128, 256) or k.shape[-1] != d or v.shape[-1] != d:
+        raise ValueError(f"head_dim must be one of 16, 32, 64, 128, 256 (got {d})")
+    if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
+        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
+    if causal and n_q > n_kv:
+        raise ValueError("causal attention needs q_len <= kv_len")
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(q) if out is None else out
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    c = dict(cfg or config(d, causal))
+    bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
+    grid = (-(-n_q // bm), b * h)
+    flash_fwd[grid](q, k, v, o, lse, scale if scale is not None else d ** -0.5,
+                    q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                    v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                    h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
+                    EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
+    return o, lse
+
+
+# --- 4. the cost -----------------------------------------------------------------------------
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False) -> C.Cost:
+    """What this kernel must do: the causal count when causal (it skips masked blocks); bytes
+    are fused-ideal (Q, K, V read once, O written once; the LSE is B*H*Lq*4 more)."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal)
+    return C.Cost("flash attention (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
+                  c.bytes_fused + 4 * b * h * n_q)
+
+
+# --- 5. the check ----------------------------------------------------------------------------
+def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.float16, causal=False, device="cuda",
+           seed=0) -> dict:
+    """Error of the kernel and of PyTorch's own low-precision attention against fp64, on fresh
+    random inputs (relative Frobenius norm), plus the LSE error and whether every output was
+    written (outputs are poisoned with NaN first)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    hkv = hkv or h
+    mk = lambda heads, n: torch.randn(b, heads, n, d, generator=g).to(device, dtype)  # noqa: E731
+    q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv)
+    ref = standard_attention(q.double(), k.double(), v.double(), causal)
+    torch_lp = standard_attention(q, k, v, causal)
+    o, lse = flash_attention(q, k, v, causal, out=torch.full_like(q, float("nan")))
+    rep = h // hkv
+    s = (q.double() @ k.double().repeat_interleave(rep, 1).transpose(-2, -1)) * d ** -0.5
+    if causal:
+        keep = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).tril(n_kv - n_q)
+        s = s.masked_fill(~keep, float("-inf"))
+    lse_ref = torch.logsumexp(s, dim=-1)
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    return {"triton_rel_err": rel(o), "torch_rel_err": rel(torch_lp),
+            "lse_max_abs_err": float((lse.double() - lse_ref).abs().max()),
+            "all_finite": bool(torch.isfinite(o).all() and torch.isfinite(lse).all())}
+
+
+def tflops(c: C.Cost, seconds: float) -> float:
+    return c.flops / seconds / 1e12 if seconds > 0 else math.nan

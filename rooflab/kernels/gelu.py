@@ -1,0 +1,104 @@
+"""GeLU (tanh approximation), four ways, and rooflab's own fused Triton kernel.
+
+    gelu(x) = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))        8 FLOPs / element
+
+Read in order: the unfused reference (each line one eager kernel, its HBM traffic annotated), the
+Triton kernel (one read, one write), its launcher, its cost, the correctness check and the sweep.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from rooflab import cost as C
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+# --- 1. the reference: basic torch ops, one kernel each -------------------------------------
+def gelu_unfused(x: torch.Tensor) -> torch.Tensor:
+    """Eager chain of basic ops. n elements of e bytes; each line reads and writes HBM."""
+    cube = x * x * x                          # 2 kernels: read x, x -> write t; read t, x -> write cube
+    inner = x + 0.044715 * cube               # 2 kernels: read cube -> write s; read x, s -> write inner
+    scaled = SQRT_2_OVER_PI * inner           # 1 kernel:  read inner -> write scaled
+    t = torch.tanh(scaled)                    # 1 kernel:  read scaled -> write t
+    one_plus = 1.0 + t                        # 1 kernel:  read t -> write one_plus
+    return 0.5 * x * one_plus                 # 2 kernels: read x -> write h; read h, one_plus -> write y
+
+
+UNFUSED_KERNELS = 9  # the launches gelu_unfused makes
+UNFUSED_READS, UNFUSED_WRITES = 13, 9  # tensor reads and writes of n elements, from the comments
+
+
+def gelu_torch(x: torch.Tensor) -> torch.Tensor:
+    """PyTorch's own fused kernel."""
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+# --- 2. the kernel ---------------------------------------------------------------------------
+# This module is the optional edge: without Triton the kernel is absent and gelu_triton() says so.
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _e:  # pragma: no cover - exercised where Triton is missing
+    triton = None
+    TRITON_MISSING = f"Triton is not installed ({_e}); pip install 'rooflab[triton]'"
+
+if triton is not None:
+    @triton.jit
+    def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: > 2^31 elements work
+        mask = offs < n                                         # the ragged last block
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)     # read x once (HBM -> registers)
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        # 0.5 * (1 + tanh(z)) == sigmoid(2z): one exp, no tanh intrinsic needed; the exponent is
+        # capped so exp never overflows (x / (1 + e^80) is already 0 to fp32 precision)
+        y = x / (1.0 + tl.exp(tl.minimum(-2.0 * inner, 80.0)))
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)  # write y once
+
+
+# --- 3. the launcher -------------------------------------------------------------------------
+BLOCK = 1024 if os.environ.get("TRITON_INTERPRET") == "1" else 4096
+
+
+def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Fused GeLU-tanh over any contiguous tensor of fp32, fp16 or bf16."""
+    if triton is None:
+        raise RuntimeError(TRITON_MISSING)
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"gelu_triton supports fp32, fp16 and bf16, got {x.dtype}")
+    x = x.contiguous()
+    out = torch.empty_like(x) if out is None else out
+    n = x.numel()
+    if n:
+        grid = (triton.cdiv(n, BLOCK),)
+        gelu_kernel[grid](x, out, n, BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)
+    return out
+
+
+# --- 4. the cost -----------------------------------------------------------------------------
+def cost(n: int, dtype: str, fused: bool = True) -> C.Cost:
+    """Fused: read n, write n. Unfused: the reference's 13 reads and 9 writes of n elements."""
+    if fused:
+        return C.gelu_tanh(n, dtype).named("gelu fused")
+    c = C.elementwise(n, dtype, UNFUSED_READS, UNFUSED_WRITES, C.GELU_TANH_FLOPS)
+    return C.Cost("gelu unfused", 0, c.flops, c.bytes, C.gelu_tanh(n, dtype).bytes_fused,
+                  kernels=UNFUSED_KERNELS)
+
+
+# --- 5. the check ----------------------------------------------------------------------------
+def max_error(fn, n: int, dtype: torch.dtype, device: str, seed: int = 0) -> float:
+    """max |fn(x) - gelu(x in fp64)| on fresh random x, output poisoned first (NaN survives)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = (torch.randn(n, generator=g) * 3).to(device=device, dtype=dtype)
+    ref = gelu_torch(x.double())
+    out = torch.full_like(x, float("nan"))
+    got = fn(x) if fn is not gelu_triton else gelu_triton(x, out=out)
+    return float((got.double() - ref).abs().max())
+
+
+# --- 6. the sweep lives in rooflab/lab/fusion.py (it needs the timer and the profiler) --------
+VARIANTS = {"unfused": gelu_unfused, "torch": gelu_torch, "triton": gelu_triton}

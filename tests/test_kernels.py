@@ -1,0 +1,106 @@
+"""Triton kernels: on the CPU under TRITON_INTERPRET=1 (CI), on CUDA with the gpu marker.
+Tolerances are tied to PyTorch's own low-precision error on the same fresh random inputs."""
+import os
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="Triton is not installed")
+
+from rooflab import count  # noqa: E402
+from rooflab.kernels import flash_attention as FA  # noqa: E402
+from rooflab.kernels import gelu as G  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def gelu_tolerance(n, dtype, device):
+    torch_err = G.max_error(G.gelu_torch, n, dtype, device, seed=n)
+    if INTERPRET and dtype == torch.bfloat16:
+        # the interpreter truncates fp32 -> bf16 instead of rounding: allow one bf16 ulp of |y|<8
+        return max(2 * torch_err, 2.0 ** -7 * 8)
+    return max(2 * torch_err, 1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 1000, G.BLOCK + 3, 3 * G.BLOCK])  # incl. a ragged last block
+def test_gelu_triton_matches(device, dtype, n):
+    err = G.max_error(G.gelu_triton, n, dtype, device, seed=n)
+    assert err == err  # not NaN: every element was written over the NaN poison
+    assert err <= gelu_tolerance(n, dtype, device)
+
+
+def test_gelu_unfused_cost_matches_the_counter():
+    x = torch.randn(1000)
+    c = count.count(G.gelu_unfused, x)
+    hand = G.cost(1000, "fp32", fused=False)
+    assert len(c.kernels()) == hand.kernels == 9
+    assert c.total_bytes == hand.bytes == 4 * 1000 * (13 + 9)  # 88000
+    assert G.cost(1000, "fp32").bytes == 8000  # fused: read once, write once
+    assert float((G.gelu_unfused(x) - G.gelu_torch(x)).abs().max()) < 1e-5
+
+
+def test_gelu_rejects_other_dtypes():
+    with pytest.raises(TypeError, match="fp32, fp16 and bf16"):
+        G.gelu_triton(torch.zeros(4, dtype=torch.int32))
+
+
+SHAPES = [  # (B, H, Lq, Lkv, D, Hkv)
+    (1, 2, 37, 37, 64, None),     # not a multiple of the block
+    (2, 4, 20, 53, 32, 2),        # GQA, Lq < Lkv
+    (1, 4, 1, 70, 64, 1),         # decode-like, MQA
+    (1, 2, 33, 33, 256, 1),       # gemma's head_dim
+    (1, 2, 48, 48, 128, None),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_matches_fp64(device, shape, dtype, causal):
+    b, h, lq, lkv, d, hkv = shape
+    e = FA.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lq + d)
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
+def test_flash_attention_bad_input(device):
+    q = torch.zeros(1, 2, 8, 48, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="head_dim"):
+        FA.flash_attention(q, q, q)
+    with pytest.raises(TypeError, match="fp16 or bf16"):
+        FA.flash_attention(q.float(), q.float(), q.float())
+    q = torch.zeros(1, 4, 8, 64, dtype=torch.float16, device=device)
+    k = torch.zeros(1, 3, 8, 64, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="divide"):
+        FA.flash_attention(q, k, k)
+
+
+def test_flash_cost_is_fused_and_causal():
+    c = FA.cost(1, 2, 128, 128, 64, dtype="fp16", causal=True)
+    assert c.macs == 2 * (2 * (128 * 129 // 2)) * 64  # causal pairs only
+    assert c.bytes == 2 * (4 * 2 * 128 * 64) + 4 * 2 * 128  # Q, K, V, O once + fp32 LSE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_gpu_large(d, dtype, causal):
+    e = FA.errors(2, 8, 1031, 1031, d, 2, dtype, causal, device="cuda", seed=d)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+
+
+@pytest.mark.gpu
+def test_flash_attention_extra_memory_is_linear():
+    from rooflab.measure import peak_memory
+    mk = lambda n: torch.randn(1, 8, n, 128, device="cuda", dtype=torch.float16)  # noqa: E731
+    extra = {}
+    for n in (4096, 16384):
+        q, k, v = mk(n), mk(n), mk(n)
+        extra[n] = peak_memory(FA.flash_attention, q, k, v, device="cuda").extra_peak_bytes
+    # O (n*8*128*2 B) and LSE (n*8*4 B) only: 4x the tokens, 4x the bytes, never 16x
+    assert extra[16384] <= 4.5 * extra[4096]
+    assert extra[16384] <= 16384 * 8 * (128 * 2 + 4) * 1.1
