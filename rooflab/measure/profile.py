@@ -144,7 +144,20 @@ def _self_time_ops(ops: list[dict]) -> list[dict]:
                 stack[-1]["self"] -= r["dur"]
             stack.append(mine)
             out.append(mine)
-    return [{**o, "dur": max(o.pop("self"), 0.0)} for o in out if o["self"] > 0]
+    return [{**o, "dur": max(o.pop("self"), 0.0)} for o in out
+            if o["self"] > 0 and _is_cpu_work(o)]
+
+
+def _is_cpu_work(op: dict) -> bool:
+    """A namespaced op (aten::, mkldnn::) on real tensors, or inductor's compiled code; not
+    framework bookkeeping (dynamo cache lookups, wrappers) nor conversions of Python scalars."""
+    name = op["name"]
+    if name.startswith("inductor compiled graph"):
+        return True
+    if "::" not in name:
+        return False
+    dims = op.get("args", {}).get("Input Dims")
+    return not (dims and all(d in ([], None) for d in dims))
 
 
 def _timeline(kernels: list[dict], gap_min_us: float = 1.0) -> dict:
@@ -174,7 +187,10 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
         [e for e in _complete(events, "gpu_memset")]
     notes = []
     if not kernels:  # CPU: leaf aten ops stand in for kernels
-        kernels = _self_time_ops(cpu_ops)
+        compiled = [{**a, "name": "inductor compiled graph (generated C++)"}
+                    for a in _complete(events, "user_annotation")
+                    if a["name"].startswith("## Call CompiledFxGraph")]
+        kernels = _self_time_ops(cpu_ops + compiled)
         launchers = {id(k): k for k in kernels}
         notes.append("CPU trace: no device kernels; each aten op's self time is listed instead")
     else:
@@ -206,7 +222,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     if "cudaGraphLaunch" in names:
         notes.append("CUDA graph replay: the kernels inside a graph are launched by one "
                      "cudaGraphLaunch, so they are not attributed to aten ops or module ranges")
-    if "triton_" in names or "CompiledFunction" in names:
+    if "triton_" in names or "CompiledFunction" in names or "CompiledFxGraph" in names:
         notes.append("torch.compile: generated kernels (triton_*) are attributed to the compiled "
                      "region, not to the aten ops they replaced; fused kernels cover several ops")
     return ProfileResult(device, iters, rows, {k: sorted(v) for k, v in op_kernels.items()},
@@ -255,7 +271,7 @@ def profile(fn, *args, iters: int = 3, warmup: int = 2, device: str | None = Non
     for _ in range(warmup):
         _call(fn, args, kwargs, name)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
-    with tprofile(activities=acts) as prof:
+    with tprofile(activities=acts, record_shapes=True) as prof:
         for _ in range(iters):
             _call(fn, args, kwargs, name)
         if dev == "cuda":
