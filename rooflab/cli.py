@@ -210,6 +210,123 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
     _emit(data, as_json, console.model)
 
 
+def _parts(text: str) -> list[int]:
+    from rooflab.lab.parts import PARTS
+
+    try:
+        nums = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise UserError(f"--parts takes numbers 1-5 separated by commas, got {text!r}") from None
+    bad = [n for n in nums if n not in PARTS]
+    if bad or not nums:
+        raise UserError(f"--parts takes numbers 1-5 separated by commas, got {text!r}")
+    return nums
+
+
+@app.command()
+def lab(device: str = typer.Option("auto", "--device", help="auto, cuda or cpu"),
+        parts: str = typer.Option("1,2,3,4,5", "--parts", help="which parts, e.g. 1,2,5"),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for the analytic answers"),
+        quick: bool = typer.Option(False, "--quick", help="smaller sizes"),
+        out: str = typer.Option("rooflab-report", "--out", help="report directory"),
+        resume: bool = typer.Option(False, "--resume", help="skip parts already done in --out")):
+    """Run the whole lab on this device and write an HTML report (DIR/index.html)."""
+    from rooflab.lab import run as LR
+
+    dev = _device(device)
+    nums = _parts(parts)
+    if gpu:
+        H.resolve(gpu)  # a bad name fails before any work
+    if dev == "cpu":
+        console.out.print("No CUDA device: running the CPU lab (measured CPU roofline; "
+                          "GPU-only parts say what they could not measure).")
+    with console.Progress() as prog:
+        res = LR.run(dev, nums, gpu, quick, out, resume, progress=prog.task,
+                     on_part=prog.part_done)
+    console.lab_summary(res, out)
+
+
+fusion_app = typer.Typer(no_args_is_help=True, help="Kernel fusion: GeLU and the MLP.")
+app.add_typer(fusion_app, name="fusion")
+
+
+@fusion_app.command("gelu")
+def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel"), dtype: str = "fp32",
+                device: str = typer.Option("auto", "--device"),
+                trace: Optional[str] = typer.Option(None, "--trace", help="write traces here"),
+                as_json: bool = typer.Option(False, "--json")):
+    """GeLU-tanh unfused vs F.gelu vs torch.compile vs rooflab's Triton kernel."""
+    from rooflab.lab import fusion
+    from rooflab.measure import ceilings as CE
+
+    C._sizes(numel=numel)
+    dt = C.dtype_name(dtype)
+    if dt not in fusion.TORCH_DTYPES:
+        raise UserError(f"--dtype must be fp32, fp16 or bf16, got {dtype!r}")
+    dev = _device(device)
+    data = fusion.gelu_study(numel, dt, dev, CE.get(dev).mem_bandwidth_bytes_per_s, trace)
+    _emit(data, as_json, console.gelu)
+
+
+@fusion_app.command("mlp")
+def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
+                                                  "max-autotune-no-cudagraphs",
+                                                  "max-autotune")), "--modes"),
+               tokens: int = typer.Option(2048, "--tokens"), dtype: str = "bf16",
+               device: str = typer.Option("auto", "--device"),
+               trace: Optional[str] = typer.Option(None, "--trace"),
+               as_json: bool = typer.Option(False, "--json")):
+    """The Gemma MLP eager vs torch.compile modes: kernels, latency, compile time."""
+    from rooflab.lab import fusion
+
+    C._sizes(tokens=tokens)
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in fusion.MLP_MODES]
+    if bad or not chosen:
+        raise UserError(f"--modes takes {', '.join(fusion.MLP_MODES)}; got {modes!r}")
+    dt = C.dtype_name(dtype)
+    if dt not in fusion.TORCH_DTYPES:
+        raise UserError(f"--dtype must be fp32, fp16 or bf16, got {dtype!r}")
+    data = fusion.mlp_study(640, 2048, tokens, dt, _device(device), chosen, trace)
+    _emit(data, as_json, console.mlp)
+
+
+@app.command()
+def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers of 2) or a,b,c"),
+              impl: str = typer.Option(",".join(("standard", "math", "efficient", "flash",
+                                                 "cudnn", "triton", "flash_attn")), "--impl"),
+              batch: int = typer.Option(1, "--batch"), heads: int = typer.Option(16, "--heads"),
+              head_dim: int = typer.Option(128, "--head-dim"), dtype: str = "fp16",
+              causal: bool = typer.Option(False, "--causal"),
+              device: str = typer.Option("auto", "--device"),
+              as_json: bool = typer.Option(False, "--json")):
+    """Memory and time of attention implementations over sequence lengths (OOM recorded)."""
+    from rooflab.lab import attention as A
+
+    C._sizes(batch=batch, heads=heads, head_dim=head_dim)
+    if ".." in seq:
+        lo, _, hi = seq.partition("..")
+        lo_n, hi_n = _sizes(lo)[0], _sizes(hi)[0]
+        seqs, n = [], lo_n
+        while n <= hi_n:
+            seqs.append(n)
+            n *= 2
+    else:
+        seqs = _sizes(seq)
+    impls = [i.strip() for i in impl.split(",") if i.strip()]
+    bad = [i for i in impls if i not in A.IMPLS]
+    if bad or not impls:
+        raise UserError(f"--impl takes {', '.join(A.IMPLS)}; got {impl!r}")
+    dt = C.dtype_name(dtype)
+    if dt not in A.TORCH_DTYPES:
+        raise UserError(f"--dtype must be fp16, bf16 or fp32, got {dtype!r}")
+    dev = _device(device)
+    with console.Progress() as prog:
+        tick = prog.task("attention", len(seqs) * len(impls))
+        data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
+    _emit(data, as_json, console.attention)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors are one line on stderr and exit code 2, never a traceback."""
     try:

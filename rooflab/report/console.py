@@ -63,6 +63,81 @@ def cost(d: dict) -> None:
           [[f"{d['macs']:,}", f"{d['flops']:,}", f"{d['bytes']:,}", f"{d['intensity']:.4g}"]])
 
 
+class Progress:
+    """Rich progress bars: one per part sweep; parts report when they end."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as P, TimeElapsedColumn
+
+        self._p = P("[progress.description]{task.description}", BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                    transient=False)
+
+    def __enter__(self):
+        self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._p.__exit__(*exc)
+
+    def task(self, desc: str, total: int):
+        tid = self._p.add_task(desc, total=total)
+        return lambda: self._p.advance(tid)
+
+    def part_done(self, num: int, entry: dict) -> None:
+        status = "resumed" if entry.get("resumed") else entry["status"]
+        self._p.console.print(f"part {num}: {status} ({entry.get('time_s', 0):.1f} s)")
+
+
+def lab_summary(res: dict, out_dir: str) -> None:
+    from rooflab.lab.parts import PARTS
+
+    rows = []
+    for n, (title, _) in PARTS.items():
+        p = res["parts"].get(str(n))
+        if p is None:
+            continue
+        head = (p.get("result") or {}).get("headline") or p.get("error", "")
+        rows.append([f"{n}. {title}", p["status"], f"{p.get('time_s', 0):.1f} s", head])
+    table(f"rooflab lab on {res['meta']['device_name']}", ["part", "status", "time", "headline"],
+          rows)
+    out.print(f"report: {out_dir}/index.html")
+
+
+def gelu(d: dict) -> None:
+    rows = [[r["variant"], secs(r.get("time_s")), f"{r.get('kernels_per_call', 0):.0f}",
+             si(r.get("bytes_predicted"), "B"), si(r.get("achieved_bandwidth_bytes_per_s"), "B/s"),
+             f"{r['fraction_of_copy_bw']:.0%}" if r.get("fraction_of_copy_bw") else "-",
+             f"{r['max_abs_err']:.2g}" if "max_abs_err" in r else r.get("error", "")]
+            for r in d["rows"]]
+    table(f"GeLU-tanh, {d['numel']:,} {d['dtype']} elements on {d['device']}",
+          ["variant", "time", "kernels", "bytes", "bandwidth", "of copy BW", "max err"], rows)
+    for s in d["skipped"]:
+        out.print(f"{s['variant']}: {s['reason']}")
+    out.print(d["explanation"])
+
+
+def mlp(d: dict) -> None:
+    rows = [[r["mode"], secs(r.get("time_s")), f"{r.get('kernels_per_call', 0):.0f}",
+             secs(r.get("first_call_s")), r.get("error", "")] for r in d["rows"]]
+    table(f"MLP {d['hidden']}->{d['intermediate']}, {d['tokens']} tokens, {d['dtype']}",
+          ["mode", "time", "kernels", "first call", "error"], rows)
+    for n in d["notes"]:
+        out.print(n)
+
+
+def attention(d: dict) -> None:
+    rows = [[r["impl"], r["seq"], r["status"], si(r.get("extra_peak_bytes"), "B"),
+             secs(r.get("time_s")), f"{r['tflops_per_s']:.3g}" if "tflops_per_s" in r else "-"]
+            for r in d["rows"]]
+    table(f"Attention B={d['batch']} H={d['heads']} D={d['head_dim']} {d['dtype']} "
+          f"causal={d['causal']}", ["impl", "seq", "status", "extra memory", "time", "TFLOP/s"],
+          rows)
+    for k, why in d["skipped"].items():
+        out.print(f"{k}: {why}")
+    out.print(f"memory slope (log-log): {d['analysis']['memory_slope']}")
+
+
 def ceilings(d: dict) -> None:
     rows = [[dt, si(v, "FLOP/s")] for dt, v in d["peak_flops_per_s"].items()]
     rows.append(["copy bandwidth", si(d["mem_bandwidth_bytes_per_s"], "B/s")])

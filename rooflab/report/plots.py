@@ -137,3 +137,21 @@ def bars_png(path, labels: list[str], values: list[float], ylabel: str, title: s
     fig.savefig(path)
     plt.close(fig)
     return str(path)
+
+
+def render_png(spec: dict, path) -> str:
+    """Draw a plot specification (as the lab parts produce them) to a PNG."""
+    if spec["kind"] == "roofline":
+        roofs = [Roof(r["label"], r["peak_flops_per_s"], r["mem_bandwidth_bytes_per_s"],
+                      measured=r["measured"]) for r in spec["roofs"]]
+        pts = [PlotPoint(p["label"], p["intensity"], p["flops_per_s"], p["kind"], p["group"])
+               for p in spec["points"]]
+        return roofline_png(path, roofs, pts, spec["title"])
+    if spec["kind"] == "lines":
+        marks = {k: [(x, t) for x, t in v] for k, v in spec.get("marks", {}).items()}
+        return lines_png(path, {k: [tuple(p) for p in v] for k, v in spec["series"].items()},
+                         spec["xlabel"], spec["ylabel"], spec["title"], spec.get("logx", True),
+                         spec.get("logy", True), marks)
+    if spec["kind"] == "bars":
+        return bars_png(path, spec["labels"], spec["values"], spec["ylabel"], spec["title"])
+    raise ValueError(f"unknown plot kind {spec['kind']!r}")

@@ -1,0 +1,182 @@
+"""Part 5: memory and time of standard attention, every SDPA backend and rooflab's Triton
+FlashAttention, over sequence lengths; OOM is a recorded point and the sweep goes on."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rooflab import cost as C
+from rooflab import hardware as H
+from rooflab.measure import profile as P
+from rooflab.measure.memory import is_oom, peak_memory, release
+from rooflab.measure.timer import time
+
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "flash_attn")
+
+
+def _sdpa(backend_name: str):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+               "flash": SDPBackend.FLASH_ATTENTION,
+               "cudnn": getattr(SDPBackend, "CUDNN_ATTENTION", None)}[backend_name]
+    if backend is None:
+        return None
+
+    def run(q, k, v, causal):
+        with sdpa_kernel([backend]):  # forced: raises if this backend cannot run the shape
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+    return run
+
+
+def implementation(name: str, device: str):
+    """(callable(q, k, v, causal), None) or (None, why it cannot run here)."""
+    if name == "standard":
+        from rooflab.kernels.flash_attention import standard_attention
+        return standard_attention, None
+    if name in ("math", "efficient", "flash", "cudnn"):
+        if device != "cuda" and name in ("efficient", "cudnn"):
+            return None, f"SDPA's {name} backend needs CUDA"
+        fn = _sdpa(name)
+        return (fn, None) if fn else (None, f"this PyTorch has no {name} SDPA backend")
+    if name == "triton":
+        if device != "cuda":
+            return None, "rooflab's Triton kernel needs a GPU (CI checks it under the interpreter)"
+        from rooflab.kernels import flash_attention as FA
+        if FA.triton is None:
+            return None, FA.TRITON_MISSING
+        return (lambda q, k, v, causal: FA.flash_attention(q, k, v, causal)[0]), None
+    if name == "flash_attn":
+        try:
+            from flash_attn import flash_attn_func
+        except ImportError as e:
+            return None, f"flash-attn is not installed ({e})"
+        return (lambda q, k, v, causal: flash_attn_func(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)), None
+    raise ValueError(f"unknown implementation {name!r}; choose from {', '.join(IMPLS)}")
+
+
+def _inputs(b, h, hkv, n, d, dtype, device, seed):
+    g = torch.Generator(device=device).manual_seed(seed)
+    mk = lambda heads: torch.randn(b, heads, n, d, device=device, dtype=dtype, generator=g)  # noqa: E731
+    return mk(h), mk(hkv), mk(hkv)
+
+
+def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, causal: bool,
+          device: str) -> dict:
+    """One (implementation, length): extra peak memory, latency, TFLOP/s, or OOM/unsupported."""
+    row = {"impl": name, "seq": n}
+    try:
+        q, k, v = _inputs(b, h, hkv, n, d, TORCH_DTYPES[dtype], device, seed=n)
+    except Exception as e:  # noqa: BLE001 - the inputs themselves may not fit
+        if not is_oom(e):
+            raise
+        release(device)
+        return {**row, "status": "oom", "error": "inputs do not fit"}
+    try:
+        mem = peak_memory(fn, q, k, v, causal, device=device)
+        if mem.oom:
+            return {**row, "status": "oom", "error": mem.error}
+        t = time(fn, q, k, v, causal, warmup=2, budget_s=0.2, max_reps=50, device=device)
+    except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
+        release(device)
+        if is_oom(e):
+            return {**row, "status": "oom", "error": str(e).splitlines()[0][:200]}
+        return {**row, "status": "unsupported", "error": str(e).splitlines()[0][:200]}
+    finally:
+        del q, k, v
+    c = C.attention(b, h, n, n, d, hkv, dtype, causal=causal)
+    return {**row, "status": "ok", "extra_peak_bytes": mem.extra_peak_bytes,
+            "time_s": t.median_s, "cv": t.cv, "tflops_per_s": c.flops / t.median_s / 1e12,
+            "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
+
+
+def fit_slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of log(y) against log(x)."""
+    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx else None
+
+
+def sweep(seqs, impls=IMPLS, batch=1, heads=16, kv_heads=None, head_dim=128, dtype="fp16",
+          causal=False, device="cuda", progress=None) -> dict:
+    hkv = kv_heads or heads
+    rows, skipped = [], {}
+    runnable = {}
+    for name in impls:
+        fn, why = implementation(name, device)
+        if fn is None:
+            skipped[name] = why
+        else:
+            runnable[name] = fn
+    stopped: set[str] = set()
+    for n in seqs:
+        for name, fn in runnable.items():
+            if name in stopped:  # past its OOM length, longer sequences cannot fit either
+                rows.append({"impl": name, "seq": n, "status": "oom", "error": "after OOM"})
+            else:
+                r = point(name, fn, n, batch, heads, hkv, head_dim, dtype, causal, device)
+                rows.append(r)
+                if r["status"] == "oom":
+                    stopped.add(name)
+            if progress:
+                progress()
+        for _ in skipped:  # keep a progress bar's total honest
+            if progress:
+                progress()
+    return {"batch": batch, "heads": heads, "kv_heads": hkv, "head_dim": head_dim,
+            "dtype": dtype, "causal": causal, "device": device, "seqs": list(seqs),
+            "rows": rows, "skipped": skipped, "analysis": analyze(rows, batch, heads, device)}
+
+
+def analyze(rows: list[dict], batch: int, heads: int, device: str) -> dict:
+    """Memory slope per implementation, standard attention's OOM length here, and predicted for
+    every GPU in the table from the measured bytes per score."""
+    out: dict = {"memory_slope": {}, "oom_seq": {}}
+    for impl in {r["impl"] for r in rows}:
+        ok = [(r["seq"], r["extra_peak_bytes"]) for r in rows
+              if r["impl"] == impl and r["status"] == "ok"]
+        big = sorted(ok)[len(ok) // 2:] if len(ok) >= 4 else ok  # the longer half: N^2 dominates
+        out["memory_slope"][impl] = fit_slope(big)
+        oom = [r["seq"] for r in rows if r["impl"] == impl and r["status"] == "oom"]
+        out["oom_seq"][impl] = min(oom) if oom else None
+    std = [(r["seq"], r["extra_peak_bytes"]) for r in rows
+           if r["impl"] == "standard" and r["status"] == "ok"]
+    if std:
+        n, extra = max(std)
+        per_score = extra / (batch * heads * n * n)  # bytes per (query, key) pair
+        out["standard_bytes_per_score"] = per_score
+        out["predicted_standard_oom_seq"] = {
+            hw.name: int(math.sqrt(hw.mem_bytes / (per_score * batch * heads)))
+            for hw in H.PRESETS.values() if hw.mem_bytes}
+    return out
+
+
+def profile_view(n: int, device: str, impls=("standard", "flash", "triton"), batch=1, heads=16,
+                 head_dim=128, dtype="fp16", trace_dir: str | None = None) -> list[dict]:
+    """Kernels each implementation launches at one length (standard: several; flash: one)."""
+    out = []
+    for name in impls:
+        fn, why = implementation(name, device)
+        if fn is None:
+            out.append({"impl": name, "skipped": why})
+            continue
+        q, k, v = _inputs(batch, heads, heads, n, head_dim, TORCH_DTYPES[dtype], device, 0)
+        try:
+            path = f"{trace_dir}/attention_{name}_{n}.json" if trace_dir else None
+            prof = P.profile(fn, q, k, v, False, iters=2, warmup=1, device=device,
+                             trace_path=path)
+        except Exception as e:  # noqa: BLE001
+            release(device)
+            out.append({"impl": name, "skipped": str(e).splitlines()[0][:200]})
+            continue
+        out.append({"impl": name, "seq": n, "kernels_per_call": prof.launches_per_iter,
+                    "kernels": [k.name for k in prof.kernels], "trace": prof.trace_path})
+    return out

@@ -1,0 +1,395 @@
+"""The five parts of the lab as functions of a context, each returning plain data: the numbers,
+plot specifications (data, drawn by report/), answers written from this run's numbers, and what
+was not measured here and why."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from rooflab import cost as C
+from rooflab import hardware as H
+from rooflab import models as M
+from rooflab import roofline as R
+from rooflab.lab import attention as ATT
+from rooflab.lab import decoder, fusion, metrics
+from rooflab.measure import ceilings as CE
+from rooflab.measure.achieved import measure as measure_point
+
+
+@dataclass
+class Context:
+    device: str
+    gpu: H.Hardware  # the datasheet record analytic answers use (detected, chosen or default)
+    ceilings: CE.Ceilings
+    out_dir: str
+    quick: bool = False
+    progress: Callable[[str, int], Callable[[], None]] = lambda desc, total: (lambda: None)
+
+    @property
+    def measured(self) -> H.Hardware:
+        return self.ceilings.hardware(self.gpu if self.device == "cuda" else None)
+
+    @property
+    def measured_dtype(self) -> str:
+        """The dtype this device's measured roof is drawn for."""
+        return "bf16" if "bf16" in self.ceilings.peak_flops_per_s else "fp32"
+
+    @property
+    def trace_dir(self) -> str:
+        d = os.path.join(self.out_dir, "traces")
+        os.makedirs(d, exist_ok=True)
+        return d
+
+
+def roof_spec(roof: R.Roof) -> dict:
+    return {"label": roof.label, "peak_flops_per_s": roof.peak_flops_per_s,
+            "mem_bandwidth_bytes_per_s": roof.mem_bandwidth_bytes_per_s, "ridge": roof.ridge,
+            "measured": roof.measured}
+
+
+def pt(label, intensity, flops_per_s, kind="predicted", group="", **hover) -> dict:
+    return {"label": label, "intensity": intensity, "flops_per_s": flops_per_s, "kind": kind,
+            "group": group, "hover": hover}
+
+
+def result(headline: str, data: dict, plots: list, answers: list, not_measured=(),
+           tables=()) -> dict:
+    return {"headline": headline, "data": data, "plots": plots, "answers": answers,
+            "not_measured": list(not_measured), "tables": list(tables)}
+
+
+def table(name: str, title: str, rows: list[dict], columns: list[str]) -> dict:
+    """A table as data: the listed columns of each row (units are in the column names)."""
+    return {"name": name, "title": title, "columns": columns,
+            "rows": [[r.get(c) for c in columns] for r in rows]}
+
+
+# --- part 1 -----------------------------------------------------------------------------------
+def part1(ctx: Context) -> dict:
+    d = metrics.run(ctx.device, ctx.quick)
+    rows = d["naive_vs_torch"]
+    big = rows[-1]
+    cw = d["cold_vs_warm"]
+    plots = [
+        {"kind": "lines", "name": "p1_latency", "title": "Triple-loop GEMM vs torch.matmul",
+         "xlabel": "n (M = K = N)", "ylabel": "median time (s)", "logx": True, "logy": True,
+         "series": {"pure-Python triple loop": [[r["n"], r["naive_median_s"]] for r in rows],
+                    f"torch.matmul ({ctx.device})": [[r["n"], r["torch_median_s"]] for r in rows]}},
+        {"kind": "bars", "name": "p1_cold", "title": f"torch.matmul n={cw['n']}, run after run "
+         "with no warm-up", "ylabel": "time (s)",
+         "labels": [f"run {i + 1}" for i in range(len(cw["cold_samples_s"]))],
+         "values": cw["cold_samples_s"]},
+    ]
+    answers = [
+        f"At n = {big['n']} the GEMM is {big['macs']:,} MACs ({big['flops']:,} FLOPs) over "
+        f"{big['bytes']:,} bytes of fp32 I/O, intensity {big['intensity']:.1f} FLOP/byte.",
+        f"The pure-Python triple loop took {big['naive_median_s'] * 1e3:.1f} ms at n = "
+        f"{big['n']}; torch.matmul took {big['torch_median_s'] * 1e6:.1f} us: "
+        f"{big['speedup']:,.0f}x faster ({big['naive_flops_per_s'] / 1e6:.1f} MFLOP/s vs "
+        f"{big['torch_flops_per_s'] / 1e9:.1f} GFLOP/s).",
+        f"Without warm-up the first torch.matmul (n = {cw['n']}) took "
+        f"{cw['first_call_s'] * 1e3:.2f} ms and later runs settled near "
+        f"{cw['settled_s'] * 1e3:.2f} ms ({cw['first_over_settled']:.1f}x): the first call pays "
+        "for lazy initialisation (library load, handle creation, memory allocation), so a "
+        "timing without warm-up and repetition measures the set-up, not the kernel. The warm "
+        f"median over {cw['warm']['reps']} runs was {cw['warm']['median_s'] * 1e3:.2f} ms "
+        f"(CV {cw['warm']['cv']:.1%}).",
+    ]
+    tables = [table("p1_gemm", "Triple loop vs torch.matmul", rows,
+                    ["n", "macs", "flops", "bytes", "intensity", "naive_median_s",
+                     "torch_median_s", "speedup", "torch_cv"])]
+    return result(f"torch.matmul {big['speedup']:,.0f}x faster than the triple loop at "
+                  f"n={big['n']}", d, plots, answers, tables=tables)
+
+
+# --- part 2 -----------------------------------------------------------------------------------
+def crossover_table() -> list[dict]:
+    rows = []
+    for hw in H.PRESETS.values():
+        for dt in ("fp32", "tf32", "bf16", "fp16", "fp8"):
+            if dt in hw.peak_flops_per_s:
+                roof = R.Roof.of(hw, dt)
+                rows.append({"gpu": hw.name, "dtype": dt, "ridge": roof.ridge,
+                             "gemm_crossover_n": R.crossover(
+                                 roof, lambda n, dt=dt: C.gemm(n, n, n, dt))})
+    return rows
+
+
+def part2(ctx: Context) -> dict:
+    gpu_roof = R.Roof.of(ctx.gpu, "fp32")
+    sizes = [1024, 2048, 4096, 8192]
+    gemm, gemv = R.sweep("gemm", gpu_roof, sizes), R.sweep("gemv", gpu_roof, sizes)
+    mdt = ctx.measured_dtype
+    m_roof = R.Roof.of(ctx.measured, mdt)
+    tdt = {"bf16": torch.bfloat16, "fp32": torch.float32}[mdt]
+    m_sizes = [256, 512, 1024] if ctx.device == "cpu" else [512, 1024, 2048, 4096, 8192]
+    if ctx.quick:
+        m_sizes = m_sizes[:3]
+    achieved = []
+    tick = ctx.progress("part 2: measured GEMM/GEMV", 2 * len(m_sizes))
+    for n in m_sizes:
+        a = torch.randn(n, n, device=ctx.device, dtype=tdt)
+        x = torch.randn(n, 1, device=ctx.device, dtype=tdt)
+        for fam, c, args in (("GEMM", C.gemm(n, n, n, mdt), (a, a)), ("GEMV", C.gemv(n, n, mdt), (a, x))):
+            p = measure_point(torch.matmul, c.named(f"{fam} n={n}"), m_roof, *args,
+                              device=ctx.device, budget_s=0.1)
+            achieved.append({"family": fam, "n": n, **p})
+            tick()
+    plots = [
+        {"kind": "roofline", "name": "p2_gemm_gemv", "title": f"GEMM and GEMV, fp32, on "
+         f"{ctx.gpu.name} (datasheet)", "roofs": [roof_spec(gpu_roof)],
+         "points": [pt(f"GEMM n={r.name[2:]}", r.intensity, r.attainable_flops_per_s,
+                       group="GEMM", flops=r.flops, bytes=r.bytes, time_floor_s=r.time_floor_s)
+                    for r in gemm.points] +
+                   [pt(f"GEMV n={r.name[2:]}", r.intensity, r.attainable_flops_per_s,
+                       group="GEMV", flops=r.flops, bytes=r.bytes, time_floor_s=r.time_floor_s)
+                    for r in gemv.points]},
+        {"kind": "roofline", "name": "p2_measured", "title": f"Measured matmuls on this "
+         f"{ctx.device} ({ctx.ceilings.device_name}), {mdt}", "roofs": [roof_spec(m_roof)],
+         "points": [pt(p["name"], p["intensity"], p["attainable_flops_per_s"], "predicted",
+                       p["family"], flops=p["flops"], bytes=p["bytes"],
+                       predicted_s=p["time_floor_s"]) for p in achieved] +
+                   [pt(p["name"], p["intensity"], p["achieved_flops_per_s"], "measured",
+                       p["family"], flops=p["flops"], bytes=p["bytes"],
+                       predicted_s=p["time_floor_s"], measured_s=p["measured_s"])
+                    for p in achieved]},
+    ]
+    best = max((p for p in achieved if p["family"] == "GEMM"), key=lambda p: p["n"])
+    gv = max((p for p in achieved if p["family"] == "GEMV"), key=lambda p: p["n"])
+    answers = [
+        f"On {ctx.gpu.name} in fp32 the ridge is {gpu_roof.ridge:.1f} FLOP/byte; GEMM with "
+        f"M = N = K = n has intensity n/6, so it turns compute-bound at n >= {gemm.crossover_n}.",
+        f"GEMV's intensity stays near {gemv.points[-1].intensity:.2f} FLOP/byte at every size "
+        f"(each weight is read once and used once): it is memory-bound on every GPU in the table "
+        f"and never crosses the ridge. This is decode: one token at a time is a GEMV.",
+        f"Measured here: GEMM n = {best['n']} reached {best['achieved_flops_per_s'] / 1e12:.3g} "
+        f"TFLOP/s, {best['fraction_of_roof']:.0%} of the measured roof at its intensity; GEMV "
+        f"n = {gv['n']} moved {gv['achieved_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s "
+        f"({gv['fraction_of_roof']:.0%} of the roof)" + (
+            f"; above 100% because its {gv['bytes'] / 2**20:.0f} MiB fit in on-chip caches, "
+            "which are faster than the memory the copy test measured." if
+            gv["fraction_of_roof"] > 1 else "."),
+    ]
+    return result(f"fp32 GEMM compute-bound from n = {gemm.crossover_n} on {ctx.gpu.name}",
+                  {"gemm": gemm.as_dict(), "gemv": gemv.as_dict(), "achieved": achieved,
+                   "crossover_table": crossover_table(),
+                   "measured_roof": roof_spec(m_roof)}, plots, answers,
+                  tables=[table("p2_achieved", f"Measured on this {ctx.device}", achieved,
+                                ["name", "flops", "bytes", "intensity", "measured_s",
+                                 "time_floor_s", "achieved_flops_per_s",
+                                 "achieved_bandwidth_bytes_per_s", "fraction_of_roof", "bound"]),
+                          table("p2_crossover", "GEMM (M=N=K=n) turns compute-bound at n >= "
+                                "crossover, per GPU and dtype (datasheet)", crossover_table(),
+                                ["gpu", "dtype", "ridge", "gemm_crossover_n"])])
+
+
+LAYER_COLUMNS = ["name", "macs", "flops", "bytes", "bytes_fused", "intensity", "bound",
+                 "time_floor_s"]
+
+
+# --- part 3 -----------------------------------------------------------------------------------
+def part3(ctx: Context) -> dict:
+    cfg = M.load("gemma-3-270m-it")
+    roof = R.Roof.of(ctx.gpu, cfg.dtype) if cfg.dtype in ctx.gpu.peak_flops_per_s else \
+        R.Roof.of(ctx.gpu, "fp32")
+    sw = decoder.sweeps(cfg, roof, kv_len=1024)
+    dec = decoder.analyze(cfg, M.Phase.decode(1, 1024), "sliding", roof)
+    pre = decoder.analyze(cfg, M.Phase.prefill(32, 1024), "sliding", roof)
+    not_measured, measured = [], []
+    try:
+        import transformers  # noqa: F401
+        from rooflab.lab import layer_measure as LM
+        dt = cfg.dtype if ctx.device == "cuda" else "fp32"
+        runs = ([("decode", M.Phase.decode(1, 4096 if ctx.device == "cuda" else 256)),
+                 ("prefill", M.Phase.prefill(8 if ctx.device == "cuda" else 1,
+                                             2048 if ctx.device == "cuda" else 128))])
+        tick = ctx.progress("part 3: measured layer", len(runs) * (2 if ctx.device == "cuda" else 1))
+        floor = LM.kernel_floor_s(ctx.device)
+        for _, ph in runs:
+            for graph in ((False, True) if ctx.device == "cuda" else (False,)):
+                measured.append(LM.measure(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
+                                           floor_s=floor, dtype=dt))
+                tick()
+    except ImportError:
+        not_measured.append("the real transformers layer: transformers is not installed "
+                            "(pip install 'rooflab[hf]'); the analytic half above needs no install")
+    pts = [pt(s["label"], s["intensity"], s["attainable_flops_per_s"], group=s["what"],
+              flops=s["flops"], bytes=s["bytes"], time_floor_s=s["time_floor_s"]) for s in sw]
+    plots = [{"kind": "roofline", "name": "p3_sweeps", "title": f"{cfg.name} layer and MLP "
+              f"on {roof.label}: decode B=1..64, prefill L=64..4096 (B=32)",
+              "roofs": [roof_spec(roof)], "points": pts}]
+    d1 = next(s for s in sw if s["label"] == "decode B=1" and s["what"] == "mlp")
+    d64 = next(s for s in sw if s["label"] == "decode B=64" and s["what"] == "mlp")
+    p4k = next(s for s in sw if s["label"] == "prefill L=4096" and s["what"] == "mlp")
+    answers = [
+        f"Decode at batch 1 is memory-bound: the MLP's intensity is {d1['intensity']:.2f} "
+        f"FLOP/byte against a ridge of {roof.ridge:.0f} (each weight byte is used for one token: "
+        "a GEMV).",
+        f"Raising the decode batch to 64 moves the MLP to {d64['intensity']:.1f} FLOP/byte "
+        f"({d64['bound']}-bound): the weights are read once for 64 tokens, so intensity grows "
+        "about linearly with the batch.",
+        f"Prefill at length 4096 (batch 32) puts the MLP at {p4k['intensity']:.0f} FLOP/byte "
+        f"({p4k['bound']}-bound): the query has L rows, so prefill is a GEMM.",
+    ]
+    for m in measured:
+        answers.append(
+            f"Measured {m['phase']} (B={m['batch']}, {'L' if m['phase'] == 'prefill' else 'kv'}="
+            f"{m['seq'] if m['phase'] == 'prefill' else m['kv_len']}, {m['mode']}, {m['dtype']}): "
+            f"wall {m['wall_s'] * 1e6:.0f} us, kernels {m['kernel_s'] * 1e6:.0f} us, "
+            f"predicted {m['predicted_s'] * 1e6:.0f} us; {m['launches_per_iter']:.0f} launches; "
+            f"CPU/launch overhead {max(m['overhead_s'], 0) * 1e6:.0f} us.")
+    if ctx.device != "cuda":
+        not_measured.append("bf16 layer timing and CUDA graphs: no GPU here (fp32 on the CPU)")
+    return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B (memory-bound); prefill "
+                  f"L=4096 at {p4k['intensity']:.0f}", {"model": cfg.as_dict(), "decode": dec,
+                  "prefill": pre, "sweeps": sw, "measured": measured}, plots, answers, not_measured,
+                  tables=[table("p3_decode", f"One sliding layer, decode B=1 kv=1024, on "
+                                f"{roof.label}", dec["components"] + list(dec["groups"].values())
+                                + [dec["total"]], LAYER_COLUMNS),
+                          table("p3_prefill", f"One sliding layer, prefill B=32 L=1024, on "
+                                f"{roof.label}", pre["components"] + list(pre["groups"].values())
+                                + [pre["total"]], LAYER_COLUMNS),
+                          table("p3_measured", "The real layer: wall time, kernel time and the "
+                                "roofline prediction", measured,
+                                ["phase", "batch", "seq", "kv_len", "mode", "dtype", "wall_s",
+                                 "kernel_s", "predicted_s", "predicted_over_kernel",
+                                 "overhead_s", "launches_per_iter"])]
+                  + [table(f"p3_components_{i}", f"Per component: {m['phase']} {m['mode']}",
+                           m["components"], ["component", "kernels_counted", "flops", "bytes",
+                                             "predicted_s", "kernel_s", "why"])
+                     for i, m in enumerate(measured[:2])])
+
+
+# --- part 4 -----------------------------------------------------------------------------------
+def part4(ctx: Context) -> dict:
+    cuda = ctx.device == "cuda"
+    numel = (1 << 26 if not ctx.quick else 1 << 24) if cuda else 1 << 20
+    dtype = "bf16" if cuda else "fp32"
+    tick = ctx.progress("part 4: fusion", 2)
+    g = fusion.gelu_study(numel, dtype, ctx.device, ctx.ceilings.mem_bandwidth_bytes_per_s,
+                          ctx.trace_dir)
+    tick()
+    modes = fusion.MLP_MODES if cuda else ("eager", "default")
+    tokens = 2048 if cuda else 64
+    m = fusion.mlp_study(640, 2048, tokens, dtype, ctx.device, modes, ctx.trace_dir)
+    tick()
+    ok = [r for r in g["rows"] if "time_s" in r]
+    plots = [{"kind": "bars", "name": "p4_gelu", "title": f"GeLU-tanh over {numel:,} {dtype} "
+              "elements: achieved bandwidth", "ylabel": "GB/s",
+              "labels": [r["variant"] for r in ok],
+              "values": [r["achieved_bandwidth_bytes_per_s"] / 1e9 for r in ok]},
+             {"kind": "bars", "name": "p4_mlp", "title": f"Gemma MLP, {tokens} tokens: time per "
+              "call by compile mode", "ylabel": "us",
+              "labels": [r["mode"] for r in m["rows"] if "time_s" in r],
+              "values": [r["time_s"] * 1e6 for r in m["rows"] if "time_s" in r]}]
+    answers = [g["explanation"]]
+    for r in m["rows"]:
+        if "time_s" in r:
+            answers.append(f"MLP {r['mode']}: {r['time_s'] * 1e6:.0f} us per call, "
+                           f"{r['kernels_per_call']:.0f} kernels, first call "
+                           f"{r['first_call_s']:.2f} s.")
+        else:
+            answers.append(f"MLP {r['mode']}: not run ({r['error']}).")
+    answers += m["notes"]
+    not_measured = [f"{s['variant']}: {s['reason']}" for s in g["skipped"]]
+    if not cuda:
+        not_measured.append("max-autotune (CUDA graphs) and the decode step in a CUDA graph: "
+                            "need a GPU")
+    fastest = min(ok, key=lambda r: r["time_s"])
+    return result(f"fastest GeLU: {fastest['variant']} at "
+                  f"{fastest['achieved_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s",
+                  {"gelu": g, "mlp": m}, plots, answers, not_measured,
+                  tables=[table("p4_gelu", "GeLU four ways", g["rows"],
+                                ["variant", "time_s", "kernels_per_call", "bytes_predicted",
+                                 "achieved_bandwidth_bytes_per_s", "fraction_of_copy_bw",
+                                 "max_abs_err", "first_call_s", "error"]),
+                          table("p4_mlp", "MLP by compile mode", m["rows"],
+                                ["mode", "time_s", "kernels_per_call", "first_call_s", "error"])])
+
+
+# --- part 5 -----------------------------------------------------------------------------------
+def part5(ctx: Context) -> dict:
+    cuda = ctx.device == "cuda"
+    if cuda:
+        seqs = [512 << i for i in range(5 if ctx.quick else 7)]  # 512 .. 32768
+        kw = dict(batch=1, heads=16, head_dim=128, dtype="fp16")
+        impls = ATT.IMPLS
+    else:
+        seqs = [256, 512, 1024] if ctx.quick else [256, 512, 1024, 2048]
+        kw = dict(batch=1, heads=4, head_dim=64, dtype="fp32")
+        impls = ("standard", "math", "flash", "efficient", "cudnn", "triton", "flash_attn")
+    tick = ctx.progress("part 5: attention sweep", len(seqs) * len(impls))
+    sw = ATT.sweep(seqs, impls, device=ctx.device, progress=tick, **kw)
+    view = ATT.profile_view(4096 if cuda else 512, ctx.device, batch=kw["batch"],
+                            heads=kw["heads"], head_dim=kw["head_dim"], dtype=kw["dtype"],
+                            trace_dir=ctx.trace_dir)
+    a = sw["analysis"]
+    impl_names = sorted({r["impl"] for r in sw["rows"]})
+    mem_series = {i: [[r["seq"], r["extra_peak_bytes"] / 2**20] for r in sw["rows"]
+                      if r["impl"] == i and r["status"] == "ok"] for i in impl_names}
+    time_series = {i: [[r["seq"], r["time_s"] * 1e3] for r in sw["rows"]
+                       if r["impl"] == i and r["status"] == "ok"] for i in impl_names}
+    marks = {i: [[n, "OOM"]] for i, n in a["oom_seq"].items() if n}
+    roof_dt = kw["dtype"] if cuda else "fp32"
+    roof = R.Roof.of(ctx.measured, roof_dt) if roof_dt in ctx.ceilings.peak_flops_per_s else \
+        R.Roof.of(ctx.measured, ctx.measured_dtype)
+    rpts = []
+    for r in sw["rows"]:
+        if r["status"] != "ok" or r["impl"] not in ("standard", "triton", "flash"):
+            continue
+        fused = r["impl"] != "standard"
+        nb = r["bytes_fused"] if fused else r["bytes_eager"]
+        i = r["flops"] / nb
+        rpts.append(pt(f"{r['impl']} N={r['seq']}", i, r["flops"] / r["time_s"], "measured",
+                       "fused" if fused else "eager", flops=r["flops"], bytes=nb,
+                       predicted_s=R.time_floor_s(roof, r["flops"], nb), measured_s=r["time_s"]))
+        rpts.append(pt(f"{r['impl']} N={r['seq']}", i, R.attainable(roof, i), "predicted",
+                       "fused" if fused else "eager", flops=r["flops"], bytes=nb,
+                       predicted_s=R.time_floor_s(roof, r["flops"], nb)))
+    plots = [
+        {"kind": "lines", "name": "p5_memory", "title": "Extra peak memory of one attention call",
+         "xlabel": "sequence length", "ylabel": "MiB", "logx": True, "logy": True,
+         "series": mem_series, "marks": marks},
+        {"kind": "lines", "name": "p5_time", "title": "Latency of one attention call",
+         "xlabel": "sequence length", "ylabel": "ms", "logx": True, "logy": True,
+         "series": time_series, "marks": marks},
+        {"kind": "roofline", "name": "p5_roofline", "title": "Attention on the measured roof: "
+         "eager bytes (N x N round trips) vs fused bytes", "roofs": [roof_spec(roof)],
+         "points": rpts},
+    ]
+    slope = a["memory_slope"]
+    answers = []
+    if a["oom_seq"].get("standard"):
+        answers.append(f"Standard attention ran out of memory at {a['oom_seq']['standard']:,} "
+                       "tokens on this device.")
+    else:
+        answers.append(f"Standard attention did not run out of memory up to {seqs[-1]:,} tokens.")
+    if slope.get("standard") is not None:
+        others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(slope.items())
+                           if k != "standard" and v is not None)
+        answers.append(f"Memory grows with log-log slope {slope['standard']:.2f} for standard "
+                       f"attention (O(N^2): it materialises the N x N scores) and {others} for "
+                       "the others.")
+    if "predicted_standard_oom_seq" in a:
+        pred = a["predicted_standard_oom_seq"]
+        answers.append(f"At {a['standard_bytes_per_score']:.1f} bytes per score (B={kw['batch']}, "
+                       f"H={kw['heads']}), standard attention would run out of memory near "
+                       + ", ".join(f"{k} {v:,}" for k, v in list(pred.items())[:6]) +
+                       " tokens: long-context prefill is where this hurts.")
+    for v in view:
+        if "kernels" in v:
+            answers.append(f"{v['impl']} at N={v['seq']}: {v['kernels_per_call']:.0f} kernel "
+                           f"launches per call ({', '.join(k[:40] for k in v['kernels'][:4])}).")
+    not_measured = [f"{k}: {why}" for k, why in sw["skipped"].items()]
+    return result(answers[0], {"sweep": sw, "profile_view": view}, plots, answers, not_measured,
+                  tables=[table("p5_sweep", "Attention sweep", sw["rows"],
+                                ["impl", "seq", "status", "extra_peak_bytes", "time_s",
+                                 "tflops_per_s", "error"])])
+
+
+PARTS = {1: ("Metrics: latency, MACs, I/O", part1), 2: ("Roofline", part2),
+         3: ("A real decoder layer", part3), 4: ("Profiler and kernel fusion", part4),
+         5: ("Attention and FlashAttention", part5)}

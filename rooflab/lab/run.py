@@ -1,0 +1,113 @@
+"""`rooflab lab`: every part on the device present, written as it goes.
+
+DIR/results.json is rewritten after each part (atomically), so a crash or an OOM in one part
+leaves the finished parts intact; --resume skips parts already marked ok. The report, figures
+and CSV tables are regenerated from results.json after every part.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import os
+import platform
+import time as _time
+import traceback
+
+import torch
+
+from rooflab import hardware as H
+from rooflab.lab import parts as LP
+from rooflab.measure import ceilings as CE
+from rooflab.measure.memory import release
+
+DEFAULT_GPU = "RTX A6000"  # the lab's default card when no GPU is present or named
+
+
+def versions() -> dict:
+    v = {"python": platform.python_version(), "torch": torch.__version__}
+    for mod in ("transformers", "triton"):
+        try:
+            v[mod] = __import__(mod).__version__
+        except ImportError:
+            v[mod] = "not installed"
+    if torch.cuda.is_available():
+        v["cuda"] = torch.version.cuda
+    return v
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def write_outputs(out_dir: str, results: dict) -> None:
+    """results.json, index.html, figures/*.png, tables/*.csv: all from the results."""
+    from rooflab.report import html, plots
+
+    _write_json(os.path.join(out_dir, "results.json"), results)
+    os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
+    for p in results["parts"].values():
+        r = p.get("result") or {}
+        for spec in r.get("plots", []):
+            plots.render_png(spec, os.path.join(out_dir, "figures", f"{spec['name']}.png"))
+        for t in r.get("tables", []):
+            with open(os.path.join(out_dir, "tables", f"{t['name']}.csv"), "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(t["columns"])
+                w.writerows(t["rows"])
+    titles = {n: title for n, (title, _) in LP.PARTS.items()}
+    with open(os.path.join(out_dir, "index.html"), "w") as f:
+        f.write(html.report(results, titles))
+
+
+def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool = False,
+        out_dir: str = "rooflab-report", resume: bool = False, progress=None,
+        on_part=None) -> dict:
+    """Run the parts; returns the results dict. ``progress(desc, total) -> advance`` draws bars;
+    ``on_part(num, entry)`` is told when each part ends."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "results.json")
+    previous = {}
+    if resume and os.path.exists(path):
+        with open(path) as f:
+            previous = json.load(f).get("parts", {})
+    if device == "cuda":
+        detected = H.detect(torch.cuda.get_device_name())
+    else:
+        detected = H.cpu_record()
+    gpu_hw = H.resolve(gpu) if gpu else (detected if detected.peak_flops_per_s
+                                         else H.lookup(DEFAULT_GPU))
+    ceil = CE.get(device, quick=quick)
+    summary = f"{ceil.mem_bandwidth_bytes_per_s / 1e9:.0f} GB/s copy, " + ", ".join(
+        f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ceil.peak_flops_per_s.items())
+    results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
+                        "ceilings": ceil.as_dict(), "ceilings_summary": summary,
+                        "versions": versions(), "quick": quick,
+                        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+               "parts": {k: v for k, v in previous.items() if v.get("status") == "ok"}}
+    ctx = LP.Context(device, gpu_hw, ceil, out_dir, quick,
+                     progress or (lambda desc, total: (lambda: None)))
+    for num in parts:
+        key = str(num)
+        if key in results["parts"]:
+            if on_part:
+                on_part(num, {**results["parts"][key], "resumed": True})
+            continue
+        t0 = _time.perf_counter()
+        try:
+            entry = {"status": "ok", "result": LP.PARTS[num][1](ctx)}
+        except Exception as e:  # noqa: BLE001 - one part failing leaves the others intact
+            release(device)
+            entry = {"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0],
+                     "traceback": traceback.format_exc(limit=6)}
+        entry["time_s"] = _time.perf_counter() - t0
+        results["parts"][key] = entry
+        write_outputs(out_dir, results)
+        if on_part:
+            on_part(num, entry)
+    write_outputs(out_dir, results)
+    return results

@@ -1,0 +1,112 @@
+"""The self-contained HTML report (no CDN, no network): one section per part, rendered from
+results.json. Everything that comes from a config, a device name or an error is escaped."""
+from __future__ import annotations
+
+import html
+
+from rooflab.report import svg
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.82em;margin:.6em 0 1.2em;display:block;overflow-x:auto}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+.ok{color:#1a7f37}.failed{color:#cf222e}.skipped{color:#9a6700}
+.plot svg{max-width:760px;background:#fff}.plot figcaption{font-size:.8em}
+.lg{margin-right:1.2em;display:inline-block}.lg i{display:inline-block;width:12px;height:12px;
+margin-right:4px;vertical-align:middle}
+svg text{font-size:11px;fill:#333}svg .t{font-size:13px;font-weight:600}
+svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .roof{fill:none;stroke-width:2.5}
+svg .ridge{stroke-dasharray:2 3;stroke-width:1}svg .line{fill:none;stroke-width:2}
+svg .mark{stroke:#cf222e;stroke-dasharray:3 3}svg .markt{fill:#cf222e;font-size:10px}
+svg .pt{cursor:pointer}svg .pt:hover rect,svg .pt:hover circle{stroke-width:3}
+#tip{position:fixed;pointer-events:none;background:#222;color:#fff;font-size:12px;padding:6px 8px;
+border-radius:4px;max-width:480px;display:none;z-index:9}
+.notes li{color:#9a6700}code{background:#f4f4f4;padding:0 3px}
+"""
+
+JS = """
+(function(){var tip=document.getElementById('tip');
+document.querySelectorAll('.pt').forEach(function(g){
+g.addEventListener('mousemove',function(e){tip.textContent=g.getAttribute('data-tip');
+tip.style.display='block';tip.style.left=(e.clientX+12)+'px';tip.style.top=(e.clientY+12)+'px';});
+g.addEventListener('mouseleave',function(){tip.style.display='none';});});})();
+"""
+
+
+def esc(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def table_html(t: dict) -> str:
+    head = "".join(f"<th>{esc(c)}</th>" for c in t["columns"])
+    body = "".join("<tr>" + "".join(f"<td>{esc(fmt(v))}</td>" for v in row) + "</tr>"
+                   for row in t["rows"])
+    return f"<h3>{esc(t['title'])}</h3><table><tr>{head}</tr>{body}</table>"
+
+
+def part_html(num: str, title: str, p: dict) -> str:
+    status = p.get("status", "missing")
+    out = [f'<section id="part{num}" class="part" data-status="{esc(status)}">',
+           f'<h2>Part {esc(num)}: {esc(title)} <small class="{esc(status)}">[{esc(status)}]'
+           f'</small></h2>']
+    if status == "failed":
+        out.append(f"<p class='failed'>This part failed: <code>{esc(p.get('error', ''))}</code>. "
+                   "The other parts' results are unaffected.</p>")
+    if status == "skipped":
+        out.append(f"<p class='skipped'>{esc(p.get('reason', 'not run'))}</p>")
+    r = p.get("result") or {}
+    if r:
+        out.append(f"<p><b>{esc(r['headline'])}</b> ({fmt(p.get('time_s'))} s)</p>")
+        out.append("<h3>Answers from this run</h3><ul>" +
+                   "".join(f"<li>{esc(a)}</li>" for a in r["answers"]) + "</ul>")
+        if r["not_measured"]:
+            out.append("<h3>Not measured here, and why</h3><ul class='notes'>" +
+                       "".join(f"<li>{esc(a)}</li>" for a in r["not_measured"]) + "</ul>")
+        for spec in r["plots"]:
+            out.append(svg.render(spec))
+            out.append(f"<p><a href='figures/{esc(spec['name'])}.png'>static PNG</a></p>")
+        for t in r["tables"]:
+            out.append(table_html(t))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def report(results: dict, titles: dict[int, str]) -> str:
+    meta = results["meta"]
+    parts = results["parts"]
+    summary = "".join(
+        f"<tr><td><a href='#part{n}'>{n}. {esc(t)}</a></td><td class='{esc(parts.get(str(n), {}).get('status', 'missing'))}'>"
+        f"{esc(parts.get(str(n), {}).get('status', 'not run'))}</td><td>"
+        f"{esc(fmt(parts.get(str(n), {}).get('time_s')))}</td><td>"
+        f"{esc((parts.get(str(n), {}).get('result') or {}).get('headline', ''))}</td></tr>"
+        for n, t in titles.items())
+    versions = ", ".join(f"{esc(k)} {esc(v)}" for k, v in meta["versions"].items())
+    body = "\n".join(part_html(str(n), t, parts.get(str(n), {})) for n, t in titles.items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>rooflab report: {esc(meta['device_name'])}</title>
+<style>{CSS}</style></head><body>
+<h1>rooflab report</h1>
+<p>Device: <b>{esc(meta['device_name'])}</b> ({esc(meta['device'])}); roofline answers use
+<b>{esc(meta['gpu'])}</b>; measured ceilings: {esc(meta['ceilings_summary'])}.<br>
+{versions}; {esc(meta['date'])}{' (quick sizes)' if meta.get('quick') else ''}.</p>
+<table><tr><th>part</th><th>status</th><th>time (s)</th><th>headline</th></tr>{summary}</table>
+<p>Raw data: <a href="results.json">results.json</a>, CSV tables in <code>tables/</code>,
+Chrome traces (open in Perfetto) in <code>traces/</code>.</p>
+{body}
+<div id="tip"></div><script>{JS}</script></body></html>
+"""
