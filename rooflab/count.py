@@ -78,11 +78,13 @@ def _linear(args, out):
     return rows * k * n, 2 * rows * k * n + bias
 
 
-def _sdpa(q, k, v) -> tuple[int, int]:
+def _sdpa(q, k, v, causal: bool = False) -> tuple[int, int]:
+    """QK^T and PV. Dense, as FlopCounterMode counts; with is_causal and Lq == Lkv, the causal
+    pairs only, which is what the fused kernels compute (they skip masked blocks)."""
     *lead, lq, d = _shape(q)
     lkv, dv = _shape(k)[-2], _shape(v)[-1]
-    bh = math.prod(lead)
-    macs = bh * lq * lkv * d + bh * lq * lkv * dv  # QK^T and PV, dense (as FlopCounterMode)
+    pairs = lq * (lq + 1) // 2 if (causal and lq == lkv) else lq * lkv
+    macs = math.prod(lead) * pairs * (d + dv)
     return macs, 2 * macs
 
 
@@ -93,8 +95,14 @@ SDPA_OPS = [getattr(aten, n) for n in (
 
 
 @register(*SDPA_OPS)
-def _sdpa_op(args, out):
-    return _sdpa(args[0], args[1], args[2])
+def _sdpa_op(args, out, named=None):
+    return _sdpa(args[0], args[1], args[2], bool((named or {}).get("is_causal", False)))
+
+
+def _named_args(func, args, kwargs) -> dict:
+    """Arguments by schema name (for formulas that need flags such as is_causal)."""
+    names = [a.name for a in func._schema.arguments]
+    return {**dict(zip(names, args)), **kwargs}
 
 
 @register(aten.gelu)
@@ -121,8 +129,10 @@ REDUCTIONS = {getattr(aten, n) for n in (
     "linalg_vector_norm", "logsumexp", "argmax") if hasattr(aten, n)}
 
 
-def flops_of(packet, args, out_tensors) -> tuple[int, int]:
+def flops_of(packet, args, out_tensors, named: dict | None = None) -> tuple[int, int]:
     """(macs, flops) of one op: a registered formula, else 1 FLOP per element."""
+    if packet in SDPA_OPS:
+        return FLOP_FORMULAS[packet](args, out_tensors, named)
     if packet in FLOP_FORMULAS:
         return FLOP_FORMULAS[packet](args, out_tensors)
     if packet in VIEW_OPS or packet in NO_FLOP_OPS:
@@ -203,7 +213,8 @@ class Counter(TorchDispatchMode):
             written = sum(_tensor_bytes(t) for t in outs)
             if inplace and outs and id(outs[0]) in in_ids:
                 written = _tensor_bytes(outs[0])  # in place: the write lands in an input
-        macs, flops = flops_of(packet, args, outs)
+        named = _named_args(func, args, kwargs) if packet in SDPA_OPS else None
+        macs, flops = flops_of(packet, args, outs, named)
         shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
         self.records.append(OpRecord(packet.__name__, self._stack[-1] if self._stack else "",
                                      macs, flops, read, written, shapes))

@@ -1,0 +1,32 @@
+"""Shared by the GPU benchmarks: the run's metadata and JSON output."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+
+import torch
+
+from rooflab.lab.run import versions
+
+
+def meta() -> dict:
+    m = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+         "versions": versions(), "argv": sys.argv}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        m.update(device=torch.cuda.get_device_name(), sm_count=p.multi_processor_count,
+                 memory_bytes=p.total_memory)
+    else:
+        m["device"] = "cpu"
+    return m
+
+
+def write(out_dir: str, name: str, data: dict) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump({"meta": meta(), **data}, f, indent=1, default=str)
+    print(f"wrote {path}")
+    return path

@@ -1,0 +1,50 @@
+"""Issue 'fusion': GeLU four ways at 64M elements (fp32, bf16), the MLP under compile modes, and a
+decode step eager vs in a CUDA graph."""
+from __future__ import annotations
+
+import sys
+
+from rooflab import models as M
+from rooflab.lab import fusion
+from rooflab.lab import layer_measure as LM
+from rooflab.measure import ceilings as CE
+
+from common import write
+
+
+def main(out_dir: str) -> None:
+    ceil = CE.get("cuda")
+    bw = ceil.mem_bandwidth_bytes_per_s
+    gelu, summary = {}, {}
+    for dt in ("fp32", "bf16"):
+        g = fusion.gelu_study(1 << 26, dt, "cuda", bw, f"{out_dir}/traces")
+        gelu[dt] = g
+        rows = {r["variant"]: r for r in g["rows"] if "time_s" in r}
+        tri, ref = rows["rooflab Triton kernel"], rows["F.gelu (PyTorch fused)"]
+        unf = rows["unfused (basic ops)"]
+        summary[dt] = {
+            "triton_throughput_over_fgelu": ref["time_s"] / tri["time_s"],
+            "triton_fraction_of_copy_bw": tri["fraction_of_copy_bw"],
+            "unfused_over_fused_time": unf["time_s"] / ref["time_s"],
+            "kernels": {k: r["kernels_per_call"] for k, r in rows.items()},
+            "targets_met": ref["time_s"] / tri["time_s"] >= 0.95
+            and tri["fraction_of_copy_bw"] >= 0.90,
+        }
+    mlp = fusion.mlp_study(640, 2048, 2048, "bf16", "cuda", fusion.MLP_MODES, f"{out_dir}/traces")
+    cfg = M.load("gemma-3-270m-it")
+    floor = LM.kernel_floor_s("cuda")
+    step = {mode: LM.measure(cfg, M.Phase.decode(1, 4096), "full", ceil, "cuda",
+                             graph=mode == "graph", floor_s=floor)
+            for mode in ("eager", "graph")}
+    write(out_dir, "fusion", {"gelu": gelu, "summary": summary, "mlp": mlp,
+                              "decode_step": step})
+    print(summary)
+    for r in mlp["rows"]:
+        print(r["mode"], r.get("time_s"), r.get("kernels_per_call"), r.get("first_call_s"),
+              r.get("error"))
+    for mode, s in step.items():
+        print(mode, "wall", s["wall_s"], "kernel", s["kernel_s"], "gaps", s["timeline"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
