@@ -12,6 +12,35 @@ from rooflab.measure import ceilings as CE
 from common import write
 
 
+def gelu_tuning(bw: float) -> list[dict]:
+    """Block size and warps of the Triton GeLU against F.gelu, same run, 64M and 256M elements."""
+    import torch
+
+    from rooflab.kernels import gelu as G
+    from rooflab.measure.timer import time
+
+    rows = []
+    for dt, tdt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        for numel in (1 << 26, 1 << 28):
+            x = torch.randn(numel, device="cuda", dtype=tdt)
+            out = torch.empty_like(x)
+            nbytes = 2 * numel * x.element_size()
+            ref = time(G.gelu_torch, x, warmup=5, reps=50, device="cuda").median_s
+            for block in (1024, 2048, 4096, 8192):
+                for warps in (4, 8, 16):
+                    t = time(G.gelu_triton, x, out, block, warps, warmup=5, reps=50,
+                             device="cuda").median_s
+                    rows.append({"dtype": dt, "numel": numel, "block": block, "num_warps": warps,
+                                 "time_s": t, "fgelu_time_s": ref,
+                                 "throughput_over_fgelu": ref / t,
+                                 "fraction_of_copy_bw": nbytes / t / bw,
+                                 "fgelu_fraction_of_copy_bw": nbytes / ref / bw})
+            best = max((r for r in rows if r["dtype"] == dt and r["numel"] == numel),
+                       key=lambda r: r["fraction_of_copy_bw"])
+            print("gelu best", dt, numel, best)
+    return rows
+
+
 def main(out_dir: str) -> None:
     ceil = CE.get("cuda")
     bw = ceil.mem_bandwidth_bytes_per_s
@@ -30,13 +59,14 @@ def main(out_dir: str) -> None:
             "targets_met": ref["time_s"] / tri["time_s"] >= 0.95
             and tri["fraction_of_copy_bw"] >= 0.90,
         }
+    tuning = gelu_tuning(bw)
     mlp = fusion.mlp_study(640, 2048, 2048, "bf16", "cuda", fusion.MLP_MODES, f"{out_dir}/traces")
     cfg = M.load("gemma-3-270m-it")
     floor = LM.kernel_floor_s("cuda")
     step = {mode: LM.measure(cfg, M.Phase.decode(1, 4096), "full", ceil, "cuda",
                              graph=mode == "graph", floor_s=floor)
             for mode in ("eager", "graph")}
-    write(out_dir, "fusion", {"gelu": gelu, "summary": summary, "mlp": mlp,
+    write(out_dir, "fusion", {"gelu": gelu, "summary": summary, "tuning": tuning, "mlp": mlp,
                               "decode_step": step})
     print(summary)
     for r in mlp["rows"]:

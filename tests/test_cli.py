@@ -57,7 +57,7 @@ def test_specs_json(capsys):
     (["roofline", "gemm", "--gpu", "H2000"], "did you mean"),
     (["cost", "gemm", "--m", "0", "--k", "1", "--n", "1"], "positive integer"),
     (["cost", "gemm", "--m", "-3", "--k", "1", "--n", "1"], "positive integer"),
-    (["cost", "gemm", "--m", "1.5", "--k", "1", "--n", "1"], "integer"),
+    (["cost", "gemm", "--m", "1.5", "--k", "1", "--n", "1"], "--m"),
     (["cost", "gemm", "--m", "2", "--k", "1", "--n", "1", "--dtype", "fp7"], "unknown dtype"),
     (["roofline", "gemm", "--gpu", "T4", "--dtype", "bf16"], "no bf16 peak"),
     (["roofline", "gemm", "--gpu", "H200", "--sizes", "1,x"], "sizes"),

@@ -64,7 +64,8 @@ if triton is not None:
 BLOCK = 1024 if os.environ.get("TRITON_INTERPRET") == "1" else 4096
 
 
-def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None,
+                num_warps: int | None = None) -> torch.Tensor:
     """Fused GeLU-tanh over any contiguous tensor of fp32, fp16 or bf16."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
@@ -74,8 +75,10 @@ def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
     out = torch.empty_like(x) if out is None else out
     n = x.numel()
     if n:
-        grid = (triton.cdiv(n, BLOCK),)
-        gelu_kernel[grid](x, out, n, BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)
+        block = block or BLOCK
+        grid = (triton.cdiv(n, block),)
+        gelu_kernel[grid](x, out, n, BLOCK=block,
+                          num_warps=num_warps or (8 if block >= 4096 else 4))
     return out
 
 

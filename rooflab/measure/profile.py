@@ -194,7 +194,9 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
         launchers = {id(k): k for k in kernels}
         notes.append("CPU trace: no device kernels; each aten op's self time is listed instead")
     else:
-        runtime = {e.get("args", {}).get("correlation"): e for e in _complete(events, "cuda_runtime")}
+        # cuBLAS on Hopper launches through the driver API (cuLaunchKernelEx): both count
+        runtime = {e.get("args", {}).get("correlation"): e
+                   for e in _complete(events, "cuda_runtime") + _complete(events, "cuda_driver")}
         launchers = {id(k): runtime.get(k.get("args", {}).get("correlation")) for k in kernels}
     enclosing = _Enclosing(cpu_ops + annotations)
     table: dict[str, list[float]] = defaultdict(list)
