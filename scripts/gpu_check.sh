@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
-# Usage: scripts/gpu_check.sh OUT [parts]   parts: any of tests,measure,fusion,decoder,attention,lab
+# Usage: scripts/gpu_check.sh OUT [parts]
+#   parts: any of tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab (default: all)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,fusion,decoder,attention,lab}
+parts=${2:-tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 mkdir -p "$out/bench"
@@ -14,7 +15,9 @@ has tests && run tests python3 -m pytest -q -p no:cacheprovider --junitxml="$out
 has measure && run measure python3 benchmarks/measurement.py "$out/bench"
 has fusion && run fusion python3 benchmarks/fusion.py "$out/bench"
 has decoder && run decoder python3 benchmarks/decoder.py "$out/bench"
-has attention && run attention python3 benchmarks/attention.py "$out/bench" all
+for a in tiles ratios sweep; do
+  has attn_$a && run attn_$a python3 benchmarks/attention.py "$out/bench" $a
+done
 has lab && run lab python3 -m rooflab lab --out "$out/bench/report"
 rm -rf "$out/bench/traces"
 tar -czf "$out/bench.tar.gz" -C "$out" bench && rm -rf "$out/bench" "$out/cache"

@@ -98,6 +98,15 @@ def test_real_gpu_trace_if_present():
         assert r.op_kernels  # every real trace attributes kernels to aten ops
 
 
+def test_real_h200_trace_attribution():
+    """A trace taken on the H200 (benchmarks/measurement.py): the unfused GeLU, F.gelu, a matmul."""
+    r = P.analyze_trace(P.load_trace(str(DATA / "h200_small.trace.json.gz")), "cuda", iters=2)
+    assert any(P.categorize(k) == "gemm" for k in r.op_kernels["aten::matmul"])  # cuBLAS
+    assert [P.categorize(k) for k in r.op_kernels["aten::gelu"]] == ["elementwise"]
+    assert r.launches_per_iter == 12  # unfused 9 + F.gelu 1 + matmul 2 (GEMM + split-K)
+    assert r.timeline["gaps"] > 0 and r.timeline["idle_us"] > r.timeline["busy_us"]
+
+
 def test_augment_trace(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": _synthetic_cuda_trace()}))
