@@ -173,6 +173,10 @@ def component_of(module_path: str, family: str) -> str | None:
         return f"attn.{last}"
     if parent == "mlp" and last in ("gate_proj", "up_proj", "down_proj", "act_fn"):
         return "mlp.act" if last == "act_fn" else f"mlp.{last}"
+    if module_path == "self_attn":  # ops in the attention forward outside its projections
+        return "attn.core+rope"
+    if module_path == "":  # ops in the layer's own forward: the residual adds
+        return "residuals"
     sandwich = family in ("gemma2", "gemma3")
     names = {"input_layernorm": "input_norm", "pre_feedforward_layernorm": "pre_ffn_norm",
              "post_feedforward_layernorm": "post_ffn_norm",

@@ -123,14 +123,15 @@ if triton is not None:
 
 # --- 3. the launcher -------------------------------------------------------------------------
 def config(head_dim: int, causal: bool) -> dict:
-    """Tile sizes and pipeline depth (measured on the H200; see benchmarks/attention.py)."""
+    """Tile sizes and pipeline depth: the best of benchmarks/attention.py's tile search on the
+    H200 (fp16, N=4096; benchmarks/results/h200_attention_tiles.json)."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
-    if head_dim <= 64:
-        return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    if head_dim <= 64 or (head_dim <= 128 and causal):
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     if head_dim <= 128:
         return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
-    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+    return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
 
 
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,

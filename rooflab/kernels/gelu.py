@@ -61,7 +61,10 @@ if triton is not None:
 
 
 # --- 3. the launcher -------------------------------------------------------------------------
-BLOCK = 1024 if os.environ.get("TRITON_INTERPRET") == "1" else 4096
+BLOCK = 1024
+# (block, warps) per element size: the best of benchmarks/fusion.py's sweep on the H200 at 64M
+# and 256M elements (benchmarks/results/h200_fusion.json)
+TUNED = {4: (1024, 8), 2: (2048, 4)}
 
 
 def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None,
@@ -75,10 +78,10 @@ def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None, block: int | N
     out = torch.empty_like(x) if out is None else out
     n = x.numel()
     if n:
-        block = block or BLOCK
+        tuned_block, tuned_warps = TUNED.get(x.element_size(), (BLOCK, 4))
+        block = block or (BLOCK if os.environ.get("TRITON_INTERPRET") == "1" else tuned_block)
         grid = (triton.cdiv(n, block),)
-        gelu_kernel[grid](x, out, n, BLOCK=block,
-                          num_warps=num_warps or (8 if block >= 4096 else 4))
+        gelu_kernel[grid](x, out, n, BLOCK=block, num_warps=num_warps or tuned_warps)
     return out
 
 

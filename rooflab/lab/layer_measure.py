@@ -53,7 +53,7 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: 
     for r in records:
         if r.bytes == 0:
             continue  # a view: no kernel
-        comp = hf.component_of(r.module, family) or "other (attention core, residuals, rope)"
+        comp = hf.component_of(r.module, family) or f"other ({r.module})"
         d = out.setdefault(comp, {"kernels": 0, "flops": 0, "bytes": 0, "predicted_s": 0.0,
                                   "ops": []})
         d["kernels"] += 1
