@@ -215,7 +215,7 @@ class Counter(TorchDispatchMode):
                 written = _tensor_bytes(outs[0])  # in place: the write lands in an input
         named = _named_args(func, args, kwargs) if packet in SDPA_OPS else None
         macs, flops = flops_of(packet, args, outs, named)
-        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        shapes = [tuple(t.shape) for t in ins]
         self.records.append(OpRecord(packet.__name__, self._stack[-1] if self._stack else "",
                                      macs, flops, read, written, shapes))
         return out

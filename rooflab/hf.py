@@ -175,6 +175,8 @@ def component_of(module_path: str, family: str) -> str | None:
         return "mlp.act" if last == "act_fn" else f"mlp.{last}"
     if module_path == "self_attn":  # ops in the attention forward outside its projections
         return "attn.core+rope"
+    if module_path == "mlp":  # act(gate) * up, in the MLP's own forward
+        return "mlp.mul"
     if module_path == "":  # ops in the layer's own forward: the residual adds
         return "residuals"
     sandwich = family in ("gemma2", "gemma3")

@@ -45,7 +45,7 @@ def _component_names(layer, family: str) -> dict[str, str]:
 
 
 def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: float,
-            family: str) -> dict[str, dict]:
+            family: str, kv_past: int = 0) -> dict[str, dict]:
     """Per component (via the module each op ran under): kernels, FLOPs, bytes, predicted s."""
     peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
     bw = ceil.mem_bandwidth_bytes_per_s
@@ -55,20 +55,30 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: 
             continue  # a view: no kernel
         comp = hf.component_of(r.module, family) or f"other ({r.module})"
         d = out.setdefault(comp, {"kernels": 0, "flops": 0, "bytes": 0, "predicted_s": 0.0,
-                                  "ops": []})
+                                  "ops": [], "cache_copy_bytes": 0})
         d["kernels"] += 1
         d["flops"] += r.flops
         d["bytes"] += r.bytes
         d["predicted_s"] += floor_s + max(r.flops / peak, r.bytes / bw)
         d["ops"].append(r.op)
+        if r.op == "cat" and kv_past and any(len(s) == 4 and s[-2] == kv_past for s in r.shapes):
+            d["cache_copy_bytes"] += r.bytes  # cat(past K/V, new K/V): the whole cache moves
     return out
 
 
-def explain(comp: str, d: dict, floor_s: float, tokens: int) -> str:
-    """Why a component's kernels took longer than predicted, from its counted ops."""
+def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
+            ceil: Ceilings, dtype: str) -> str:
+    """Why a component's kernels took longer than predicted, from its counted ops and how far
+    they got towards the measured ceilings."""
+    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
     reasons = []
-    if "cat" in d["ops"]:
-        reasons.append("the KV cache is concatenated (copied whole) every step")
+    if d["cache_copy_bytes"]:
+        reasons.append(f"the KV cache is concatenated (copied whole) every step: "
+                       f"{d['cache_copy_bytes'] / 1e6:.1f} MB moved by cat")
+    if any(op.startswith("_scaled_dot_product") or op.startswith("_flash") for op in d["ops"]):
+        reasons.append(f"the fused attention kernel and rope reached "
+                       f"{d['flops'] / measured_s / 1e12:.0f} TFLOP/s, "
+                       f"{d['flops'] / measured_s / peak:.0%} of the measured matmul peak")
     if any(op in ("mm", "addmm", "bmm") for op in d["ops"]) and tokens < 64:
         reasons.append(f"a GEMM with only {tokens} token rows cannot fill the GPU")
     if d["predicted_s"] <= d["kernels"] * floor_s * 1.5:
@@ -77,6 +87,11 @@ def explain(comp: str, d: dict, floor_s: float, tokens: int) -> str:
     if d["kernels"] > 3 and not any(op in ("mm", "addmm", "bmm") for op in d["ops"]):
         reasons.append(f"{d['kernels']} separate elementwise/reduction kernels, each "
                        "round-tripping memory (unfused)")
+    if not d["flops"] or d["bytes"] / d["flops"] > 1 / 50:  # memory-bound work
+        reasons.append(f"moved {d['bytes'] / 1e6:.1f} MB at "
+                       f"{d['bytes'] / measured_s / 1e9:.0f} GB/s, "
+                       f"{d['bytes'] / measured_s / ceil.mem_bandwidth_bytes_per_s:.0%} of the "
+                       "measured copy bandwidth")
     return "; ".join(reasons) or "no counted-op explanation: see the trace"
 
 
@@ -100,7 +115,9 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
         else:
             with P.annotate_modules(layer, _component_names(layer, cfg.family)):
                 prof = P.profile(call, iters=5, warmup=1, device=device, trace_path=trace_path)
-    per = predict(counter.records, ceil, dtype or cfg.dtype, floor_s, cfg.family)
+    kv_past = (min(phase.kv_len, cfg.sliding_window) if layer_type == "sliding" and
+               cfg.sliding_window else phase.kv_len) - 1 if phase.kind == "decode" else 0
+    per = predict(counter.records, ceil, dtype or cfg.dtype, floor_s, cfg.family, kv_past)
     kernel_s = prof.device_time_us / prof.iters / 1e6
     predicted_s = sum(d["predicted_s"] for d in per.values())
     comps = []
@@ -110,7 +127,8 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
         row = {"component": comp, "kernels_counted": d["kernels"], "flops": d["flops"],
                "bytes": d["bytes"], "predicted_s": d["predicted_s"], "kernel_s": m_s}
         if m_s is not None and m_s > MISS * d["predicted_s"]:
-            row["why"] = explain(comp, d, floor_s, phase.tokens)
+            row["why"] = explain(comp, d, floor_s, phase.tokens, m_s, ceil, dtype or cfg.dtype)
+        row["top_kernels"] = prof.annotation_kernels.get(comp, [])[:4]
         comps.append(row)
     return {
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,

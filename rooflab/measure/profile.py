@@ -74,6 +74,7 @@ class ProfileResult:
     timeline: dict  # span_us, busy_us, idle_us, gaps (count), largest_gap_us
     notes: list[str] = field(default_factory=list)
     trace_path: str | None = None
+    annotation_kernels: dict[str, list] = field(default_factory=dict)  # range -> [name, us]
 
     @property
     def launches_per_iter(self) -> float:
@@ -202,6 +203,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     table: dict[str, list[float]] = defaultdict(list)
     op_kernels: dict[str, set] = defaultdict(set)
     by_ann: dict[str, float] = defaultdict(float)
+    ann_k: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     for k in kernels:
         table[k["name"]].append(float(k["dur"]))
         launch = launchers.get(id(k))
@@ -213,7 +215,9 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
             op_kernels[ops[0]["name"]].add(k["name"])  # outermost op: what the user called
         anns = [r for r in chain if r.get("cat") == "user_annotation"]
         if anns:
-            by_ann[anns[-1]["name"][len(ANNOTATION_PREFIX):]] += float(k["dur"])
+            ann = anns[-1]["name"][len(ANNOTATION_PREFIX):]
+            by_ann[ann] += float(k["dur"])
+            ann_k[ann][k["name"]] += float(k["dur"])
     total = sum(sum(v) for v in table.values()) or 1.0
     rows = sorted((KernelRow(n, categorize(n), len(v), sum(v), sum(v) / len(v), sum(v) / total)
                    for n, v in table.items()), key=lambda r: -r.total_us)
@@ -227,10 +231,12 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     if "triton_" in names or "CompiledFunction" in names or "CompiledFxGraph" in names:
         notes.append("torch.compile: generated kernels (triton_*) are attributed to the compiled "
                      "region, not to the aten ops they replaced; fused kernels cover several ops")
+    ann_top = {a: sorted(([n[:120], us / iters] for n, us in ks.items()), key=lambda x: -x[1])
+               for a, ks in ann_k.items()}
     return ProfileResult(device, iters, rows, {k: sorted(v) for k, v in op_kernels.items()},
                          dict(by_cat), dict(by_ann), sum(r.calls for r in rows),
                          sum(r.total_us for r in rows),
-                         _timeline(kernels), notes)
+                         _timeline(kernels), notes, annotation_kernels=ann_top)
 
 
 @contextlib.contextmanager
