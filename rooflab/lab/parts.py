@@ -224,6 +224,7 @@ def part3(ctx: Context) -> dict:
     d1 = next(s for s in sw if s["label"] == "decode B=1" and s["what"] == "mlp")
     d64 = next(s for s in sw if s["label"] == "decode B=64" and s["what"] == "mlp")
     p4k = next(s for s in sw if s["label"] == "prefill L=4096" and s["what"] == "mlp")
+    gate = next(c for c in pre["components"] if c["name"] == "mlp.gate_proj")
     answers = [
         f"Decode at batch 1 is memory-bound: the MLP's intensity is {d1['intensity']:.2f} "
         f"FLOP/byte against a ridge of {roof.ridge:.0f} (each weight byte is used for one token: "
@@ -232,7 +233,10 @@ def part3(ctx: Context) -> dict:
         f"({d64['bound']}-bound): the weights are read once for 64 tokens, so intensity grows "
         "about linearly with the batch.",
         f"Prefill at length 4096 (batch 32) puts the MLP at {p4k['intensity']:.0f} FLOP/byte "
-        f"({p4k['bound']}-bound): the query has L rows, so prefill is a GEMM.",
+        f"({p4k['bound']}-bound against the ridge of {roof.ridge:.0f}): the query has B*L rows, "
+        f"so prefill is a GEMM; its projections alone sit at {gate['intensity']:.0f} FLOP/byte "
+        f"({gate['bound']}-bound, B=32 L=1024), while the eager activation and product "
+        "round-trip memory at under 2 FLOP/byte and pull the MLP's total down.",
     ]
     for m in measured:
         answers.append(

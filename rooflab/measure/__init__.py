@@ -1,4 +1,9 @@
 """Measurement: one timer, peak memory, the profiler recipe, empirical ceilings, achieved points."""
+import os
+
+# Kineto prints a "profiler_start/stop" line for every profile on some builds; rooflab profiles
+# often (peak memory on CPU too), so its log is off unless the user sets the level themselves.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 from rooflab.measure.memory import MemoryResult, is_oom, peak_memory
 from rooflab.measure.timer import MeasureError, Timing, cold_series, time
 

@@ -1,0 +1,134 @@
+"""`rooflab lab` on the CPU: every part, written as it goes, resumable, one failure contained."""
+import json
+import os
+
+import pytest
+
+from rooflab.cli import main
+from rooflab.lab import parts as LP
+from rooflab.lab import run as LR
+from rooflab.report import html
+
+
+@pytest.fixture(scope="session")
+def cpu_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    res = LR.run("cpu", quick=True, out_dir=str(out))
+    return out, res
+
+
+def test_all_parts_ok_and_outputs_written(cpu_report):
+    out, res = cpu_report
+    assert {k: v["status"] for k, v in res["parts"].items()} == {str(n): "ok" for n in range(1, 6)}
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["parts"]["3"]["result"]["headline"] == res["parts"]["3"]["result"]["headline"]
+    assert (out / "index.html").stat().st_size > 10_000
+    pngs = {p.name for p in (out / "figures").iterdir()}
+    assert {"p2_gemm_gemv.png", "p3_sweeps.png", "p5_memory.png"} <= pngs
+    assert (out / "tables" / "p1_gemm.csv").read_text().startswith("n,macs,flops")
+    assert any((out / "traces").iterdir())  # Chrome traces of the fusion and attention parts
+
+
+def test_answers_come_from_the_numbers(cpu_report):
+    _, res = cpu_report
+    p2 = res["parts"]["2"]["result"]
+    crossover = p2["data"]["gemm"]["crossover_n"]
+    assert f"n >= {crossover}" in " ".join(p2["answers"])
+    p5 = res["parts"]["5"]["result"]
+    slope = p5["data"]["sweep"]["analysis"]["memory_slope"]["standard"]
+    assert 1.7 < slope < 2.3  # standard attention's memory is O(N^2), measured
+    assert f"{slope:.2f}" in " ".join(p5["answers"])
+    assert any("needs a GPU" in s for s in p5["not_measured"])  # said plainly, not hidden
+
+
+def test_resume_skips_finished_parts(cpu_report, tmp_path):
+    out, _ = cpu_report
+    seen = []
+    LR.run("cpu", quick=True, out_dir=str(out), resume=True,
+           on_part=lambda n, e: seen.append((n, e.get("resumed", False))))
+    assert seen == [(n, True) for n in range(1, 6)]
+
+
+def test_a_failing_part_leaves_the_others(tmp_path, monkeypatch):
+    def boom(ctx):
+        raise RuntimeError("simulated crash in part 2")
+
+    monkeypatch.setitem(LP.PARTS, 2, ("Roofline", boom))
+    res = LR.run("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path))
+    assert res["parts"]["1"]["status"] == "ok"
+    assert res["parts"]["2"]["status"] == "failed"
+    assert "simulated crash" in res["parts"]["2"]["error"]
+    page = (tmp_path / "index.html").read_text()
+    assert "simulated crash in part 2" in page and 'id="part1"' in page
+
+
+def test_report_escapes_names():
+    meta = {"device": "cpu", "device_name": "<script>alert(1)</script>", "gpu": "H200",
+            "ceilings_summary": "x", "versions": {"torch": "<b>"}, "date": "d"}
+    page = html.report({"meta": meta, "parts": {}}, {1: "Metrics"})
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["lab", "--parts", "9"], "--parts"),
+    (["lab", "--parts", "x"], "--parts"),
+    (["lab", "--device", "tpu"], "--device"),
+    (["lab", "--gpu", "H2000"], "unknown GPU"),
+])
+def test_lab_bad_input(capsys, argv, needle):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_lab_cuda_without_gpu_is_one_line(capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["lab", "--device", "cuda"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_report_opens_in_headless_chromium(cpu_report, tmp_path):
+    """A real browser: no console errors, every part's plot rendered, hover shows a point's
+    numbers; a screenshot is kept next to the report."""
+    import shutil
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not (chrome and driver_bin):
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    out, _ = cpu_report
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,2000",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    try:
+        drv.get((out / "index.html").as_uri())
+        for n in range(1, 6):
+            section = drv.find_element(By.ID, f"part{n}")
+            assert section.get_attribute("data-status") == "ok"
+            assert section.find_elements(By.CSS_SELECTOR, "svg .pt"), f"part {n} has no plot"
+        point = drv.find_element(By.CSS_SELECTOR, "#part2 svg .pt")
+        ActionChains(drv).move_to_element(point).perform()
+        tip = drv.find_element(By.ID, "tip")
+        assert tip.is_displayed() and "FLOP/s" in tip.text
+        errors = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+        shot = out / "screenshot.png"
+        drv.save_screenshot(str(shot))
+        assert shot.stat().st_size > 10_000
+        keep = os.environ.get("ROOFLAB_SCREENSHOT")  # where CI or a developer wants a copy
+        if keep:
+            shutil.copy(shot, keep)
+    finally:
+        drv.quit()
