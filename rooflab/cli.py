@@ -94,37 +94,59 @@ def cost_attention(batch: int = typer.Option(..., "--batch"),
     _cost_out(c, as_json, fused)
 
 
-def _roofline(family: str, gpu: str, dtype: str, sizes: str, plot: Optional[str],
-              as_json: bool) -> None:
+def _gpu(gpu: Optional[str]) -> H.Hardware:
     hw = H.resolve(gpu)
+    if not hw.peak_flops_per_s:
+        raise UserError(f"no datasheet for {hw.name}: pass --gpu NAME (see `rooflab specs`) "
+                        "or a spec file")
+    return hw
+
+
+def _roofline(family: str, gpu: Optional[str], dtype: str, sizes: str, plot: Optional[str],
+              also: str, measured: bool, as_json: bool) -> None:
+    hw = _gpu(gpu)
     roof = R.Roof.of(hw, dtype)
+    extra = [R.Roof.of(hw, d) for d in (s.strip() for s in also.split(",")) if d]
     sw = R.sweep(family, roof, _sizes(sizes))
     data = sw.as_dict()
+    if measured:
+        from rooflab.measure import ceilings as CE
+
+        m_hw = CE.get(_device(None)).hardware()
+        m_dt = roof.dtype if roof.dtype in m_hw.peak_flops_per_s else next(iter(m_hw.peak_flops_per_s))
+        extra.append(R.Roof.of(m_hw, m_dt))
+    data["extra_roofs"] = [{"label": r.label, "ridge": r.ridge} for r in extra]
     if plot:
         from rooflab.report import plots
         pts = [plots.PlotPoint(f"n={r['n']}", r["intensity"], r["attainable_flops_per_s"],
                                "predicted", family.upper()) for r in data["rows"]]
-        data["plot"] = plots.roofline_png(plot, [roof], pts,
+        data["plot"] = plots.roofline_png(plot, [roof, *extra], pts,
                                           f"{family.upper()} on {hw.name}, {roof.dtype}")
     _emit(data, as_json, console.sweep)
+
+
+ALSO = typer.Option("", "--roofs", help="more dtypes to draw, e.g. bf16,fp8")
+MEASURED = typer.Option(False, "--measured", help="also draw this machine's measured roof")
 
 
 @roof_app.command("gemm")
 def roofline_gemm(gpu: Optional[str] = typer.Option(None, "--gpu", help="name or spec file"),
                   dtype: str = "fp32", sizes: str = "1024,2048,4096,8192",
                   plot: Optional[str] = typer.Option(None, "--plot", help="write a PNG here"),
+                  also: str = ALSO, measured: bool = MEASURED,
                   as_json: bool = typer.Option(False, "--json")):
     """GEMM with M=N=K=n: intensity, bound and time floor per size; the compute-bound n."""
-    _roofline("gemm", gpu, dtype, sizes, plot, as_json)
+    _roofline("gemm", gpu, dtype, sizes, plot, also, measured, as_json)
 
 
 @roof_app.command("gemv")
 def roofline_gemv(gpu: Optional[str] = typer.Option(None, "--gpu", help="name or spec file"),
                   dtype: str = "fp32", sizes: str = "1024,2048,4096,8192",
                   plot: Optional[str] = typer.Option(None, "--plot", help="write a PNG here"),
+                  also: str = ALSO, measured: bool = MEASURED,
                   as_json: bool = typer.Option(False, "--json")):
     """GEMV with M=K=n: always memory-bound on a GPU."""
-    _roofline("gemv", gpu, dtype, sizes, plot, as_json)
+    _roofline("gemv", gpu, dtype, sizes, plot, also, measured, as_json)
 
 
 @app.command()
@@ -164,7 +186,7 @@ def _phase(phase: str, batch: int, seq: Optional[int], kv_len: Optional[int]):
 
 
 def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
-    hw = H.resolve(gpu) if gpu else H.detect()
+    hw = _gpu(gpu) if gpu else H.detect()
     return R.Roof.of(hw, dtype) if hw.peak_flops_per_s else None
 
 

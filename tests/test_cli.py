@@ -47,6 +47,15 @@ def test_roofline_json_and_plot(capsys, tmp_path):
     assert json.loads(out)["crossover_n"] is None
 
 
+def test_roofline_several_roofs(capsys, tmp_path):
+    png = tmp_path / "r.png"
+    code, out, _ = run(capsys, "roofline", "gemm", "--gpu", "H200", "--dtype", "fp32",
+                       "--roofs", "bf16,fp8", "--measured", "--plot", str(png), "--json")
+    d = json.loads(out)
+    assert code == 0 and [r["label"] for r in d["extra_roofs"]][:2] == ["H200 bf16", "H200 fp8"]
+    assert "(measured)" in d["extra_roofs"][2]["label"] and png.stat().st_size > 10_000
+
+
 def test_specs_json(capsys):
     code, out, _ = run(capsys, "specs", "--json")
     d = json.loads(out)
@@ -63,6 +72,7 @@ def test_specs_json(capsys):
     (["roofline", "gemm", "--gpu", "H200", "--sizes", "1,x"], "sizes"),
     (["roofline", "gemm", "--gpu", "nope.json"], "cannot read"),
     (["nonsense"], "No such command"),
+    (["roofline", "gemm", "--gpu", "H200", "--roofs", "fp9"], "unknown dtype"),
 ])
 def test_bad_input_one_line_exit_2(capsys, argv, needle):
     code, out, err = run(capsys, *argv)

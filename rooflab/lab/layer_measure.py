@@ -20,19 +20,24 @@ MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets a
 
 
 def kernel_floor_s(device: str) -> float:
-    """Median device time of tiny kernels (an add, a row mean, a cast, a product on 640
-    elements): what any kernel costs here however little it does."""
+    """Median device time of tiny kernels that depend on each other, as a layer's do: a chain
+    of casts, row means, products and adds on one 640-element row (replayed from a CUDA graph on
+    a GPU, so launch gaps do not hide their ramp). What any kernel costs here, however little
+    it does."""
     x = torch.randn(1, 640, device=device)
 
-    def tiny():
-        x.add(1)
-        x.mean(-1, keepdim=True)
-        x.to(torch.bfloat16)
-        x * x
+    def chain():
+        y = x
+        for _ in range(8):
+            h = y.float()
+            r = h.pow(2).mean(-1, keepdim=True)
+            y = (h * torch.rsqrt(r + 1e-6)).to(torch.bfloat16) + y
+        return y
 
-    prof = P.profile(tiny, iters=20, warmup=5, device=device)
-    means = sorted(k.mean_us for k in prof.kernels)
-    return means[len(means) // 2] / 1e6 if means else 0.0
+    fn = capture_graph(chain) if device == "cuda" else chain
+    prof = P.profile(fn, iters=10, warmup=3, device=device)
+    per_kernel = sorted(k.mean_us for k in prof.kernels)
+    return per_kernel[len(per_kernel) // 2] / 1e6 if per_kernel else 0.0
 
 
 def _component_names(layer, family: str) -> dict[str, str]:

@@ -96,7 +96,9 @@ def matmul_rate(device: str, dtype: str, n: int, budget_s: float = 0.3) -> dict:
         t = time(fn, warmup=3, budget_s=budget_s, device=device, name=f"matmul {dtype}")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
-    return {"n": n, "timing": t.as_dict(), "flops_per_s": 2 * n**3 / t.median_s}
+    # the ceiling is the median (sustained) rate; the fastest run shows the burst clock's rate
+    return {"n": n, "timing": t.as_dict(), "flops_per_s": 2 * n**3 / t.median_s,
+            "best_run_flops_per_s": 2 * n**3 / t.min_s}
 
 
 def gpu_dtypes() -> list[str]:

@@ -83,7 +83,7 @@ def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: s
     ax.text(math.sqrt(r0.ridge * x_hi), ymax * 1.6, "compute-bound", ha="center", fontsize=10,
             color="0.35")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
