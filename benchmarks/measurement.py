@@ -29,19 +29,22 @@ def timer_vs_do_bench() -> list[dict]:
         kernels.append((f"bf16 matmul n={n}", lambda a=a: a @ a))
     rows = []
     for name, fn in kernels:
-        # both orders, both with an L2 flush before every run (do_bench flushes too), so clock
-        # drift from one to the next does not decide the ratio
-        for first in ("rooflab", "do_bench"):
-            res = {}
-            for who in ((first, "do_bench") if first == "rooflab" else (first, "rooflab")):
+        # five rounds, alternating which goes first, both with an L2 flush before every run
+        # (do_bench flushes too): GPU clocks drift between back-to-back measurements of a
+        # matmul, so one pair in one order is not a fair comparison
+        ours, theirs, cvs = [], [], []
+        for rnd in range(5):
+            for who in (("rooflab", "do_bench") if rnd % 2 == 0 else ("do_bench", "rooflab")):
                 if who == "rooflab":
-                    t = time(fn, warmup=25, reps=300, flush_l2=True, device="cuda")
-                    res["rooflab_median_s"], res["rooflab_cv"] = t.median_s, t.cv
+                    t = time(fn, warmup=25, reps=200, flush_l2=True, device="cuda")
+                    ours.append(t.median_s)
+                    cvs.append(t.cv)
                 else:
-                    res["do_bench_median_s"] = do_bench(fn, warmup=25, rep=100,
-                                                        return_mode="median") / 1e3
-            rows.append({"kernel": name, "first": first, **res,
-                         "ratio": res["rooflab_median_s"] / res["do_bench_median_s"]})
+                    theirs.append(do_bench(fn, warmup=25, rep=60, return_mode="median") / 1e3)
+        med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+        rows.append({"kernel": name, "rooflab_median_s": med(ours), "do_bench_median_s": med(theirs),
+                     "rooflab_rounds_s": ours, "do_bench_rounds_s": theirs,
+                     "rooflab_cv": med(cvs), "ratio": med(ours) / med(theirs)})
     return rows
 
 
