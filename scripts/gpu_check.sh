@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
 # Usage: scripts/gpu_check.sh OUT [parts]
-#   parts: any of tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab (default: all)
+#   parts: any of tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab}
+parts=${2:-tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 mkdir -p "$out/bench"
@@ -19,6 +19,10 @@ for a in tiles ratios sweep; do
   has attn_$a && run attn_$a python3 benchmarks/attention.py "$out/bench" $a
 done
 has lab && run lab python3 -m rooflab lab --out "$out/bench/report"
+# the notebook's code cells, in order, as one script (the device has no Jupyter kernel)
+has notebook && run notebook bash -c "cd $out/bench && MPLBACKEND=Agg python3 -c \"import json;
+cells = json.load(open('$PWD/notebooks/lab1.ipynb'))['cells'];
+exec(compile(chr(10).join(''.join(c['source']) for c in cells if c['cell_type'] == 'code'), 'lab1', 'exec'))\" > notebook.txt 2>&1; rc=\$?; tail -25 notebook.txt; exit \$rc"
 rm -rf "$out/bench/traces"
 tar -czf "$out/bench.tar.gz" -C "$out" bench && rm -rf "$out/bench" "$out/cache"
 ls -la "$out"

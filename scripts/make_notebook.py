@@ -33,7 +33,10 @@ from rooflab.measure import time, cold_series, ceilings
 QUICK = os.environ.get("ROOFLAB_QUICK") == "1"   # CI runs the notebook with small sizes
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 GPU = hardware.detect()
-print("device:", DEVICE, "|", GPU.name)"""),
+print("device:", DEVICE, "|", GPU.name)
+
+def show(png):
+    plt.figure(figsize=(9, 6)); plt.imshow(plt.imread(png)); plt.axis("off"); plt.show()"""),
     md("""## Part 1: three numbers describe an operation
 
 For C(M,N) = A(M,K) @ B(K,N): each of the M*N outputs needs K multiply-accumulates, and the
@@ -72,7 +75,7 @@ from rooflab.report import plots
 pts = [plots.PlotPoint(p.name, p.intensity, p.attainable_flops_per_s, "predicted", fam)
        for fam, sw in (("GEMM", gemm), ("GEMV", gemv)) for p in sw.points]
 plots.roofline_png("roofline.png", [roof], pts, f"GEMM vs GEMV on {card.name}")
-from IPython.display import Image; Image("roofline.png")"""),
+show("roofline.png")"""),
     md("""Now the roof of **this** machine, measured (copy bandwidth and matmul peak), with real
 matmuls placed on it as achieved points."""),
     code("""ceil = ceilings.get(DEVICE, quick=QUICK)
@@ -99,7 +102,7 @@ for c in layer["components"][:8]:
 sw = decoder.sweeps(cfg, broof)
 pts = [plots.PlotPoint(s["label"], s["intensity"], s["attainable_flops_per_s"], "predicted", s["what"]) for s in sw]
 plots.roofline_png("decoder.png", [broof], pts, "gemma layer: decode B=1..64, prefill L=64..4096")
-Image("decoder.png")"""),
+show("decoder.png")"""),
     md("""## Part 4: see the kernels, then merge them
 
 **Exercise:** write the tanh-approximated GeLU from basic torch ops,
