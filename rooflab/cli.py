@@ -232,6 +232,20 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
     _emit(data, as_json, console.model)
 
 
+def _choices(text: str, allowed, flag: str) -> list[str]:
+    chosen = [c.strip() for c in text.split(",") if c.strip()]
+    if not chosen or any(c not in allowed for c in chosen):
+        raise UserError(f"{flag} takes {', '.join(allowed)}; got {text!r}")
+    return chosen
+
+
+def _dtype(text: str, allowed, flag: str = "--dtype") -> str:
+    dt = C.dtype_name(text)
+    if dt not in allowed:
+        raise UserError(f"{flag} must be one of {', '.join(allowed)}, got {text!r}")
+    return dt
+
+
 def _parts(text: str) -> list[int]:
     from rooflab.lab.parts import PARTS
 
@@ -282,9 +296,7 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel"), dtype: str = "fp3
     from rooflab.measure import ceilings as CE
 
     C._sizes(numel=numel)
-    dt = C.dtype_name(dtype)
-    if dt not in fusion.TORCH_DTYPES:
-        raise UserError(f"--dtype must be fp32, fp16 or bf16, got {dtype!r}")
+    dt = _dtype(dtype, fusion.TORCH_DTYPES)
     dev = _device(device)
     data = fusion.gelu_study(numel, dt, dev, CE.get(dev).mem_bandwidth_bytes_per_s, trace)
     _emit(data, as_json, console.gelu)
@@ -302,13 +314,8 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
     from rooflab.lab import fusion
 
     C._sizes(tokens=tokens)
-    chosen = [m.strip() for m in modes.split(",") if m.strip()]
-    bad = [m for m in chosen if m not in fusion.MLP_MODES]
-    if bad or not chosen:
-        raise UserError(f"--modes takes {', '.join(fusion.MLP_MODES)}; got {modes!r}")
-    dt = C.dtype_name(dtype)
-    if dt not in fusion.TORCH_DTYPES:
-        raise UserError(f"--dtype must be fp32, fp16 or bf16, got {dtype!r}")
+    chosen = _choices(modes, fusion.MLP_MODES, "--modes")
+    dt = _dtype(dtype, fusion.TORCH_DTYPES)
     data = fusion.mlp_study(640, 2048, tokens, dt, _device(device), chosen, trace)
     _emit(data, as_json, console.mlp)
 
@@ -335,13 +342,8 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
             n *= 2
     else:
         seqs = _sizes(seq)
-    impls = [i.strip() for i in impl.split(",") if i.strip()]
-    bad = [i for i in impls if i not in A.IMPLS]
-    if bad or not impls:
-        raise UserError(f"--impl takes {', '.join(A.IMPLS)}; got {impl!r}")
-    dt = C.dtype_name(dtype)
-    if dt not in A.TORCH_DTYPES:
-        raise UserError(f"--dtype must be fp16, bf16 or fp32, got {dtype!r}")
+    impls = _choices(impl, A.IMPLS, "--impl")
+    dt = _dtype(dtype, A.TORCH_DTYPES)
     dev = _device(device)
     with console.Progress() as prog:
         tick = prog.task("attention", len(seqs) * len(impls))

@@ -164,18 +164,23 @@ def names() -> list[str]:
     return list(PRESETS)
 
 
-def gpu_name_from_smi() -> str | None:
-    """The first GPU's name as nvidia-smi reports it, or None where there is none."""
+def smi_query(field_name: str) -> str | None:
+    """One field of the first GPU from nvidia-smi (name, driver_version...), or None."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None
     try:
-        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
+        out = subprocess.run([smi, f"--query-gpu={field_name}", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     lines = out.stdout.strip().splitlines()
     return lines[0].strip() if out.returncode == 0 and lines else None
+
+
+def gpu_name_from_smi() -> str | None:
+    """The first GPU's name as nvidia-smi reports it, or None where there is none."""
+    return smi_query("name")
 
 
 def cpu_name() -> str:

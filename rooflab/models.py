@@ -25,7 +25,7 @@ layer total only. A group's bytes_fused is the sum of its components' fused-idea
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 from rooflab import cost as C
 from rooflab.errors import RooflabError
@@ -61,12 +61,9 @@ class ModelConfig:
     max_positions: int = 8192
     query_pre_attn_scalar: float | None = None
     rms_norm_eps: float = 1e-6
-    hf: dict = field(default_factory=dict, compare=False, repr=False)  # original fields
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("hf")
-        return d
+        return asdict(self)
 
 
 def _gemma3_types(n: int, pattern: int = 6) -> tuple[str, ...]:
@@ -158,7 +155,7 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         rope_local_theta=float(local) if local else None,
         max_positions=int(d.get("max_position_embeddings", 8192)),
         query_pre_attn_scalar=d.get("query_pre_attn_scalar"),
-        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), hf=dict(d),
+        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
     )
 
 

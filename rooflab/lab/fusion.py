@@ -55,6 +55,9 @@ def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
             continue
         fused = name != "unfused (basic ops)"
         c = G.cost(numel, dtype, fused=fused)
+        if prof.trace_path and prof.launches_per_iter == 1:  # one kernel: it did all the work
+            P.augment_trace(prof.trace_path, {prof.kernels[0].name: {"flops": c.flops,
+                                                                      "bytes": c.bytes}})
         err = G.max_error(fn, min(numel, 1 << 20), x.dtype, device)
         row.update(time_s=t.median_s, cv=t.cv, unstable=t.unstable,
                    kernels_per_call=prof.launches_per_iter,

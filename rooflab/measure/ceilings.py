@@ -46,23 +46,8 @@ def versions(device: str) -> dict:
     v = {"torch": torch.__version__, "python": platform.python_version()}
     if device == "cuda":
         v["cuda"] = torch.version.cuda
-        v["driver"] = _driver()
+        v["driver"] = H.smi_query("driver_version")
     return v
-
-
-def _driver() -> str | None:
-    import shutil
-    import subprocess
-
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
 
 
 def device_name(device: str) -> str:
