@@ -71,8 +71,11 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: 
     return out
 
 
+GENERIC_ELEMENTWISE = "at::native::elementwise_kernel<"  # PyTorch's strided/broadcast path
+
+
 def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
-            ceil: Ceilings, dtype: str) -> str:
+            ceil: Ceilings, dtype: str, top_kernels=()) -> str:
     """Why a component's kernels took longer than predicted, from its counted ops and how far
     they got towards the measured ceilings."""
     peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
@@ -92,6 +95,10 @@ def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
     if d["kernels"] > 3 and not any(op in ("mm", "addmm", "bmm") for op in d["ops"]):
         reasons.append(f"{d['kernels']} separate elementwise/reduction kernels, each "
                        "round-tripping memory (unfused)")
+    generic = sum(us for name, us in top_kernels if GENERIC_ELEMENTWISE in name)
+    if generic > 0.3 * measured_s * 1e6:
+        reasons.append(f"{generic / (measured_s * 1e6):.0%} of its time is PyTorch's generic "
+                       "(non-vectorized) elementwise kernel: broadcast or strided operands")
     if not d["flops"] or d["bytes"] / d["flops"] > 1 / 50:  # memory-bound work
         reasons.append(f"moved {d['bytes'] / 1e6:.1f} MB at "
                        f"{d['bytes'] / measured_s / 1e9:.0f} GB/s, "
@@ -130,10 +137,12 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
         measured = prof.by_annotation_us.get(comp)
         m_s = measured / prof.iters / 1e6 if measured is not None else None
         row = {"component": comp, "kernels_counted": d["kernels"], "flops": d["flops"],
-               "bytes": d["bytes"], "predicted_s": d["predicted_s"], "kernel_s": m_s}
-        if m_s is not None and m_s > MISS * d["predicted_s"]:
-            row["why"] = explain(comp, d, floor_s, phase.tokens, m_s, ceil, dtype or cfg.dtype)
+               "bytes": d["bytes"], "predicted_s": d["predicted_s"], "kernel_s": m_s,
+               "cache_copy_bytes": d["cache_copy_bytes"]}
         row["top_kernels"] = prof.annotation_kernels.get(comp, [])[:4]
+        if m_s is not None and m_s > MISS * d["predicted_s"]:
+            row["why"] = explain(comp, d, floor_s, phase.tokens, m_s, ceil, dtype or cfg.dtype,
+                                 row["top_kernels"])
         comps.append(row)
     return {
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
