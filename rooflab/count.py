@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from rooflab.cost import GELU_TANH_FLOPS
+from rooflab.cost import GELU_TANH_FLOPS, LAYERNORM_FLOPS, RMSNORM_FLOPS
 
 aten = torch.ops.aten
 
@@ -108,6 +108,16 @@ def _named_args(func, args, kwargs) -> dict:
 @register(aten.gelu)
 def _gelu(args, out):
     return 0, GELU_TANH_FLOPS * args[0].numel()
+
+
+@register(aten.native_layer_norm)
+def _layer_norm(args, out):
+    return 0, LAYERNORM_FLOPS * args[0].numel()  # cost.py's convention: 7 FLOPs per element
+
+
+@register(*[getattr(aten, n) for n in ("_fused_rms_norm", "rms_norm") if hasattr(aten, n)])
+def _rms_norm(args, out):
+    return 0, RMSNORM_FLOPS * args[0].numel()  # 4 FLOPs per element
 
 
 VIEW_OPS = {getattr(aten, n) for n in (

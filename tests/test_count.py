@@ -60,6 +60,18 @@ def test_70b_class_layer_counts_fast_without_memory():
     assert elapsed < 5.0  # well under a second once transformers is imported; generous for CI
 
 
+def test_norm_ops_follow_cost_conventions():
+    x = torch.randn(8, 64)
+    ln = count.count(torch.nn.LayerNorm(64), x)
+    assert [r.flops for r in ln.records if r.op == "native_layer_norm"] == [7 * 8 * 64]  # 3584
+    if hasattr(torch.nn, "RMSNorm"):
+        rms = count.count(torch.nn.RMSNorm(64), x)
+        if any(r.op in ("rms_norm", "_fused_rms_norm") for r in rms.records):
+            assert rms.total_flops == 4 * 8 * 64  # the fused op: 2048
+        else:  # decomposed: square, mean, scale, weight per element; eps add and rsqrt per row
+            assert rms.total_flops == 4 * 8 * 64 + 2 * 8  # 2064, as cost.rmsnorm's 4/element
+
+
 def test_views_move_no_bytes_and_registry():
     x = torch.randn(4, 8, device="meta")
     c = count.count(lambda: x.view(8, 4).t().contiguous())
