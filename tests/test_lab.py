@@ -24,7 +24,7 @@ def test_all_parts_ok_and_outputs_written(cpu_report):
     assert on_disk["parts"]["3"]["result"]["headline"] == res["parts"]["3"]["result"]["headline"]
     assert (out / "index.html").stat().st_size > 10_000
     pngs = {p.name for p in (out / "figures").iterdir()}
-    assert {"p2_gemm_gemv.png", "p3_sweeps.png", "p5_memory.png"} <= pngs
+    assert {"p2_gemm_gemv.png", "p3_sweeps.png", "p3_measured.png", "p5_memory.png"} <= pngs
     assert (out / "tables" / "p1_gemm.csv").read_text().startswith("n,macs,flops")
     assert any((out / "traces").iterdir())  # Chrome traces of the fusion and attention parts
 

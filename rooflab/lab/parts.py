@@ -221,6 +221,8 @@ def part3(ctx: Context) -> dict:
     plots = [{"kind": "roofline", "name": "p3_sweeps", "title": f"{cfg.name} layer and MLP "
               f"on {roof.label}: decode B=1..64, prefill L=64..4096 (B=32)",
               "roofs": [roof_spec(roof)], "points": pts}]
+    if measured:
+        plots.append(measured_layer_plot(ctx, measured))
     d1 = next(s for s in sw if s["label"] == "decode B=1" and s["what"] == "mlp")
     d64 = next(s for s in sw if s["label"] == "decode B=64" and s["what"] == "mlp")
     p4k = next(s for s in sw if s["label"] == "prefill L=4096" and s["what"] == "mlp")
@@ -265,6 +267,34 @@ def part3(ctx: Context) -> dict:
                            m["components"], ["component", "kernels_counted", "flops", "bytes",
                                              "predicted_s", "kernel_s", "why"])
                      for i, m in enumerate(measured[:2])])
+
+
+def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
+    """Each measured layer (and its components) at its counted intensity: hollow on the measured
+    roof (the prediction), filled at FLOPs / profiled kernel time."""
+    dt = measured[0]["dtype"] if measured[0]["dtype"] in ctx.ceilings.peak_flops_per_s \
+        else ctx.measured_dtype
+    roof = R.Roof.of(ctx.measured, dt)
+    pts = []
+    for m in measured:
+        flops = sum(c["flops"] for c in m["components"])
+        nbytes = sum(c["bytes"] for c in m["components"])
+        label = f"{m['phase']} B={m['batch']} {m['mode']}"
+        common = dict(flops=flops, bytes=nbytes, predicted_s=m["predicted_s"],
+                      measured_s=m["kernel_s"])
+        pts.append(pt(label, flops / nbytes, R.attainable(roof, flops / nbytes), "predicted",
+                      "layer", **common))
+        pts.append(pt(label, flops / nbytes, flops / m["kernel_s"], "measured", "layer", **common))
+        if m["mode"] == "eager":  # components are attributed only outside CUDA graphs
+            for c in m["components"]:
+                if c["kernel_s"] and c["flops"]:
+                    pts.append(pt(f"{m['phase']} {c['component']}", c["flops"] / c["bytes"],
+                                  c["flops"] / c["kernel_s"], "measured", f"{m['phase']} components",
+                                  flops=c["flops"], bytes=c["bytes"],
+                                  predicted_s=c["predicted_s"], measured_s=c["kernel_s"]))
+    return {"kind": "roofline", "name": "p3_measured", "title": "The real layer on the measured "
+            f"roof ({dt}): predicted (hollow) and profiled kernel time (filled)",
+            "roofs": [roof_spec(roof)], "points": pts}
 
 
 # --- part 4 -----------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: s
                        marker=markers[gi % len(markers)] if kind == "measured" else "o",
                        facecolors=c if kind == "measured" else "none", edgecolors=c, s=45,
                        zorder=3, label=f"{g + ' ' if g else ''}{kind}")
-            for p in sel:
+            for p in sel if len(sel) <= 10 else ():  # crowded groups: the legend says enough
                 ax.annotate(p.label, (p.intensity, p.flops_per_s), fontsize=7,
                             xytext=(4, -9 if kind == "measured" else 4),
                             textcoords="offset points")
