@@ -1,8 +1,6 @@
 """The notebook runs top to bottom on the CPU (small sizes), and is in step with its generator."""
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest

@@ -18,6 +18,7 @@ import torch
 
 from rooflab import hardware as H
 from rooflab.lab import parts as LP
+from rooflab.lab.context import Context
 from rooflab.measure import ceilings as CE
 from rooflab.measure.memory import release
 
@@ -89,7 +90,7 @@ def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool 
                         "versions": versions(), "quick": quick,
                         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
                "parts": {k: v for k, v in previous.items() if v.get("status") == "ok"}}
-    ctx = LP.Context(device, gpu_hw, ceil, out_dir, quick,
+    ctx = Context(device, gpu_hw, ceil, out_dir, quick,
                      progress or (lambda desc, total: (lambda: None)))
     for num in parts:
         key = str(num)
