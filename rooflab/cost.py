@@ -238,10 +238,10 @@ def attention_pairs(q_len: int, kv_len: int, causal: bool = False, window: int |
     ``window`` of them. e.g. q_len = kv_len = 4, causal: 1+2+3+4 = 10.
     """
     _sizes(q_len=q_len, kv_len=kv_len)
-    if q_len > kv_len:
-        raise CostError(f"q_len ({q_len}) cannot exceed kv_len ({kv_len})")
     if not causal and window is None:
-        return q_len * kv_len
+        return q_len * kv_len  # any shapes, cross-attention included
+    if q_len > kv_len:
+        raise CostError(f"causal attention needs q_len ({q_len}) <= kv_len ({kv_len})")
     first = kv_len - q_len + 1  # keys visible to the first query under the causal mask
     if window is None:
         return q_len * first + q_len * (q_len - 1) // 2

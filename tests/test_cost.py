@@ -81,6 +81,9 @@ def test_attention_pairs_causal_and_window():
     assert C.attention_pairs(2, 5, causal=True) == 4 + 5
     assert C.attention_pairs(6, 6, causal=True, window=3) == 1 + 2 + 3 + 3 + 3 + 3  # 15
     assert C.attention_pairs(1, 4096, window=512) == 512
+    assert C.attention_pairs(8, 4) == 32  # dense cross-attention: more queries than keys is fine
+    with pytest.raises(C.CostError, match="causal"):
+        C.attention_pairs(8, 4, causal=True)
     causal = C.attention(1, 2, 4, 4, 8, causal=True)
     assert causal.macs == 2 * (2 * 10) * 8  # 320
 
