@@ -13,6 +13,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field, replace
 
 from rooflab.cost import dtype_name
@@ -183,6 +184,15 @@ def gpu_name_from_smi() -> str | None:
     return smi_query("name")
 
 
+def _torch_gpu_name() -> str | None:
+    """The GPU's name from torch, if the caller already imported it (this module never does)."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch.cuda.get_device_name() if torch and torch.cuda.is_available() else None
+    except RuntimeError:
+        return None
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -207,7 +217,7 @@ def detect(device_name: str | None = None) -> Hardware:
     A GPU that is present but not in the table comes back as a record with no peaks, named as
     the driver names it, so measured ceilings can fill it in.
     """
-    name = device_name or gpu_name_from_smi()
+    name = device_name or gpu_name_from_smi() or _torch_gpu_name()
     if not name:
         return cpu_record()
     try:
