@@ -89,6 +89,16 @@ def test_ceilings_cpu_cached(tmp_path, monkeypatch):
     assert hw.measured and R.Roof.of(hw, "fp32").ridge > 0
 
 
+def test_achieved_point_with_a_counted_cost():
+    a = torch.randn(64, 32)
+    b = torch.randn(32, 16)
+    p = achieved.measure(torch.matmul, None, R.Roof("r", 1e12, 1e11), a, b, device="cpu",
+                         budget_s=0.01)
+    assert p["flops"] == 2 * 64 * 32 * 16  # counted: one mm, 65536 FLOPs
+    assert p["bytes"] == 4 * (64 * 32 + 32 * 16 + 64 * 16)  # 14336, as cost.gemm
+    assert p["achieved_flops_per_s"] > 0
+
+
 def test_achieved_point():
     roof = R.Roof("r", 100e9, 10e9)
     c = C.gemm(100, 100, 100, "fp32")  # 2e6 FLOPs, 120000 bytes, intensity 16.7

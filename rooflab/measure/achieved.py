@@ -25,6 +25,19 @@ def point(timing: Timing, c: Cost, roof: R.Roof, fused: bool = False) -> dict:
     }
 
 
-def measure(fn, c: Cost, roof: R.Roof, *args, fused: bool = False, **time_kwargs) -> dict:
-    """Time fn(*args) with the one timer and place the result under ``roof``."""
+def counted(fn, *args, name: str = "") -> Cost:
+    """The cost of fn(*args) as the dispatch counter sees it (eager bytes: every op's inputs
+    and outputs; fused-ideal bytes are unknown for an arbitrary callable, so the same)."""
+    from rooflab.count import count
+
+    c = count(fn, *args)
+    return Cost(name or getattr(fn, "__name__", "callable"), c.total_macs, c.total_flops,
+                c.total_bytes, c.total_bytes, kernels=len(c.kernels()))
+
+
+def measure(fn, c: Cost | None, roof: R.Roof, *args, fused: bool = False,
+            **time_kwargs) -> dict:
+    """Time fn(*args) with the one timer and place the result under ``roof``; without a given
+    cost, the dispatch counter counts it first."""
+    c = c if c is not None else counted(fn, *args)
     return point(time(fn, *args, name=c.name, **time_kwargs), c, roof, fused)
