@@ -78,6 +78,30 @@ def test_flash_attention_bad_input(device):
         FA.flash_attention(q, k, k)
 
 
+def test_flash_attention_falls_back_to_smaller_tiles(monkeypatch, device):
+    """A GPU without the shared memory for the tuned tiles (e.g. a T4) gets smaller ones."""
+    real = FA.flash_fwd
+    tried = []
+
+    class Launcher:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                tried.append(kw["BLOCK_M"])
+                if len(tried) == 1:
+                    raise triton.runtime.errors.OutOfResources(200_000, 65_536, "shared memory")
+                return real[grid](*args, **kw)
+            return launch
+
+    monkeypatch.setattr(FA, "flash_fwd", Launcher())
+    monkeypatch.setattr(FA, "config", lambda d, causal: {"BLOCK_M": 128, "BLOCK_N": 64,
+                                                         "num_warps": 4, "num_stages": 1})
+    q = torch.randn(1, 2, 40, 64, dtype=torch.float16, device=device)
+    o, _ = FA.flash_attention(q, q, q)
+    assert tried[0] == 128 and tried[1] == FA.SMALL_SMEM[0]["BLOCK_M"]
+    ref = FA.standard_attention(q.double(), q.double(), q.double())
+    assert float((o.double() - ref).abs().max()) < 1e-2
+
+
 def test_flash_cost_is_fused_and_causal():
     c = FA.cost(1, 2, 128, 128, 64, dtype="fp16", causal=True)
     assert c.macs == 2 * (2 * (128 * 129 // 2)) * 64  # causal pairs only

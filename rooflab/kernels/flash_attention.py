@@ -134,6 +134,12 @@ def config(head_dim: int, causal: bool) -> dict:
     return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
 
 
+# GPUs with less shared memory than the H200 (a T4 has 64 KB per SM) get smaller tiles, in order
+SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
+              {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1},
+              {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}]
+
+
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
@@ -153,15 +159,21 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
-    c = dict(cfg or config(d, causal))
-    bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
-    grid = (-(-n_q // bm), b * h)
-    flash_fwd[grid](q, k, v, o, lse, scale if scale is not None else d ** -0.5,
-                    q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                    v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                    h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
-                    EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
-    return o, lse
+    configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]
+    for i, chosen in enumerate(configs):
+        c = dict(chosen)
+        bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
+        try:
+            flash_fwd[(-(-n_q // bm), b * h)](
+                q, k, v, o, lse, scale if scale is not None else d ** -0.5,
+                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
+                EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
+            return o, lse
+        except triton.runtime.errors.OutOfResources:
+            if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
+                raise
 
 
 # --- 4. the cost -----------------------------------------------------------------------------

@@ -249,7 +249,9 @@ def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
 def part4(ctx: Context) -> dict:
     cuda = ctx.device == "cuda"
     numel = (1 << 26 if not ctx.quick else 1 << 24) if cuda else 1 << 20
-    dtype = "bf16" if cuda else "fp32"
+    # bf16 where the GPU has it natively (a T4 does not: fp16 there)
+    dtype = ("bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16") \
+        if cuda else "fp32"
     tick = ctx.progress("part 4: fusion", 2)
     g = fusion.gelu_study(numel, dtype, ctx.device, ctx.ceilings.mem_bandwidth_bytes_per_s,
                           ctx.trace_dir)
