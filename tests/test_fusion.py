@@ -1,0 +1,28 @@
+"""Part 4 on the CPU: GeLU four ways (what the CPU can run), the explanation from the numbers."""
+from rooflab.lab import fusion
+
+
+def test_gelu_study_on_cpu():
+    g = fusion.gelu_study(1 << 12, "fp32", "cpu", copy_bw=3e10)
+    rows = {r["variant"]: r for r in g["rows"]}
+    unfused = rows["unfused (basic ops)"]
+    assert unfused["kernels_per_call"] == 9  # mul x6, add x2, tanh: one op per line of the chain
+    assert unfused["bytes_predicted"] == 4 * 4096 * (13 + 9)  # 360448
+    assert rows["F.gelu (PyTorch fused)"]["kernels_per_call"] == 1
+    assert all(r["max_abs_err"] < 1e-5 for r in rows.values() if "max_abs_err" in r)
+    assert g["skipped"][0]["variant"] == "rooflab Triton kernel"
+
+
+def _rows(frac):
+    return [{"variant": "unfused (basic ops)", "kernels_per_call": 9, "bytes_predicted": 22e6,
+             "bytes_per_kernel": 22e6 / 9, "time_s": 10e-6},
+            {"variant": "F.gelu (PyTorch fused)", "kernels_per_call": 1, "bytes_predicted": 2e6,
+             "bytes_per_kernel": 2e6, "time_s": 1e-6, "fraction_of_copy_bw": frac}]
+
+
+def test_explanation_follows_the_numbers():
+    mem = fusion.explain_gelu(_rows(0.95))
+    assert "Traffic ratio 11.0x" in mem and "time ratio 10.0x" in mem and "memory-bound" in mem
+    arith = fusion.explain_gelu(_rows(0.25))
+    assert "only 25% of the measured copy bandwidth" in arith and "memory-bound" not in arith
+    assert fusion.explain_gelu(_rows(0.9)[:1]).startswith("Not enough")
