@@ -85,6 +85,7 @@ def test_ceilings_cpu_cached(tmp_path, monkeypatch):
     assert again.cached and again.peak_flops_per_s == c.peak_flops_per_s
     files = list(tmp_path.iterdir())
     assert len(files) == 1 and json.loads(files[0].read_text())["device"] == "cpu"
+    assert files[0].name.endswith("-quick.json")  # a full run measures again
     hw = c.hardware()
     assert hw.measured and R.Roof.of(hw, "fp32").ridge > 0
 

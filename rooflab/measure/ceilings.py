@@ -128,19 +128,19 @@ def measure(device: str | None = None, quick: bool = False) -> Ceilings:
                     versions(dev), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
 
-def cache_path(device: str) -> str:
+def cache_path(device: str, quick: bool = False) -> str:
     root = os.environ.get("ROOFLAB_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rooflab")
     v = versions(device)
     key = "-".join(str(x) for x in (device_name(device), v.get("driver"), v["torch"], v.get("cuda")))
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in key)
-    return os.path.join(root, f"ceilings-{safe}.json")
+    return os.path.join(root, f"ceilings-{safe}{'-quick' if quick else ''}.json")
 
 
 def get(device: str | None = None, refresh: bool = False, quick: bool = False) -> Ceilings:
     """Cached ceilings for this device, driver and versions; measured when absent or refreshed."""
     dev = device_of(device)
-    path = cache_path(dev)
+    path = cache_path(dev, quick)  # quick (small-size) figures never stand in for full ones
     if not refresh and os.path.exists(path):
         try:
             with open(path) as f:
