@@ -146,24 +146,7 @@ def part3(ctx: Context) -> dict:
     sw = decoder.sweeps(cfg, roof, kv_len=1024)
     dec = decoder.analyze(cfg, M.Phase.decode(1, 1024), "sliding", roof)
     pre = decoder.analyze(cfg, M.Phase.prefill(32, 1024), "sliding", roof)
-    not_measured, measured = [], []
-    try:
-        import transformers  # noqa: F401
-        from rooflab.lab import layer_measure as LM
-        dt = cfg.dtype if ctx.device == "cuda" else "fp32"
-        runs = ([("decode", M.Phase.decode(1, 4096 if ctx.device == "cuda" else 256)),
-                 ("prefill", M.Phase.prefill(8 if ctx.device == "cuda" else 1,
-                                             2048 if ctx.device == "cuda" else 128))])
-        tick = ctx.progress("part 3: measured layer", len(runs) * (2 if ctx.device == "cuda" else 1))
-        floor = LM.kernel_floor_s(ctx.device)
-        for _, ph in runs:
-            for graph in ((False, True) if ctx.device == "cuda" else (False,)):
-                measured.append(LM.measure(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
-                                           floor_s=floor, dtype=dt))
-                tick()
-    except ImportError:
-        not_measured.append("the real transformers layer: transformers is not installed "
-                            "(pip install 'rooflab[hf]'); the analytic half above needs no install")
+    measured, not_measured = measure_layers(ctx, cfg)
     pts = [pt(s["label"], s["intensity"], s["attainable_flops_per_s"], group=s["what"],
               flops=s["flops"], bytes=s["bytes"], time_floor_s=s["time_floor_s"]) for s in sw]
     plots = [{"kind": "roofline", "name": "p3_sweeps", "title": f"{cfg.name} layer and MLP "
@@ -195,8 +178,6 @@ def part3(ctx: Context) -> dict:
             f"wall {m['wall_s'] * 1e6:.0f} us, kernels {m['kernel_s'] * 1e6:.0f} us, "
             f"predicted {m['predicted_s'] * 1e6:.0f} us; {m['launches_per_iter']:.0f} launches; "
             f"CPU/launch overhead {max(m['overhead_s'], 0) * 1e6:.0f} us.")
-    if ctx.device != "cuda":
-        not_measured.append("bf16 layer timing and CUDA graphs: no GPU here (fp32 on the CPU)")
     return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B (memory-bound); prefill "
                   f"L=4096 at {p4k['intensity']:.0f}", {"model": cfg.as_dict(), "decode": dec,
                   "prefill": pre, "sweeps": sw, "measured": measured}, plots, answers, not_measured,
@@ -215,6 +196,32 @@ def part3(ctx: Context) -> dict:
                            m["components"], ["component", "kernels_counted", "flops", "bytes",
                                              "predicted_s", "kernel_s", "why"])
                      for i, m in enumerate(measured[:2])])
+
+
+def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[str]]:
+    """The real transformers layer in decode and prefill (eager, and in a CUDA graph on a GPU;
+    bf16 on a GPU, fp32 at small sizes on a CPU), or why it could not be measured."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return [], ["the real transformers layer: transformers is not installed "
+                    "(pip install 'rooflab[hf]'); the analytic half above needs no install"]
+    from rooflab.lab import layer_measure as LM
+
+    cuda = ctx.device == "cuda"
+    phases = [M.Phase.decode(1, 4096 if cuda else 256),
+              M.Phase.prefill(8 if cuda else 1, 2048 if cuda else 128)]
+    modes = (False, True) if cuda else (False,)
+    tick = ctx.progress("part 3: measured layer", len(phases) * len(modes))
+    floor = LM.kernel_floor_s(ctx.device)
+    measured = []
+    for ph in phases:
+        for graph in modes:
+            measured.append(LM.measure(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
+                                       floor_s=floor, dtype=cfg.dtype if cuda else "fp32"))
+            tick()
+    return measured, [] if cuda else ["bf16 layer timing and CUDA graphs: no GPU here "
+                                      "(fp32 on the CPU)"]
 
 
 def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
@@ -300,57 +307,60 @@ def part5(ctx: Context) -> dict:
     if cuda:
         seqs = [512 << i for i in range(5 if ctx.quick else 7)]  # 512 .. 32768
         kw = dict(batch=1, heads=16, head_dim=128, dtype="fp16")
-        impls = ATT.IMPLS
     else:
         seqs = [256, 512, 1024] if ctx.quick else [256, 512, 1024, 2048]
         kw = dict(batch=1, heads=4, head_dim=64, dtype="fp32")
-        impls = ("standard", "math", "flash", "efficient", "cudnn", "triton", "flash_attn")
-    tick = ctx.progress("part 5: attention sweep", len(seqs) * len(impls))
-    sw = ATT.sweep(seqs, impls, device=ctx.device, progress=tick, **kw)
-    view = ATT.profile_view(4096 if cuda else 512, ctx.device, batch=kw["batch"],
-                            heads=kw["heads"], head_dim=kw["head_dim"], dtype=kw["dtype"],
-                            trace_dir=ctx.trace_dir)
-    a = sw["analysis"]
-    impl_names = sorted({r["impl"] for r in sw["rows"]})
-    mem_series = {i: [[r["seq"], r["extra_peak_bytes"] / 2**20] for r in sw["rows"]
-                      if r["impl"] == i and r["status"] == "ok"] for i in impl_names}
-    time_series = {i: [[r["seq"], r["time_s"] * 1e3] for r in sw["rows"]
-                       if r["impl"] == i and r["status"] == "ok"] for i in impl_names}
-    marks = {i: [[n, "OOM"]] for i, n in a["oom_seq"].items() if n}
-    roof_dt = kw["dtype"] if cuda else "fp32"
-    roof = R.Roof.of(ctx.measured, roof_dt) if roof_dt in ctx.ceilings.peak_flops_per_s else \
-        R.Roof.of(ctx.measured, ctx.measured_dtype)
+    tick = ctx.progress("part 5: attention sweep", len(seqs) * len(ATT.IMPLS))
+    sw = ATT.sweep(seqs, ATT.IMPLS, device=ctx.device, progress=tick, **kw)
+    view = ATT.profile_view(4096 if cuda else 512, ctx.device, trace_dir=ctx.trace_dir, **kw)
+    roof_dt = kw["dtype"] if kw["dtype"] in ctx.ceilings.peak_flops_per_s else ctx.measured_dtype
+    answers = attention_answers(sw, view, kw)
+    return result(answers[0], {"sweep": sw, "profile_view": view},
+                  attention_plots(sw, R.Roof.of(ctx.measured, roof_dt)), answers,
+                  [f"{k}: {why}" for k, why in sw["skipped"].items()],
+                  tables=[table("p5_sweep", "Attention sweep", sw["rows"],
+                                ["impl", "seq", "status", "extra_peak_bytes", "time_s",
+                                 "tflops_per_s", "error"])])
+
+
+def attention_plots(sw: dict, roof: R.Roof) -> list[dict]:
+    """Memory and latency against length (OOM marked), and the roofline view: eager bytes (the
+    N x N round trips) against fused bytes, each with its measured point."""
+    ok = [r for r in sw["rows"] if r["status"] == "ok"]
+    impls = sorted({r["impl"] for r in ok})
+    marks = {i: [[n, "OOM"]] for i, n in sw["analysis"]["oom_seq"].items() if n}
+    series = lambda key, scale: {i: [[r["seq"], r[key] * scale] for r in ok if r["impl"] == i]  # noqa: E731
+                                 for i in impls}
     rpts = []
-    for r in sw["rows"]:
-        if r["status"] != "ok" or r["impl"] not in ("standard", "triton", "flash"):
+    for r in ok:
+        if r["impl"] not in ("standard", "triton", "flash"):
             continue
-        fused = r["impl"] != "standard"
-        nb = r["bytes_fused"] if fused else r["bytes_eager"]
-        i = r["flops"] / nb
-        rpts.append(pt(f"{r['impl']} N={r['seq']}", i, r["flops"] / r["time_s"], "measured",
-                       "fused" if fused else "eager", flops=r["flops"], bytes=nb,
-                       predicted_s=R.time_floor_s(roof, r["flops"], nb), measured_s=r["time_s"]))
-        rpts.append(pt(f"{r['impl']} N={r['seq']}", i, R.attainable(roof, i), "predicted",
-                       "fused" if fused else "eager", flops=r["flops"], bytes=nb,
-                       predicted_s=R.time_floor_s(roof, r["flops"], nb)))
-    plots = [
+        group = "eager" if r["impl"] == "standard" else "fused"
+        nb = r["bytes_eager"] if group == "eager" else r["bytes_fused"]
+        i, label = r["flops"] / nb, f"{r['impl']} N={r['seq']}"
+        hover = dict(flops=r["flops"], bytes=nb, predicted_s=R.time_floor_s(roof, r["flops"], nb))
+        rpts.append(pt(label, i, R.attainable(roof, i), "predicted", group, **hover))
+        rpts.append(pt(label, i, r["flops"] / r["time_s"], "measured", group,
+                       measured_s=r["time_s"], **hover))
+    return [
         {"kind": "lines", "name": "p5_memory", "title": "Extra peak memory of one attention call",
          "xlabel": "sequence length", "ylabel": "MiB", "logx": True, "logy": True,
-         "series": mem_series, "marks": marks},
+         "series": series("extra_peak_bytes", 2**-20), "marks": marks},
         {"kind": "lines", "name": "p5_time", "title": "Latency of one attention call",
          "xlabel": "sequence length", "ylabel": "ms", "logx": True, "logy": True,
-         "series": time_series, "marks": marks},
+         "series": series("time_s", 1e3), "marks": marks},
         {"kind": "roofline", "name": "p5_roofline", "title": "Attention on the measured roof: "
          "eager bytes (N x N round trips) vs fused bytes", "roofs": [roof_spec(roof)],
          "points": rpts},
     ]
-    slope = a["memory_slope"]
-    answers = []
-    if a["oom_seq"].get("standard"):
-        answers.append(f"Standard attention ran out of memory at {a['oom_seq']['standard']:,} "
-                       "tokens on this device.")
-    else:
-        answers.append(f"Standard attention did not run out of memory up to {seqs[-1]:,} tokens.")
+
+
+def attention_answers(sw: dict, view: list[dict], kw: dict) -> list[str]:
+    a, slope = sw["analysis"], sw["analysis"]["memory_slope"]
+    oom = a["oom_seq"].get("standard")
+    answers = [f"Standard attention ran out of memory at {oom:,} tokens on this device." if oom
+               else f"Standard attention did not run out of memory up to {sw['seqs'][-1]:,} "
+                    "tokens."]
     if slope.get("standard") is not None:
         others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(slope.items())
                            if k != "standard" and v is not None)
@@ -358,20 +368,15 @@ def part5(ctx: Context) -> dict:
                        f"attention (O(N^2): it materialises the N x N scores) and {others} for "
                        "the others.")
     if "predicted_standard_oom_seq" in a:
-        pred = a["predicted_standard_oom_seq"]
         answers.append(f"At {a['standard_bytes_per_score']:.1f} bytes per score (B={kw['batch']}, "
                        f"H={kw['heads']}), standard attention would run out of memory near "
-                       + ", ".join(f"{k} {v:,}" for k, v in list(pred.items())[:6]) +
-                       " tokens: long-context prefill is where this hurts.")
+                       + ", ".join(f"{k} {v:,}" for k, v in a["predicted_standard_oom_seq"].items())
+                       + " tokens: long-context prefill is where this hurts.")
     for v in view:
         if "kernels" in v:
             answers.append(f"{v['impl']} at N={v['seq']}: {v['kernels_per_call']:.0f} kernel "
                            f"launches per call ({', '.join(k[:40] for k in v['kernels'][:4])}).")
-    not_measured = [f"{k}: {why}" for k, why in sw["skipped"].items()]
-    return result(answers[0], {"sweep": sw, "profile_view": view}, plots, answers, not_measured,
-                  tables=[table("p5_sweep", "Attention sweep", sw["rows"],
-                                ["impl", "seq", "status", "extra_peak_bytes", "time_s",
-                                 "tflops_per_s", "error"])])
+    return answers
 
 
 PARTS = {1: ("Metrics: latency, MACs, I/O", part1), 2: ("Roofline", part2),
