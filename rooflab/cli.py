@@ -296,7 +296,7 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel"), dtype: str = "fp3
     from rooflab.measure import ceilings as CE
 
     C._sizes(numel=numel)
-    dt = _dtype(dtype, fusion.TORCH_DTYPES)
+    dt = _dtype(dtype, fusion.DTYPES)
     dev = _device(device)
     data = fusion.gelu_study(numel, dt, dev, CE.get(dev).mem_bandwidth_bytes_per_s, trace)
     _emit(data, as_json, console.gelu)
@@ -315,7 +315,7 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
 
     C._sizes(tokens=tokens)
     chosen = _choices(modes, fusion.MLP_MODES, "--modes")
-    dt = _dtype(dtype, fusion.TORCH_DTYPES)
+    dt = _dtype(dtype, fusion.DTYPES)
     data = fusion.mlp_study(640, 2048, tokens, dt, _device(device), chosen, trace)
     _emit(data, as_json, console.mlp)
 
@@ -343,7 +343,7 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
     else:
         seqs = _sizes(seq)
     impls = _choices(impl, A.IMPLS, "--impl")
-    dt = _dtype(dtype, A.TORCH_DTYPES)
+    dt = _dtype(dtype, A.DTYPES)
     dev = _device(device)
     with console.Progress() as prog:
         tick = prog.task("attention", len(seqs) * len(impls))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from rooflab.errors import RooflabError
+from rooflab.measure.dtypes import torch_dtype
 from rooflab.models import ModelConfig
 
 CLASSES = {  # family -> (module, config class, decoder-layer class)
@@ -22,8 +23,6 @@ CLASSES = {  # family -> (module, config class, decoder-layer class)
     "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer"),
     "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer"),
 }
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-                "fp64": torch.float64}
 
 
 class HFUnavailable(RooflabError):
@@ -75,7 +74,7 @@ def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype
     torch.manual_seed(0)
     with torch.device(device):
         layer = layer_cls(config, 0)
-    layer = layer.to(dtype or TORCH_DTYPES[cfg.dtype]).eval()
+    layer = layer.to(dtype or torch_dtype(cfg.dtype)).eval()
     return layer, config
 
 

@@ -83,7 +83,8 @@ measured = ceil.hardware(GPU if DEVICE == "cuda" else None)
 dt = "bf16" if "bf16" in ceil.peak_flops_per_s else "fp32"
 mroof = roofline.Roof.of(measured, dt)
 from rooflab.measure.achieved import measure as measure_point
-tdt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dt]
+from rooflab.measure.dtypes import torch_dtype
+tdt = torch_dtype(dt)
 for n in ([256, 512] if QUICK else [512, 1024, 2048]):
     a = torch.randn(n, n, device=DEVICE, dtype=tdt)
     p = measure_point(torch.matmul, cost.gemm(n, n, n, dt), mroof, a, a, device=DEVICE, budget_s=0.05)

@@ -9,10 +9,11 @@ import torch
 from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab.measure import profile as P
+from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import is_oom, peak_memory, release
 from rooflab.measure.timer import time
 
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = ("fp16", "bf16", "fp32")
 IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "flash_attn")
 
 
@@ -70,7 +71,7 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
     """One (implementation, length): extra peak memory, latency, TFLOP/s, or OOM/unsupported."""
     row = {"impl": name, "seq": n}
     try:
-        q, k, v = _inputs(b, h, hkv, n, d, TORCH_DTYPES[dtype], device, seed=n)
+        q, k, v = _inputs(b, h, hkv, n, d, torch_dtype(dtype), device, seed=n)
     except Exception as e:  # noqa: BLE001 - the inputs themselves may not fit
         if not is_oom(e):
             raise
@@ -168,7 +169,7 @@ def profile_view(n: int, device: str, impls=("standard", "flash", "triton"), bat
         if fn is None:
             out.append({"impl": name, "skipped": why})
             continue
-        q, k, v = _inputs(batch, heads, heads, n, head_dim, TORCH_DTYPES[dtype], device, 0)
+        q, k, v = _inputs(batch, heads, heads, n, head_dim, torch_dtype(dtype), device, 0)
         try:
             path = f"{trace_dir}/attention_{name}_{n}.json" if trace_dir else None
             prof = P.profile(fn, q, k, v, False, iters=2, warmup=1, device=device,

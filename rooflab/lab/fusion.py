@@ -9,10 +9,11 @@ import torch
 
 from rooflab.kernels import gelu as G
 from rooflab.measure import profile as P
+from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import release
 from rooflab.measure.timer import time
 
-TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = ("fp32", "fp16", "bf16")
 AUTOTUNE_MIN_SMS = 68  # below this, inductor skips GEMM autotuning in max-autotune
 
 
@@ -35,7 +36,7 @@ def gelu_variants(device: str) -> dict:
 def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
                trace_dir: str | None = None) -> dict:
     """Each variant: latency, kernels launched, predicted bytes, achieved bandwidth, error."""
-    x = torch.randn(numel, device=device, dtype=TORCH_DTYPES[dtype])
+    x = torch.randn(numel, device=device, dtype=torch_dtype(dtype))
     rows, skipped = [], []
     if device != "cuda":
         skipped.append({"variant": "rooflab Triton kernel",
@@ -121,8 +122,8 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
               modes=MLP_MODES, trace_dir: str | None = None) -> dict:
     """The MLP eager vs torch.compile modes: kernels before/after, latency, compile time."""
     torch.manual_seed(0)
-    mlp = GatedMLP(hidden, intermediate).to(device, TORCH_DTYPES[dtype]).eval()
-    x = torch.randn(tokens, hidden, device=device, dtype=TORCH_DTYPES[dtype])
+    mlp = GatedMLP(hidden, intermediate).to(device, torch_dtype(dtype)).eval()
+    x = torch.randn(tokens, hidden, device=device, dtype=torch_dtype(dtype))
     notes = []
     if device == "cuda":
         sms = torch.cuda.get_device_properties(0).multi_processor_count

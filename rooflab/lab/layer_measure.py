@@ -14,6 +14,7 @@ from rooflab import count, hf
 from rooflab import models as M
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
+from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.timer import capture_graph, time
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
@@ -49,10 +50,15 @@ def _component_names(layer, family: str) -> dict[str, str]:
     return names
 
 
+def _peak(ceil: Ceilings, dtype: str) -> float:
+    """The measured matmul peak for ``dtype``, or the best one measured where it has none."""
+    return ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
+
+
 def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: float,
             family: str, kv_past: int = 0) -> dict[str, dict]:
     """Per component (via the module each op ran under): kernels, FLOPs, bytes, predicted s."""
-    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
+    peak = _peak(ceil, dtype)
     bw = ceil.mem_bandwidth_bytes_per_s
     out: dict[str, dict] = {}
     for r in records:
@@ -78,7 +84,7 @@ def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
             ceil: Ceilings, dtype: str, top_kernels=()) -> str:
     """Why a component's kernels took longer than predicted, from its counted ops and how far
     they got towards the measured ceilings."""
-    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
+    peak = _peak(ceil, dtype)
     reasons = []
     if d["cache_copy_bytes"]:
         reasons.append(f"the KV cache is concatenated (copied whole) every step: "
@@ -111,7 +117,7 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
             device: str, graph: bool = False, floor_s: float | None = None,
             trace_path: str | None = None, dtype: str | None = None) -> dict:
     """One configuration: wall time, profiled kernel time and the prediction, per component."""
-    tdtype = hf.TORCH_DTYPES[dtype or cfg.dtype]
+    tdtype = torch_dtype(dtype or cfg.dtype)
     layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
     call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
                       layer=layer)

@@ -8,6 +8,7 @@ import torch
 from rooflab import cost as C
 from rooflab.kernels import naive
 from rooflab.measure import cold_series, time
+from rooflab.measure.dtypes import torch_dtype
 
 
 def _lists(m: int, k: int, seed: int) -> list[list[float]]:
@@ -19,7 +20,7 @@ def naive_vs_torch(sizes=(16, 32, 64), dtype: str = "fp32", device: str = "cpu",
                    budget_s: float = 0.2) -> list[dict]:
     """Latency of the triple loop vs torch.matmul at M=K=N=n, with the cost of each size."""
     rows = []
-    tdt = {"fp32": torch.float32, "fp64": torch.float64}[C.dtype_name(dtype)]
+    tdt = torch_dtype(dtype)
     for n in sizes:
         a, b = _lists(n, n, 1), _lists(n, n, 2)
         ta = torch.tensor(a, dtype=tdt, device=device)

@@ -13,6 +13,7 @@ from rooflab.lab import attention as ATT
 from rooflab.lab import decoder, fusion, metrics
 from rooflab.lab.context import Context, pt, result, roof_spec, table
 from rooflab.measure.achieved import measure as measure_point
+from rooflab.measure.dtypes import torch_dtype
 
 
 # --- part 1 -----------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ def part2(ctx: Context) -> dict:
     gemm, gemv = R.sweep("gemm", gpu_roof, sizes), R.sweep("gemv", gpu_roof, sizes)
     mdt = ctx.measured_dtype
     m_roof = R.Roof.of(ctx.measured, mdt)
-    tdt = {"bf16": torch.bfloat16, "fp32": torch.float32}[mdt]
+    tdt = torch_dtype(mdt)
     m_sizes = [256, 512, 1024] if ctx.device == "cpu" else [512, 1024, 2048, 4096, 8192]
     if ctx.quick:
         m_sizes = m_sizes[:3]

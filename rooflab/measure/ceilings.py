@@ -15,10 +15,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from rooflab import hardware as H
+from rooflab.measure.dtypes import TORCH_DTYPES
 from rooflab.measure.timer import device_of, time
 
-TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
-                "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
