@@ -7,27 +7,30 @@ import sys
 from rooflab import models as M
 from rooflab.lab import layer_measure as LM
 from rooflab.measure import ceilings as CE
+from rooflab.measure import op_classes as OC
 
 from common import write
 
 
 def main(out_dir: str) -> None:
     ceil = CE.get("cuda")
-    floor = LM.kernel_floor_s("cuda")
+    costs = OC.measure("cuda")
+    print("op costs:", costs)
     rows = []
     for name in ("gemma-3-270m-it", "Mistral-7B"):
         cfg = M.load(name)
         phases = [M.Phase.prefill(8, 2048)] + [M.Phase.decode(b, 4096) for b in (1, 16, 64)]
         for ph in phases:
             for graph in (False, True):
-                r = LM.measure(cfg, ph, "full", ceil, "cuda", graph=graph, floor_s=floor)
+                r = LM.measure(cfg, ph, "full", ceil, "cuda", graph=graph, costs=costs)
                 rows.append(r)
                 print(f"{name:16s} {ph.kind:7s} B={ph.batch:<3d} {r['mode']:10s} "
                       f"wall {r['wall_s'] * 1e6:8.1f} us  kernel {r['kernel_s'] * 1e6:8.1f} us  "
                       f"pred {r['predicted_s'] * 1e6:8.1f} us  pred/kernel "
-                      f"{r['predicted_over_kernel']:.2f}")
+                      f"{r['predicted_over_kernel']:.2f}  (plain roofline "
+                      f"{r['roofline_s'] / r['kernel_s']:.2f})")
     within = [abs(r["predicted_over_kernel"] - 1) <= 0.25 for r in rows]
-    write(out_dir, "decoder", {"kernel_floor_s": floor, "ceilings": ceil.as_dict(), "rows": rows,
+    write(out_dir, "decoder", {"op_costs": costs.as_dict(), "ceilings": ceil.as_dict(), "rows": rows,
                                "within_25pct": sum(within), "total": len(rows)})
 
 

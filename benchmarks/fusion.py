@@ -7,6 +7,7 @@ import sys
 from rooflab import models as M
 from rooflab.lab import fusion
 from rooflab.lab import layer_measure as LM
+from rooflab.measure import op_classes as OC
 from rooflab.measure import ceilings as CE
 
 from common import write
@@ -62,9 +63,9 @@ def main(out_dir: str) -> None:
     tuning = gelu_tuning(bw)
     mlp = fusion.mlp_study(640, 2048, 2048, "bf16", "cuda", fusion.MLP_MODES, f"{out_dir}/traces")
     cfg = M.load("gemma-3-270m-it")
-    floor = LM.kernel_floor_s("cuda")
+    costs = OC.measure("cuda")
     step = {mode: LM.measure(cfg, M.Phase.decode(1, 4096), "full", ceil, "cuda",
-                             graph=mode == "graph", floor_s=floor)
+                             graph=mode == "graph", costs=costs)
             for mode in ("eager", "graph")}
     write(out_dir, "fusion", {"gelu": gelu, "summary": summary, "tuning": tuning, "mlp": mlp,
                               "decode_step": step})

@@ -167,6 +167,10 @@ class OpRecord:
     bytes_read: int
     bytes_written: int
     shapes: list = field(default_factory=list)
+    out_elements: int = 0
+    layout: str = "contiguous"  # how its operands lie in memory: see layout_of
+    in_itemsize: int = 0  # bytes per element of its widest input (of more than one element)
+    itemsize: int = 0  # bytes per element of its first output
 
     @property
     def bytes(self) -> int:
@@ -179,6 +183,44 @@ def _tensor_bytes(t: torch.Tensor) -> int:
         return min(logical, t.untyped_storage().nbytes())
     except (RuntimeError, NotImplementedError):
         return logical
+
+
+def _dims(t: torch.Tensor) -> list[tuple[int, int]]:
+    """(stride, size) of the dims that matter: those of more than one element."""
+    return [(st, n) for n, st in zip(t.shape, t.stride()) if n > 1]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense in some order of its dims (a transpose of a contiguous tensor
+    is; a slice or an expanded tensor is not)."""
+    expected = 1
+    for st, n in sorted(_dims(t)):
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def layout_of(ins: list[torch.Tensor], outs: list[torch.Tensor]) -> str:
+    """How an op's operands lie in memory, relative to its first output:
+    "broadcast": some input is an expanded view (a zero stride) or, in an op whose output has
+    more elements than that input, is read repeatedly (x * w, x * rms[..., None]; for cat or
+    stack, the inputs are the parts of the output);
+    "strided": some operand is not dense (a slice) or is laid out in another order than the
+    output (a transposed view);
+    "contiguous": every operand of more than one element is dense, in the output's order."""
+    if not outs:
+        return "contiguous"
+    o = outs[0]
+    big = [t for t in (*ins, *outs) if t.numel() > 1]
+    if any(st == 0 for t in big for st, _ in _dims(t)):
+        return "broadcast"
+    if any(not _dense(t) for t in big) or any(
+            tuple(t.shape) == tuple(o.shape) and _dims(t) != _dims(o) for t in big):
+        return "strided"
+    if any(t.numel() < o.numel() for t in ins if t.numel() > 1):
+        return "broadcast"
+    return "contiguous"
 
 
 class Counter(TorchDispatchMode):
@@ -226,8 +268,11 @@ class Counter(TorchDispatchMode):
         named = _named_args(func, args, kwargs) if packet in SDPA_OPS else None
         macs, flops = flops_of(packet, args, outs, named)
         shapes = [tuple(t.shape) for t in ins]
-        self.records.append(OpRecord(packet.__name__, self._stack[-1] if self._stack else "",
-                                     macs, flops, read, written, shapes))
+        self.records.append(OpRecord(
+            packet.__name__, self._stack[-1] if self._stack else "", macs, flops, read, written,
+            shapes, sum(t.numel() for t in outs), layout_of(ins, outs),
+            max((t.element_size() for t in ins if t.numel() > 1), default=0),
+            outs[0].element_size() if outs else 0))
         return out
 
     # --- summaries ---

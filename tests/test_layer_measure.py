@@ -1,7 +1,4 @@
-"""The measured layer on the CPU, and the miss explanations on the committed H200 profile."""
-import json
-import pathlib
-
+"""The measured layer on the CPU; predictions and miss explanations from counted ops."""
 import pytest
 
 pytest.importorskip("transformers")
@@ -9,9 +6,6 @@ pytest.importorskip("transformers")
 from rooflab import models as M  # noqa: E402
 from rooflab.lab import layer_measure as LM  # noqa: E402
 from rooflab.measure import ceilings as CE  # noqa: E402
-
-H200 = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200_decoder.json"
-
 
 def test_cpu_decode_layer_measured_and_predicted():
     ceil = CE.get("cpu", quick=True)
@@ -24,19 +18,28 @@ def test_cpu_decode_layer_measured_and_predicted():
     assert comps["attn.core+rope"]["cache_copy_bytes"] == 2 * (63 + 1 + 64) * 256 * 4  # 262144
 
 
-def test_explanations_on_the_h200_profile():
-    d = json.loads(H200.read_text())
-    ceil = CE.Ceilings(**d["ceilings"])
-    row = d["rows"][0]  # gemma prefill B=8 L=2048, eager
-    c = next(c for c in row["components"] if c["component"] == "attn.q_norm")
-    counted = {"ops": ["mul"] * c["kernels_counted"], "kernels": c["kernels_counted"],
-               "flops": c["flops"], "bytes": c["bytes"], "predicted_s": c["predicted_s"],
-               "cache_copy_bytes": 0}
-    why = LM.explain("attn.q_norm", counted, d["kernel_floor_s"], 16384, c["kernel_s"], ceil,
-                     "bf16", c["top_kernels"])
-    assert "generic (non-vectorized) elementwise kernel" in why
-    assert "of the measured copy bandwidth" in why
-    assert "KV cache" not in why  # prefill concatenates no cache
-    cache = dict(counted, cache_copy_bytes=8_000_000)
-    assert "KV cache is concatenated" in LM.explain("attn.core+rope", cache, 1e-6, 1, 1e-3,
+def test_prediction_and_explanations_from_counted_ops():
+    import torch
+
+    from rooflab import count, hf
+    from rooflab.measure import op_classes as OC
+
+    cfg = M.load()
+    layer, _ = hf.build_layer(cfg, "full", "meta", dtype=torch.bfloat16)
+    with torch.no_grad(), count.Counter(layer) as c:
+        hf.prepare(cfg, "full", M.Phase.prefill(2, 128), "meta", layer=layer)()
+    costs = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {2: 1e11, 4: 1e11})
+    ceil = CE.Ceilings("cuda", "test", 1e12, {"bf16": 1e14})
+    per = LM.predict(c.records, ceil, "bf16", costs, cfg.family)
+    qn = per["attn.q_norm"]
+    # gemma's q_norm: x.float() and w.float() widen; x * rsqrt(...)[..., None] and
+    # x * (1 + w) broadcast
+    assert sorted(qn["generic"]) == ["_to_copy (widening)"] * 2 + ["mul (broadcast)"] * 2
+    assert qn["floors_s"] == pytest.approx(qn["kernels"] * 1e-6)
+    assert qn["predicted_s"] > qn["roofline_s"] + qn["floors_s"]  # the generic loop is slower
+    why = LM.explain("attn.q_norm", qn, costs, 256, 2 * qn["predicted_s"], ceil, "bf16")
+    assert "generic (non-vectorized) elementwise loop: _to_copy (widening), mul (broadcast)" in why
+    assert "of the measured copy bandwidth" in why and "KV cache" not in why
+    cache = dict(qn, cache_copy_bytes=8_000_000)
+    assert "KV cache is concatenated" in LM.explain("attn.core+rope", cache, costs, 1, 1e-3,
                                                     ceil, "bf16")

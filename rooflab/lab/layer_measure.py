@@ -1,10 +1,11 @@
 """The real transformers layer, measured: wall time (the one timer), kernel time (the profiler,
 per component through module ranges), and the prediction from counted ops on measured ceilings.
 
-Prediction: every counted op that moves bytes is one kernel, taking
-kernel_floor_s + max(FLOPs / peak, bytes / bandwidth): the roofline time on this device's measured
-ceilings plus the measured device time of a tiny kernel (the median over a few one-wave kernels:
-an add, a row mean, a cast), which no kernel can go below. The layer's prediction is the sum.
+Prediction: every counted op that moves bytes is one kernel, costed by op_classes: the roofline
+time on this device's measured ceilings, the generic elementwise loop's measured element rate
+where the op takes that path (broadcast, strided, widening), plus the measured floor of a tiny
+kernel of its class, which no kernel goes below. The layer's prediction is the sum. Beside it,
+``roofline_s`` is the plain roofline sum (no floors, one bandwidth), to show what the rest adds.
 """
 from __future__ import annotations
 
@@ -12,33 +13,13 @@ import torch
 
 from rooflab import count, hf
 from rooflab import models as M
+from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.timer import capture_graph, time
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
-
-
-def kernel_floor_s(device: str) -> float:
-    """Median device time of tiny kernels that depend on each other, as a layer's do: a chain
-    of casts, row means, products and adds on one 640-element row (replayed from a CUDA graph on
-    a GPU, so launch gaps do not hide their ramp). What any kernel costs here, however little
-    it does."""
-    x = torch.randn(1, 640, device=device)
-
-    def chain():
-        y = x
-        for _ in range(8):
-            h = y.float()
-            r = h.pow(2).mean(-1, keepdim=True)
-            y = (h * torch.rsqrt(r + 1e-6)).to(torch.bfloat16) + y
-        return y
-
-    fn = capture_graph(chain) if device == "cuda" else chain
-    prof = P.profile(fn, iters=10, warmup=3, device=device)
-    per_kernel = sorted(k.mean_us for k in prof.kernels)
-    return per_kernel[len(per_kernel) // 2] / 1e6 if per_kernel else 0.0
 
 
 def _component_names(layer, family: str) -> dict[str, str]:
@@ -55,7 +36,7 @@ def _peak(ceil: Ceilings, dtype: str) -> float:
     return ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
 
 
-def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: float,
+def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.OpCosts,
             family: str, kv_past: int = 0) -> dict[str, dict]:
     """Per component (via the module each op ran under): kernels, FLOPs, bytes, predicted s."""
     peak = _peak(ceil, dtype)
@@ -66,22 +47,24 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, floor_s: 
             continue  # a view: no kernel
         comp = hf.component_of(r.module, family) or f"other ({r.module})"
         d = out.setdefault(comp, {"kernels": 0, "flops": 0, "bytes": 0, "predicted_s": 0.0,
-                                  "ops": [], "cache_copy_bytes": 0})
+                                  "roofline_s": 0.0, "floors_s": 0.0, "ops": [], "generic": [],
+                                  "cache_copy_bytes": 0})
         d["kernels"] += 1
         d["flops"] += r.flops
         d["bytes"] += r.bytes
-        d["predicted_s"] += floor_s + max(r.flops / peak, r.bytes / bw)
+        d["predicted_s"] += costs.predict_s(r, peak, bw)
+        d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
+        d["floors_s"] += costs.floor_s[OC.op_class(r)]
         d["ops"].append(r.op)
+        if OC.op_class(r) == "generic":
+            d["generic"].append(f"{r.op} ({r.layout if r.layout != 'contiguous' else 'widening'})")
         if r.op == "cat" and kv_past and any(len(s) == 4 and s[-2] == kv_past for s in r.shapes):
             d["cache_copy_bytes"] += r.bytes  # cat(past K/V, new K/V): the whole cache moves
     return out
 
 
-GENERIC_ELEMENTWISE = "at::native::elementwise_kernel<"  # PyTorch's strided/broadcast path
-
-
-def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
-            ceil: Ceilings, dtype: str, top_kernels=()) -> str:
+def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: float,
+            ceil: Ceilings, dtype: str) -> str:
     """Why a component's kernels took longer than predicted, from its counted ops and how far
     they got towards the measured ceilings."""
     peak = _peak(ceil, dtype)
@@ -89,22 +72,21 @@ def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
     if d["cache_copy_bytes"]:
         reasons.append(f"the KV cache is concatenated (copied whole) every step: "
                        f"{d['cache_copy_bytes'] / 1e6:.1f} MB moved by cat")
-    if any(op.startswith("_scaled_dot_product") or op.startswith("_flash") for op in d["ops"]):
+    if any(op in OC.ATTENTION_OPS for op in d["ops"]):
         reasons.append(f"the fused attention kernel and rope reached "
                        f"{d['flops'] / measured_s / 1e12:.0f} TFLOP/s, "
                        f"{d['flops'] / measured_s / peak:.0%} of the measured matmul peak")
-    if any(op in ("mm", "addmm", "bmm") for op in d["ops"]) and tokens < 64:
-        reasons.append(f"a GEMM with only {tokens} token rows cannot fill the GPU")
-    if d["predicted_s"] <= d["kernels"] * floor_s * 1.5:
-        reasons.append(f"its {d['kernels']} kernel(s) are near the launch floor "
-                       f"({floor_s * 1e6:.1f} us each)")
-    if d["kernels"] > 3 and not any(op in ("mm", "addmm", "bmm") for op in d["ops"]):
+    if any(op in OC.MATMUL_OPS for op in d["ops"]) and tokens < 64:
+        reasons.append(f"a GEMM with only {tokens} token rows cannot fill the device")
+    if d["floors_s"] >= 0.5 * d["predicted_s"]:
+        reasons.append(f"its {d['kernels']} kernel(s) are near their measured floors "
+                       f"({d['floors_s'] * 1e6:.1f} us in all)")
+    if d["kernels"] > 3 and not any(op in OC.MATMUL_OPS for op in d["ops"]):
         reasons.append(f"{d['kernels']} separate elementwise/reduction kernels, each "
                        "round-tripping memory (unfused)")
-    generic = sum(us for name, us in top_kernels if GENERIC_ELEMENTWISE in name)
-    if generic > 0.3 * measured_s * 1e6:
-        reasons.append(f"{generic / (measured_s * 1e6):.0%} of its time is PyTorch's generic "
-                       "(non-vectorized) elementwise kernel: broadcast or strided operands")
+    if d["generic"]:
+        reasons.append(f"{len(d['generic'])} op(s) take PyTorch's generic (non-vectorized) "
+                       f"elementwise loop: {', '.join(sorted(set(d['generic'])))}")
     if not d["flops"] or d["bytes"] / d["flops"] > 1 / 50:  # memory-bound work
         reasons.append(f"moved {d['bytes'] / 1e6:.1f} MB at "
                        f"{d['bytes'] / measured_s / 1e9:.0f} GB/s, "
@@ -114,14 +96,14 @@ def explain(comp: str, d: dict, floor_s: float, tokens: int, measured_s: float,
 
 
 def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
-            device: str, graph: bool = False, floor_s: float | None = None,
+            device: str, graph: bool = False, costs: OC.OpCosts | None = None,
             trace_path: str | None = None, dtype: str | None = None) -> dict:
     """One configuration: wall time, profiled kernel time and the prediction, per component."""
     tdtype = torch_dtype(dtype or cfg.dtype)
     layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
     call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
                       layer=layer)
-    floor_s = kernel_floor_s(device) if floor_s is None else floor_s
+    costs = costs or OC.measure(device)
     with torch.no_grad(), count.Counter(layer) as counter:  # no_grad: composites decompose
         call()
     with torch.inference_mode():
@@ -135,27 +117,28 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
                 prof = P.profile(call, iters=5, warmup=1, device=device, trace_path=trace_path)
     kv_past = (min(phase.kv_len, cfg.sliding_window) if layer_type == "sliding" and
                cfg.sliding_window else phase.kv_len) - 1 if phase.kind == "decode" else 0
-    per = predict(counter.records, ceil, dtype or cfg.dtype, floor_s, cfg.family, kv_past)
+    per = predict(counter.records, ceil, dtype or cfg.dtype, costs, cfg.family, kv_past)
     kernel_s = prof.device_time_us / prof.iters / 1e6
     predicted_s = sum(d["predicted_s"] for d in per.values())
+    roofline_s = sum(d["roofline_s"] for d in per.values())
     comps = []
     for comp, d in per.items():
         measured = prof.by_annotation_us.get(comp)
         m_s = measured / prof.iters / 1e6 if measured is not None else None
         row = {"component": comp, "kernels_counted": d["kernels"], "flops": d["flops"],
-               "bytes": d["bytes"], "predicted_s": d["predicted_s"], "kernel_s": m_s,
-               "cache_copy_bytes": d["cache_copy_bytes"]}
+               "bytes": d["bytes"], "predicted_s": d["predicted_s"],
+               "roofline_s": d["roofline_s"], "kernel_s": m_s,
+               "generic_ops": len(d["generic"]), "cache_copy_bytes": d["cache_copy_bytes"]}
         row["top_kernels"] = prof.annotation_kernels.get(comp, [])[:4]
         if m_s is not None and m_s > MISS * d["predicted_s"]:
-            row["why"] = explain(comp, d, floor_s, phase.tokens, m_s, ceil, dtype or cfg.dtype,
-                                 row["top_kernels"])
+            row["why"] = explain(comp, d, costs, phase.tokens, m_s, ceil, dtype or cfg.dtype)
         comps.append(row)
     return {
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
         "seq": phase.seq, "kv_len": phase.kv_len, "mode": "cuda_graph" if graph else "eager",
         "dtype": dtype or cfg.dtype, "device": device,
         "wall_s": wall.median_s, "wall_cv": wall.cv, "kernel_s": kernel_s,
-        "predicted_s": predicted_s, "kernel_floor_s": floor_s,
+        "predicted_s": predicted_s, "roofline_s": roofline_s, "op_costs": costs.as_dict(),
         "predicted_over_kernel": predicted_s / kernel_s if kernel_s else None,
         "overhead_s": wall.median_s - kernel_s, "launches_per_iter": prof.launches_per_iter,
         "kernels_counted": sum(d["kernels"] for d in per.values()),

@@ -208,18 +208,19 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
         return [], ["the real transformers layer: transformers is not installed "
                     "(pip install 'rooflab[hf]'); the analytic half above needs no install"]
     from rooflab.lab import layer_measure as LM
+    from rooflab.measure import op_classes as OC
 
     cuda = ctx.device == "cuda"
     phases = [M.Phase.decode(1, 4096 if cuda else 256),
               M.Phase.prefill(8 if cuda else 1, 2048 if cuda else 128)]
     modes = (False, True) if cuda else (False,)
     tick = ctx.progress("part 3: measured layer", len(phases) * len(modes))
-    floor = LM.kernel_floor_s(ctx.device)
+    costs = OC.measure(ctx.device)
     measured = []
     for ph in phases:
         for graph in modes:
             measured.append(LM.measure(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
-                                       floor_s=floor, dtype=cfg.dtype if cuda else "fp32"))
+                                       costs=costs, dtype=cfg.dtype if cuda else "fp32"))
             tick()
     return measured, [] if cuda else ["bf16 layer timing and CUDA graphs: no GPU here "
                                       "(fp32 on the CPU)"]

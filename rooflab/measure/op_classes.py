@@ -1,0 +1,122 @@
+"""Below the roofline: what one eager kernel of each class costs on this device, measured.
+
+The roofline's two ceilings (matmul FLOP/s, copy bandwidth) are reached by large matmuls and by
+contiguous, vectorized elementwise kernels. Two more things decide the time of the many small or
+oddly laid-out kernels an eager layer launches, and both are measured here:
+
+- a floor: the device time of a tiny kernel of each class (elementwise, generic, reduction,
+  matmul, attention), replayed in a CUDA graph so launch gaps do not hide it;
+- the element rate of PyTorch's generic elementwise loop. TensorIterator runs an op as a
+  vectorized kernel only when every operand is contiguous in the output's order and of the same
+  dtype as the output, or narrower; a broadcast operand (x * rms[..., None]), a transposed or
+  sliced one (RoPE on a head-transposed q), a widening cast (bf16 -> fp32) or a cat of slices
+  takes the generic path, which computes an offset per element and is limited by elements per
+  second rather than by bytes. The rate is measured on a broadcast multiply, per element size.
+
+A counted op (count.OpRecord) is predicted to take
+    floor[class] + max(flops / peak, bytes / copy bandwidth, elements / generic rate),
+the last term for the generic class only.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+
+import torch
+
+from rooflab import count
+from rooflab.measure import profile as P
+from rooflab.measure.timer import capture_graph, time
+
+CLASSES = ("elementwise", "generic", "reduction", "matmul", "attention")
+MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm", "matmul"}
+ATTENTION_OPS = {p.__name__ for p in count.SDPA_OPS}
+REDUCTION_OPS = {p.__name__ for p in count.REDUCTIONS} | {"_softmax", "softmax", "_safe_softmax",
+                                                           "_log_softmax"}
+CONCAT_OPS = {"cat", "stack"}
+
+
+def op_class(r: count.OpRecord) -> str:
+    """The kernel class of a counted op (see the module docstring)."""
+    if r.op in MATMUL_OPS:
+        return "matmul"
+    if r.op in ATTENTION_OPS:
+        return "attention"
+    if r.op in REDUCTION_OPS:
+        return "reduction"
+    if r.op in CONCAT_OPS:  # parts of the output, not broadcast: generic only for slices
+        return "generic" if r.layout == "strided" else "elementwise"
+    if r.layout != "contiguous" or 0 < r.in_itemsize < r.itemsize:  # or a widening cast
+        return "generic"
+    return "elementwise"
+
+
+@dataclass
+class OpCosts:
+    device: str
+    floor_s: dict[str, float]  # class -> device time of one tiny kernel of that class
+    generic_elements_per_s: dict[int, float]  # element size (bytes) -> generic-loop rate
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def generic_rate(self, itemsize: int) -> float:
+        sizes = sorted(self.generic_elements_per_s)
+        near = min(sizes, key=lambda s: (abs(s - itemsize), s))
+        return self.generic_elements_per_s[near]
+
+    def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
+                  bandwidth_bytes_per_s: float) -> float:
+        cls = op_class(r)
+        t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
+        if cls == "generic":
+            t = max(t, r.out_elements / self.generic_rate(r.itemsize))
+        return self.floor_s[cls] + t
+
+
+CHAIN = 8  # tiny kernels per measured chain
+
+
+def _tiny_ops(device: str) -> dict[str, callable]:
+    """One tiny op per class: on a GPU a decode step's 16 rows of 640, far below one wave; on a
+    CPU smaller still, so that the floor is the op's fixed cost and not its arithmetic."""
+    gpu = device == "cuda"
+    rows, cols, head_dim = (16, 640, 256) if gpu else (4, 64, 64)
+    x, col = torch.randn(rows, cols, device=device), torch.randn(rows, 1, device=device)
+    mm_dtype = torch.bfloat16 if gpu else torch.float32
+    xm, w = x.to(mm_dtype), torch.randn(cols, cols, device=device, dtype=mm_dtype)
+    q = torch.randn(rows, 4, 1, head_dim, device=device, dtype=mm_dtype)
+    kv = torch.randn(rows, 4, 64 if gpu else 16, head_dim, device=device, dtype=mm_dtype)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return {"elementwise": lambda: x * x, "generic": lambda: x * col,
+            "reduction": lambda: x.mean(-1), "matmul": lambda: xm @ w,
+            "attention": lambda: sdpa(q, kv, kv)}
+
+
+def floor_s(fn, device: str) -> float:
+    """Device time of one call of a tiny op: a chain of CHAIN calls, per call."""
+    def chain():
+        return [fn() for _ in range(CHAIN)]
+
+    if device == "cuda":
+        prof = P.profile(capture_graph(chain), iters=10, warmup=3, device=device)
+        return prof.device_time_us / prof.iters / CHAIN / 1e6
+    return time(chain, warmup=3, budget_s=0.05, device=device).median_s / CHAIN
+
+
+def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
+    """Elements per second of a broadcast multiply (rows x 1024) * (rows x 1): generic loop."""
+    a = torch.randn(elements // 1024, 1024, device=device, dtype=dtype)
+    col = torch.randn(elements // 1024, 1, device=device, dtype=dtype)
+    t = time(lambda: a * col, warmup=3, budget_s=0.2, device=device, name="broadcast multiply")
+    return a.numel() / t.median_s
+
+
+def measure(device: str) -> OpCosts:
+    floors = {}
+    for cls, fn in _tiny_ops(device).items():
+        floors[cls] = statistics.median(floor_s(fn, device) for _ in range(3))
+    n = (1 << 26) if device == "cuda" else (1 << 22)  # GPU: 128 MB+ per operand, past any L2
+    rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n)
+             for dt in (torch.float32, torch.bfloat16)}
+    return OpCosts(device, floors, rates)
