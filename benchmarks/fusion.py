@@ -71,7 +71,8 @@ def main(out_dir: str) -> None:
                               "decode_step": step})
     print(summary)
     for r in mlp["rows"]:
-        print(r["mode"], r.get("time_s"), r.get("kernels_per_call"), r.get("first_call_s"),
+        print(r["mode"], r.get("time_s"), r.get("kernel_s"), r.get("kernels_per_call"),
+              r.get("first_call_s"),
               r.get("error"))
     for mode, s in step.items():
         print(mode, "wall", s["wall_s"], "kernel", s["kernel_s"], "gaps", s["timeline"])

@@ -26,3 +26,14 @@ def test_explanation_follows_the_numbers():
     arith = fusion.explain_gelu(_rows(0.25))
     assert "only 25% of the measured copy bandwidth" in arith and "memory-bound" not in arith
     assert fusion.explain_gelu(_rows(0.9)[:1]).startswith("Not enough")
+
+
+def test_mlp_study_rows_on_the_cpu():
+    from rooflab.lab import fusion as FU
+
+    m = FU.mlp_study(64, 128, 8, "fp32", "cpu", ("eager",))
+    (r,) = m["rows"]
+    assert r["mode"] == "eager" and r["time_s"] > 0 and r["first_call_s"] > 0
+    assert r["kernel_s"] is None and r["overhead_s"] is None  # no device kernels on a CPU
+    ops = {k["name"] for k in r["kernels"]}
+    assert {"aten::mm", "aten::gelu", "aten::mul"} <= ops  # gate/up/down, act, product

@@ -120,7 +120,8 @@ MLP_MODES = ("eager", "default", "max-autotune-no-cudagraphs", "max-autotune")
 
 def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: str,
               modes=MLP_MODES, trace_dir: str | None = None) -> dict:
-    """The MLP eager vs torch.compile modes: kernels before/after, latency, compile time."""
+    """The MLP eager vs torch.compile modes: kernels before/after, latency (wall), profiled
+    kernel time and the rest (CPU: launches, guards, Python), compile time."""
     torch.manual_seed(0)
     mlp = GatedMLP(hidden, intermediate).to(device, torch_dtype(dtype)).eval()
     x = torch.randn(tokens, hidden, device=device, dtype=torch_dtype(dtype))
@@ -150,7 +151,11 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
             rows.append({"mode": mode, "error": _error_text(e)})
             release(device)
             continue
+        # GPU time in kernels, profiled (a CPU has no kernels apart from its ops' own time)
+        kernel_s = prof.device_time_us / prof.iters / 1e6 if device == "cuda" else None
         rows.append({"mode": mode, "first_call_s": first, "time_s": t.median_s, "cv": t.cv,
+                     "kernel_s": kernel_s,
+                     "overhead_s": t.median_s - kernel_s if kernel_s is not None else None,
                      "kernels_per_call": prof.launches_per_iter,
                      "kernels": [{"name": k.name, "category": k.category, "calls": k.calls}
                                  for k in prof.kernels],

@@ -177,8 +177,19 @@ def part3(ctx: Context) -> dict:
             f"Measured {m['phase']} (B={m['batch']}, {'L' if m['phase'] == 'prefill' else 'kv'}="
             f"{m['seq'] if m['phase'] == 'prefill' else m['kv_len']}, {m['mode']}, {m['dtype']}): "
             f"wall {m['wall_s'] * 1e6:.0f} us, kernels {m['kernel_s'] * 1e6:.0f} us, "
-            f"predicted {m['predicted_s'] * 1e6:.0f} us; {m['launches_per_iter']:.0f} launches; "
+            f"predicted {m['predicted_s'] * 1e6:.0f} us ({m['predicted_over_kernel']:.2f} of "
+            f"measured; the plain roofline alone {m['roofline_s'] / m['kernel_s']:.2f}); "
+            f"{m['launches_per_iter']:.0f} launches; "
             f"CPU/launch overhead {max(m['overhead_s'], 0) * 1e6:.0f} us.")
+    if measured:
+        oc = measured[0]["op_costs"]
+        answers.append(
+            "What the plain roofline misses, measured on this device: the floor of one tiny "
+            "kernel (" + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in oc["floor_s"].items())
+            + ") and the element rate of PyTorch's generic elementwise loop, taken by broadcast, "
+            "transposed and widening ops (" + ", ".join(
+                f"{v / 1e9:.0f} G elements/s at {k} bytes"
+                for k, v in sorted(oc["generic_elements_per_s"].items())) + ").")
     return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B (memory-bound); prefill "
                   f"L=4096 at {p4k['intensity']:.0f}", {"model": cfg.as_dict(), "decode": dec,
                   "prefill": pre, "sweeps": sw, "measured": measured}, plots, answers, not_measured,
@@ -192,10 +203,10 @@ def part3(ctx: Context) -> dict:
                                 "roofline prediction", measured,
                                 ["phase", "batch", "seq", "kv_len", "mode", "dtype", "wall_s",
                                  "kernel_s", "predicted_s", "predicted_over_kernel",
-                                 "overhead_s", "launches_per_iter"])]
+                                 "roofline_s", "overhead_s", "launches_per_iter"])]
                   + [table(f"p3_components_{i}", f"Per component: {m['phase']} {m['mode']}",
-                           m["components"], ["component", "kernels_counted", "flops", "bytes",
-                                             "predicted_s", "kernel_s", "why"])
+                           m["components"], ["component", "kernels_counted", "generic_ops",
+                                             "flops", "bytes", "predicted_s", "kernel_s", "why"])
                      for i, m in enumerate(measured[:2])])
 
 
@@ -281,9 +292,12 @@ def part4(ctx: Context) -> dict:
     answers = [g["explanation"]]
     for r in m["rows"]:
         if "time_s" in r:
-            answers.append(f"MLP {r['mode']}: {r['time_s'] * 1e6:.0f} us per call, "
-                           f"{r['kernels_per_call']:.0f} kernels, first call "
-                           f"{r['first_call_s']:.2f} s.")
+            split = (f"of which {r['kernel_s'] * 1e6:.0f} us in {r['kernels_per_call']:.0f} "
+                     f"kernels and {max(r['overhead_s'], 0) * 1e6:.0f} us around them "
+                     "(launches, guards, Python)" if r["kernel_s"] is not None
+                     else f"{r['kernels_per_call']:.0f} ops")
+            answers.append(f"MLP {r['mode']}: {r['time_s'] * 1e6:.0f} us per call, {split}; "
+                           f"first call {r['first_call_s']:.2f} s.")
         else:
             answers.append(f"MLP {r['mode']}: not run ({r['error']}).")
     answers += m["notes"]
@@ -300,7 +314,8 @@ def part4(ctx: Context) -> dict:
                                  "achieved_bandwidth_bytes_per_s", "fraction_of_copy_bw",
                                  "max_abs_err", "first_call_s", "error"]),
                           table("p4_mlp", "MLP by compile mode", m["rows"],
-                                ["mode", "time_s", "kernels_per_call", "first_call_s", "error"])])
+                                ["mode", "time_s", "kernel_s", "overhead_s", "kernels_per_call",
+                                 "first_call_s", "error"])])
 
 
 # --- part 5 -----------------------------------------------------------------------------------
