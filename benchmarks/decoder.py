@@ -29,6 +29,11 @@ def main(out_dir: str) -> None:
                       f"pred {r['predicted_s'] * 1e6:8.1f} us  pred/kernel "
                       f"{r['predicted_over_kernel']:.2f}  (plain roofline "
                       f"{r['roofline_s'] / r['kernel_s']:.2f})")
+                if not graph:  # per op and shapes: the model checked below the components
+                    for o in r["ops"][:6]:
+                        print(f"    {o['op'][:60]:60s} {o['class']:11s} pred "
+                              f"{o['predicted_s'] * 1e6:7.1f} us  kernel "
+                              f"{(o['kernel_s'] or 0) * 1e6:7.1f} us")
     within = [abs(r["predicted_over_kernel"] - 1) <= 0.25 for r in rows]
     write(out_dir, "decoder", {"op_costs": costs.as_dict(), "ceilings": ceil.as_dict(), "rows": rows,
                                "within_25pct": sum(within), "total": len(rows)})

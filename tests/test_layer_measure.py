@@ -16,6 +16,11 @@ def test_cpu_decode_layer_measured_and_predicted():
     assert r["predicted_s"] > 0 and r["kernel_s"] > 0 and r["wall_s"] > 0
     # cat(past K, new K) and the same for V: read 63 + 1 positions, write 64; 1 head of 256, fp32
     assert comps["attn.core+rope"]["cache_copy_bytes"] == 2 * (63 + 1 + 64) * 256 * 4  # 262144
+    # per op and shapes: the profile's ops matched to the counted ones
+    ops = {o["op"]: o for o in r["ops"]}
+    assert ops["mm(1x640,640x1024)"]["class"] == "matmul"  # q_proj, one token
+    assert ops["mm(1x640,640x1024)"]["kernel_s"] > 0
+    assert r["ops_matched_s"] >= 0.8 * r["kernel_s"]
 
 
 def test_prediction_and_explanations_from_counted_ops():

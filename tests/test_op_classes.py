@@ -68,3 +68,13 @@ def test_measured_on_the_cpu():
     assert all(0 < s < 1e-2 for s in costs.floor_s.values())
     assert set(costs.generic_elements_per_s) == {2, 4}
     assert all(r > 1e6 for r in costs.generic_elements_per_s.values())
+
+
+@pytest.mark.gpu
+def test_measured_on_the_gpu():
+    costs = OC.measure("cuda")
+    assert all(0 < s < 50e-6 for s in costs.floor_s.values())  # tiny kernels: microseconds
+    # a GEMM's or an attention kernel's floor is above an elementwise kernel's
+    assert costs.floor_s["matmul"] > costs.floor_s["elementwise"]
+    assert costs.floor_s["attention"] > costs.floor_s["elementwise"]
+    assert all(1e10 < r < 1e13 for r in costs.generic_elements_per_s.values())

@@ -105,6 +105,14 @@ def test_real_h200_trace_attribution():
     assert [P.categorize(k) for k in r.op_kernels["aten::gelu"]] == ["elementwise"]
     assert r.launches_per_iter == 12  # unfused 9 + F.gelu 1 + matmul 2 (GEMM + split-K)
     assert r.timeline["gaps"] > 0 and r.timeline["idle_us"] > r.timeline["busy_us"]
+    # per op and shapes, every level of dispatch: the matmul's kernels are also aten::mm's
+    assert r.by_op_us["matmul(256x256,256x256)"] == r.by_op_us["mm(256x256,256x256)"] > 0
+    assert sum(us for k, us in r.by_op_us.items() if k.startswith("matmul(")) < r.device_time_us
+
+
+def test_op_key_leaves_out_scalars():
+    assert P.op_key("aten::add", [[8, 640], [8, 640], []]) == "add(8x640,8x640)"
+    assert P.op_key("mm", [(16, 640), (640, 1024)]) == "mm(16x640,640x1024)"
 
 
 def test_augment_trace(tmp_path):

@@ -63,6 +63,29 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC
     return out
 
 
+def by_op(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.OpCosts,
+          measured_us: dict[str, float], iters: int) -> list[dict]:
+    """Counted ops grouped by op and shapes, each with its class, predicted time and the
+    profiled kernel time of the same op and shapes (None where the profile has no such op,
+    e.g. inside a CUDA graph); slowest measured first."""
+    peak, bw = _peak(ceil, dtype), ceil.mem_bandwidth_bytes_per_s
+    rows: dict[str, dict] = {}
+    for r in records:
+        if r.bytes == 0:
+            continue
+        key = P.op_key(r.op, r.shapes)
+        d = rows.setdefault(key, {"op": key, "class": OC.op_class(r), "layout": r.layout,
+                                  "calls": 0, "bytes": 0, "elements": 0, "predicted_s": 0.0})
+        d["calls"] += 1
+        d["bytes"] += r.bytes
+        d["elements"] += r.out_elements
+        d["predicted_s"] += costs.predict_s(r, peak, bw)
+    for d in rows.values():
+        us = measured_us.get(d["op"])
+        d["kernel_s"] = us / iters / 1e6 if us is not None else None
+    return sorted(rows.values(), key=lambda d: -(d["kernel_s"] or 0))
+
+
 def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: float,
             ceil: Ceilings, dtype: str) -> str:
     """Why a component's kernels took longer than predicted, from its counted ops and how far
@@ -121,6 +144,7 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
     kernel_s = prof.device_time_us / prof.iters / 1e6
     predicted_s = sum(d["predicted_s"] for d in per.values())
     roofline_s = sum(d["roofline_s"] for d in per.values())
+    ops = by_op(counter.records, ceil, dtype or cfg.dtype, costs, prof.by_op_us, prof.iters)
     comps = []
     for comp, d in per.items():
         measured = prof.by_annotation_us.get(comp)
@@ -142,7 +166,8 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
         "predicted_over_kernel": predicted_s / kernel_s if kernel_s else None,
         "overhead_s": wall.median_s - kernel_s, "launches_per_iter": prof.launches_per_iter,
         "kernels_counted": sum(d["kernels"] for d in per.values()),
-        "timeline": prof.timeline, "components": comps, "notes": prof.notes,
+        "timeline": prof.timeline, "components": comps, "ops": ops,
+        "ops_matched_s": sum(o["kernel_s"] or 0 for o in ops), "notes": prof.notes,
         "trace_path": prof.trace_path,
     }
 

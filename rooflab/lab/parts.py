@@ -207,7 +207,13 @@ def part3(ctx: Context) -> dict:
                   + [table(f"p3_components_{i}", f"Per component: {m['phase']} {m['mode']}",
                            m["components"], ["component", "kernels_counted", "generic_ops",
                                              "flops", "bytes", "predicted_s", "kernel_s", "why"])
-                     for i, m in enumerate(measured[:2])])
+                     for i, m in enumerate(measured[:2])]
+                  + [table(f"p3_ops_{i}", f"Per op and shapes (the 20 slowest): {m['phase']} "
+                           f"B={m['batch']}, eager; op costs from the measured floors and the "
+                           "generic loop's rate", m["ops"][:20],
+                           ["op", "class", "layout", "calls", "bytes", "elements", "predicted_s",
+                            "kernel_s"])
+                     for i, m in enumerate(measured) if m["mode"] == "eager"])
 
 
 def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[str]]:

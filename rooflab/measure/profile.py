@@ -75,6 +75,7 @@ class ProfileResult:
     notes: list[str] = field(default_factory=list)
     trace_path: str | None = None
     annotation_kernels: dict[str, list] = field(default_factory=dict)  # range -> [name, us]
+    by_op_us: dict[str, float] = field(default_factory=dict)  # op_key -> device time
 
     @property
     def launches_per_iter(self) -> float:
@@ -88,6 +89,13 @@ class ProfileResult:
                 "kernels": [k.as_dict() for k in self.kernels], "op_kernels": self.op_kernels,
                 "by_category_us": self.by_category_us, "by_annotation_us": self.by_annotation_us,
                 "timeline": self.timeline, "notes": self.notes, "trace_path": self.trace_path}
+
+
+def op_key(name: str, dims) -> str:
+    """An op and the shapes of its tensor arguments, as the profiler and the counter both see
+    them: 'mm(16384x640,640x1024)'. Non-tensor and 0-dim arguments are left out."""
+    shapes = ",".join("x".join(str(n) for n in d) for d in dims if d)
+    return f"{name.removeprefix('aten::')}({shapes})"
 
 
 def load_trace(path: str) -> list[dict]:
@@ -204,6 +212,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     op_kernels: dict[str, set] = defaultdict(set)
     by_ann: dict[str, float] = defaultdict(float)
     ann_k: dict[str, dict] = defaultdict(lambda: defaultdict(float))
+    by_op: dict[str, float] = defaultdict(float)
     for k in kernels:
         table[k["name"]].append(float(k["dur"]))
         launch = launchers.get(id(k))
@@ -213,6 +222,10 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
         ops = [r for r in chain if r.get("cat") == "cpu_op"]
         if ops:
             op_kernels[ops[0]["name"]].add(k["name"])  # outermost op: what the user called
+        # every op on the way down (aten::to -> aten::_to_copy -> aten::copy_) gets the time,
+        # so a counted op finds its kernels whichever level of dispatch it was recorded at
+        for key in {op_key(r["name"], r.get("args", {}).get("Input Dims") or []) for r in ops}:
+            by_op[key] += float(k["dur"])
         anns = [r for r in chain if r.get("cat") == "user_annotation"]
         if anns:
             ann = anns[-1]["name"][len(ANNOTATION_PREFIX):]
@@ -236,7 +249,8 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     return ProfileResult(device, iters, rows, {k: sorted(v) for k, v in op_kernels.items()},
                          dict(by_cat), dict(by_ann), sum(r.calls for r in rows),
                          sum(r.total_us for r in rows),
-                         _timeline(kernels), notes, annotation_kernels=ann_top)
+                         _timeline(kernels), notes, annotation_kernels=ann_top,
+                         by_op_us=dict(by_op))
 
 
 @contextlib.contextmanager
