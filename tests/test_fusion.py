@@ -37,3 +37,15 @@ def test_mlp_study_rows_on_the_cpu():
     assert r["kernel_s"] is None and r["overhead_s"] is None  # no device kernels on a CPU
     ops = {k["name"] for k in r["kernels"]}
     assert {"aten::mm", "aten::gelu", "aten::mul"} <= ops  # gate/up/down, act, product
+
+
+def test_compile_verdict_names_cpu_overhead():
+    from rooflab.lab.parts import compile_verdict
+
+    rows = [{"mode": "eager", "time_s": 90e-6, "kernel_s": 41e-6},
+            {"mode": "default", "time_s": 129e-6, "kernel_s": 36e-6},
+            {"mode": "fast", "time_s": 60e-6, "kernel_s": 30e-6},
+            {"mode": "broken", "error": "no compiler"}]
+    (v,) = compile_verdict(rows)
+    assert v.startswith("default is slower per call than eager (129 vs 90 us)")
+    assert compile_verdict([{"mode": "eager", "time_s": 1.0, "kernel_s": None}]) == []

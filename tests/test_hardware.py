@@ -41,6 +41,7 @@ def test_dense_peaks_h200():
 def test_detect_named_and_cpu(monkeypatch):
     assert H.detect("NVIDIA H200").name == "H200"
     monkeypatch.setattr(H, "gpu_name_from_smi", lambda: None)
+    monkeypatch.setattr(H, "_torch_gpu_name", lambda: None)  # as on a machine with no GPU
     cpu = H.detect()
     assert cpu.kind == "cpu" and not cpu.peak_flops_per_s
     odd = H.detect("NVIDIA Future GPU")

@@ -20,7 +20,8 @@ def test_cpu_decode_layer_measured_and_predicted():
     ops = {o["op"]: o for o in r["ops"]}
     assert ops["mm(1x640,640x1024)"]["class"] == "matmul"  # q_proj, one token
     assert ops["mm(1x640,640x1024)"]["kernel_s"] > 0
-    assert r["ops_matched_s"] >= 0.8 * r["kernel_s"]
+    assert ops["cat(1x1x63x256,1x1x1x256)"]["kernel_s"] > 0  # the KV cache, concatenated
+    assert all(o["kernel_s"] for o in r["ops"])  # every counted op found in the profile
 
 
 def test_prediction_and_explanations_from_counted_ops():

@@ -42,6 +42,9 @@ qc, w, m, rms = q.contiguous(), torch.ones(32), torch.randn(32, 8), x.mean(-1, k
 def test_layouts_and_classes(fn, layout, cls):
     r = _one(fn)
     assert (r.layout, OC.op_class(r)) == (layout, cls)
+    expected = {"elementwise": "vectorized", "generic": layout if layout != "contiguous"
+                else "widening"}.get(cls, "")
+    assert OC.path(r) == expected
 
 
 def test_sdpa_is_attention_and_counts_elements():

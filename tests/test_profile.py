@@ -113,6 +113,7 @@ def test_real_h200_trace_attribution():
 def test_op_key_leaves_out_scalars():
     assert P.op_key("aten::add", [[8, 640], [8, 640], []]) == "add(8x640,8x640)"
     assert P.op_key("mm", [(16, 640), (640, 1024)]) == "mm(16x640,640x1024)"
+    assert P.op_key("aten::cat", [[[1, 63, 8], [1, 1, 8]], []]) == "cat(1x63x8,1x1x8)"
 
 
 def test_augment_trace(tmp_path):

@@ -57,7 +57,7 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC
         d["floors_s"] += costs.floor_s[OC.op_class(r)]
         d["ops"].append(r.op)
         if OC.op_class(r) == "generic":
-            d["generic"].append(f"{r.op} ({r.layout if r.layout != 'contiguous' else 'widening'})")
+            d["generic"].append(f"{r.op} ({OC.path(r)})")
         if r.op == "cat" and kv_past and any(len(s) == 4 and s[-2] == kv_past for s in r.shapes):
             d["cache_copy_bytes"] += r.bytes  # cat(past K/V, new K/V): the whole cache moves
     return out
@@ -74,7 +74,7 @@ def by_op(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.O
         if r.bytes == 0:
             continue
         key = P.op_key(r.op, r.shapes)
-        d = rows.setdefault(key, {"op": key, "class": OC.op_class(r), "layout": r.layout,
+        d = rows.setdefault(key, {"op": key, "class": OC.op_class(r), "path": OC.path(r),
                                   "calls": 0, "bytes": 0, "elements": 0, "predicted_s": 0.0})
         d["calls"] += 1
         d["bytes"] += r.bytes

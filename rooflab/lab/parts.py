@@ -211,9 +211,26 @@ def part3(ctx: Context) -> dict:
                   + [table(f"p3_ops_{i}", f"Per op and shapes (the 20 slowest): {m['phase']} "
                            f"B={m['batch']}, eager; op costs from the measured floors and the "
                            "generic loop's rate", m["ops"][:20],
-                           ["op", "class", "layout", "calls", "bytes", "elements", "predicted_s",
+                           ["op", "class", "path", "calls", "bytes", "elements", "predicted_s",
                             "kernel_s"])
                      for i, m in enumerate(measured) if m["mode"] == "eager"])
+
+
+def compile_verdict(rows: list[dict]) -> list[str]:
+    """Where a compiled MLP is slower per call than eager although its kernels are not: the
+    time went to the CPU side of the call (guards, wrapper, launches)."""
+    eager = next((r for r in rows if r["mode"] == "eager" and r.get("kernel_s")), None)
+    out = []
+    for r in rows:
+        if eager is None or r is eager or not r.get("kernel_s"):
+            continue
+        if r["time_s"] > eager["time_s"] and r["kernel_s"] <= 1.1 * eager["kernel_s"]:
+            out.append(f"{r['mode']} is slower per call than eager ({r['time_s'] * 1e6:.0f} vs "
+                       f"{eager['time_s'] * 1e6:.0f} us) although its kernels take "
+                       f"{r['kernel_s'] * 1e6:.0f} us against eager's "
+                       f"{eager['kernel_s'] * 1e6:.0f}: at this size the CPU side of the "
+                       "compiled call (guards, wrapper, launches) decides, not the GPU.")
+    return out
 
 
 def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[str]]:
@@ -306,7 +323,7 @@ def part4(ctx: Context) -> dict:
                            f"first call {r['first_call_s']:.2f} s.")
         else:
             answers.append(f"MLP {r['mode']}: not run ({r['error']}).")
-    answers += m["notes"]
+    answers += m["notes"] + compile_verdict(m["rows"])
     not_measured = [f"{s['variant']}: {s['reason']}" for s in g["skipped"]]
     if not cuda:
         not_measured.append("max-autotune (CUDA graphs) and the decode step in a CUDA graph: "

@@ -51,6 +51,15 @@ def op_class(r: count.OpRecord) -> str:
     return "elementwise"
 
 
+def path(r: count.OpRecord) -> str:
+    """Why an elementwise op takes the loop it takes: 'vectorized', or the generic loop's
+    reason ('broadcast', 'strided', 'widening'); '' for matmuls, attention and reductions."""
+    cls = op_class(r)
+    if cls == "generic":
+        return r.layout if r.layout != "contiguous" else "widening"
+    return "vectorized" if cls == "elementwise" else ""
+
+
 @dataclass
 class OpCosts:
     device: str
