@@ -261,8 +261,9 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
 
 
 def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
-    """Each measured layer (and its components) at its counted intensity: hollow on the measured
-    roof (the prediction), filled at FLOPs / profiled kernel time."""
+    """Each measured layer (and its components) at its counted intensity: hollow at FLOPs over
+    the predicted time (the roof plus the measured op costs), filled at FLOPs over the profiled
+    kernel time. The dashed roof itself is the plain roofline's prediction."""
     dt = measured[0]["dtype"] if measured[0]["dtype"] in ctx.ceilings.peak_flops_per_s \
         else ctx.measured_dtype
     roof = R.Roof.of(ctx.measured, dt)
@@ -270,21 +271,24 @@ def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
     for m in measured:
         flops = sum(c["flops"] for c in m["components"])
         nbytes = sum(c["bytes"] for c in m["components"])
-        label = f"{m['phase']} B={m['batch']} {m['mode']}"
         common = dict(flops=flops, bytes=nbytes, predicted_s=m["predicted_s"],
                       measured_s=m["kernel_s"])
-        pts.append(pt(label, flops / nbytes, R.attainable(roof, flops / nbytes), "predicted",
-                      "layer", **common))
+        if m["mode"] != "eager":  # beside its eager twin: measured only, unlabelled
+            pts.append(pt("", flops / nbytes, flops / m["kernel_s"], "measured",
+                          "layer, CUDA graph", **common))
+            continue
+        label = f"{m['phase']} B={m['batch']}"
+        pts.append(pt(label, flops / nbytes, flops / m["predicted_s"], "predicted", "layer",
+                      **common))
         pts.append(pt(label, flops / nbytes, flops / m["kernel_s"], "measured", "layer", **common))
-        if m["mode"] == "eager":  # components are attributed only outside CUDA graphs
-            for c in m["components"]:
-                if c["kernel_s"] and c["flops"]:
-                    pts.append(pt(f"{m['phase']} {c['component']}", c["flops"] / c["bytes"],
-                                  c["flops"] / c["kernel_s"], "measured", f"{m['phase']} components",
-                                  flops=c["flops"], bytes=c["bytes"],
-                                  predicted_s=c["predicted_s"], measured_s=c["kernel_s"]))
+        for c in m["components"]:  # attributed only outside CUDA graphs
+            if c["kernel_s"] and c["flops"]:
+                pts.append(pt(f"{m['phase']} {c['component']}", c["flops"] / c["bytes"],
+                              c["flops"] / c["kernel_s"], "measured", f"{m['phase']} components",
+                              flops=c["flops"], bytes=c["bytes"],
+                              predicted_s=c["predicted_s"], measured_s=c["kernel_s"]))
     return {"kind": "roofline", "name": "p3_measured", "title": "The real layer on the measured "
-            f"roof ({dt}): predicted (hollow) and profiled kernel time (filled)",
+            f"roof ({dt}): predicted with op costs (hollow), profiled kernel time (filled)",
             "roofs": [roof_spec(roof)], "points": pts}
 
 
