@@ -6,12 +6,13 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
 
 - a floor: the device time of a tiny kernel of each class (elementwise, generic, reduction,
   matmul, attention), replayed in a CUDA graph so launch gaps do not hide it;
-- the element rate of PyTorch's generic elementwise loop. TensorIterator runs an op as a
-  vectorized kernel only when every operand is contiguous in the output's order and of the same
-  dtype as the output, or narrower; a broadcast operand (x * rms[..., None]), a transposed or
-  sliced one (RoPE on a head-transposed q), a widening cast (bf16 -> fp32) or a cat of slices
-  takes the generic path, which computes an offset per element and is limited by elements per
-  second rather than by bytes. The rate is measured on a broadcast multiply, per element size.
+- the element rate of PyTorch's non-vectorized elementwise loops. TensorIterator runs an op as
+  a vectorized kernel only when every operand is dense in the output's order and no input is
+  narrower than the output. A broadcast operand (x * rms[..., None]), a transposed or sliced
+  one (RoPE on a head-transposed q) or a cat of slices takes its generic loop, which computes an
+  offset per element; a widening cast (bf16 -> fp32) takes an unrolled loop that converts per
+  element. Both are limited by elements per second rather than by bytes ("generic" below). The
+  rate is measured on a broadcast multiply, per element size.
 
 A counted op (count.OpRecord) is predicted to take
     floor[class] + max(flops / peak, bytes / copy bandwidth, elements / generic rate),
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import torch
 
@@ -86,7 +88,7 @@ class OpCosts:
 CHAIN = 8  # tiny kernels per measured chain
 
 
-def _tiny_ops(device: str) -> dict[str, callable]:
+def _tiny_ops(device: str) -> dict[str, Callable]:
     """One tiny op per class: on a GPU a decode step's 16 rows of 640, far below one wave; on a
     CPU smaller still, so that the floor is the op's fixed cost and not its arithmetic."""
     gpu = device == "cuda"
@@ -102,7 +104,7 @@ def _tiny_ops(device: str) -> dict[str, callable]:
             "attention": lambda: sdpa(q, kv, kv)}
 
 
-def floor_s(fn, device: str) -> float:
+def tiny_kernel_s(fn, device: str) -> float:
     """Device time of one call of a tiny op: a chain of CHAIN calls, per call."""
     def chain():
         return [fn() for _ in range(CHAIN)]
@@ -124,7 +126,7 @@ def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
 def measure(device: str) -> OpCosts:
     floors = {}
     for cls, fn in _tiny_ops(device).items():
-        floors[cls] = statistics.median(floor_s(fn, device) for _ in range(3))
+        floors[cls] = statistics.median(tiny_kernel_s(fn, device) for _ in range(3))
     n = (1 << 26) if device == "cuda" else (1 << 22)  # GPU: 128 MB+ per operand, past any L2
     rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n)
              for dt in (torch.float32, torch.bfloat16)}
