@@ -132,3 +132,14 @@ def test_report_opens_in_headless_chromium(cpu_report, tmp_path):
             shutil.copy(shot, keep)
     finally:
         drv.quit()
+
+
+def test_report_tables_show_times_in_readable_units():
+    from rooflab.report import html
+
+    assert html.fmt(0.000123, "kernel_s") == "123 us"
+    assert html.fmt(1.5, "first_call_s") == "1.5 s"
+    assert html.fmt(None, "kernel_s") == "-"
+    assert html.fmt(41943040, "bytes") == "41,943,040"  # not a time: as it is
+    t = {"title": "t", "columns": ["op", "predicted_s"], "rows": [["mm(2x2,2x2)", 2.5e-06]]}
+    assert "<td>2.5 us</td>" in html.table_html(t)

@@ -6,33 +6,10 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from rooflab.report.units import secs, si
+
 # a pipe or CI log gets a wide table instead of rich's 80-column default
 out = Console(width=None if sys.stdout.isatty() else 160)
-
-
-def si(v, unit: str = "") -> str:
-    """1.23e12 -> '1.23 T'; None -> '-'."""
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    for p, s in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= s:
-            return f"{v / s:.3g} {p}{unit}"
-    return f"{v:.3g} {unit}".rstrip()
-
-
-def _num(v, scale: float) -> str:
-    return "-" if not v else f"{v / scale:.4g}"
-
-
-def secs(v) -> str:
-    if v is None:
-        return "-"
-    for unit, s in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
-        if v >= s:
-            return f"{v / s:.3g} {unit}"
-    return f"{v / 1e-9:.3g} ns"
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from rooflab.report import svg
+from rooflab.report.units import secs
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;
@@ -40,7 +41,9 @@ def esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
-def fmt(v) -> str:
+def fmt(v, column: str = "") -> str:
+    if column.endswith("_s") and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return secs(v)  # a time: in the unit that reads best
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -54,7 +57,8 @@ def fmt(v) -> str:
 
 def table_html(t: dict) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in t["columns"])
-    body = "".join("<tr>" + "".join(f"<td>{esc(fmt(v))}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{esc(fmt(v, c))}</td>"
+                                    for c, v in zip(t["columns"], row)) + "</tr>"
                    for row in t["rows"])
     return f"<h3>{esc(t['title'])}</h3><table><tr>{head}</tr>{body}</table>"
 
