@@ -126,7 +126,7 @@ def part2(ctx: Context) -> dict:
                   {"gemm": gemm.as_dict(), "gemv": gemv.as_dict(), "achieved": achieved,
                    "crossover_table": crossover_table(),
                    "measured_roof": roof_spec(m_roof)}, plots, answers,
-                  tables=[table("p2_achieved", f"Measured on this {ctx.device}", achieved,
+                  tables=[table("p2_achieved", f"Measured on {ctx.ceilings.device_name}", achieved,
                                 ["name", "flops", "bytes", "intensity", "measured_s",
                                  "time_floor_s", "achieved_flops_per_s",
                                  "achieved_bandwidth_bytes_per_s", "fraction_of_roof", "bound"]),
