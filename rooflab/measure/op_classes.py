@@ -124,6 +124,8 @@ def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
 
 
 def measure(device: str) -> OpCosts:
+    """The floors (median of three chains per class) and the generic-loop rates, here; a few
+    seconds, measured afresh each time (they are cheap beside the layer they explain)."""
     floors = {}
     for cls, fn in _tiny_ops(device).items():
         floors[cls] = statistics.median(tiny_kernel_s(fn, device) for _ in range(3))
