@@ -25,6 +25,16 @@ roof_app = typer.Typer(no_args_is_help=True, help="GEMM / GEMV sweeps under a GP
 app.add_typer(cost_app, name="cost")
 app.add_typer(roof_app, name="roofline")
 
+JSON = typer.Option(False, "--json", help="machine-readable output (field names are a contract)")
+DTYPE = typer.Option("fp32", "--dtype", help="fp64, fp32, tf32, bf16, fp16, fp8 or int8")
+SIZES = typer.Option("1024,2048,4096,8192", "--sizes", help="n values, comma-separated")
+DEVICE = typer.Option("auto", "--device", help="auto, cuda or cpu")
+PHASE = typer.Option("prefill", "--phase", help="prefill or decode")
+BATCH = typer.Option(1, "--batch", help="sequences in the batch")
+SEQ = typer.Option(None, "--seq", help="prefill: tokens per sequence (default 512)")
+KV_LEN = typer.Option(None, "--kv-len", help="decode: cached positions attended (default 1024)")
+
+
 class UserError(RooflabError):
     """Bad input from the command line: one line on stderr, exit code 2."""
 
@@ -34,6 +44,45 @@ def _emit(data, as_json: bool, render) -> None:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
         render(data)
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a command; the message says what was kept."""
+
+
+def _positive(value: Optional[int], flag: str) -> Optional[int]:
+    if value is not None and value <= 0:
+        raise UserError(f"{flag} must be a positive integer, got {value}")
+    return value
+
+
+def _writable_dir(path: str, flag: str) -> str:
+    """Create ``path`` (like mkdir -p) and check a file can be written there, before any work."""
+    import os
+    import tempfile
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a file, not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as e:
+        raise UserError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+    return path
+
+
+def _writable_file(path: str, flag: str) -> str:
+    """A file path whose folder exists and is writable (checked before any work)."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a folder; give a file name such as {path}/plot.png")
+    if not os.path.isdir(folder):
+        raise UserError(f"{flag} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{flag} {path}: cannot write in {folder}")
+    return path
 
 
 def _sizes(text: str) -> list[int]:
@@ -47,7 +96,7 @@ def _sizes(text: str) -> list[int]:
 
 
 @app.command()
-def specs(as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def specs(as_json: bool = JSON):
     """The GPU table, with sources; marks the detected device."""
     detected = H.detect()
     rows = [{**hw.as_dict(), "detected": hw.name == detected.name} for hw in H.PRESETS.values()]
@@ -65,30 +114,33 @@ def _cost_out(c: C.Cost, as_json: bool, fused: bool = False) -> None:
 
 
 @cost_app.command("gemm")
-def cost_gemm(m: int = typer.Option(..., "--m"), k: int = typer.Option(..., "--k"),
-              n: int = typer.Option(..., "--n"), dtype: str = "fp32",
-              as_json: bool = typer.Option(False, "--json")):
+def cost_gemm(m: int = typer.Option(..., "--m", help="rows of A and C"),
+              k: int = typer.Option(..., "--k", help="the reduced dimension"),
+              n: int = typer.Option(..., "--n", help="columns of B and C"), dtype: str = DTYPE,
+              as_json: bool = JSON):
     """C(M,N) = A(M,K) @ B(K,N)."""
     _cost_out(C.gemm(m, k, n, dtype), as_json)
 
 
 @cost_app.command("gemv")
-def cost_gemv(m: int = typer.Option(..., "--m"), k: int = typer.Option(..., "--k"),
-              dtype: str = "fp32", as_json: bool = typer.Option(False, "--json")):
+def cost_gemv(m: int = typer.Option(..., "--m", help="rows of A (outputs)"),
+              k: int = typer.Option(..., "--k", help="columns of A (inputs)"), dtype: str = DTYPE, as_json: bool = JSON):
     """y(M) = A(M,K) @ x(K)."""
     _cost_out(C.gemv(m, k, dtype), as_json)
 
 
 @cost_app.command("attention")
-def cost_attention(batch: int = typer.Option(..., "--batch"),
-                   heads: int = typer.Option(..., "--heads"),
-                   kv_heads: Optional[int] = typer.Option(None, "--kv-heads"),
-                   q_len: int = typer.Option(..., "--q-len"),
-                   kv_len: int = typer.Option(..., "--kv-len"),
-                   head_dim: int = typer.Option(..., "--head-dim"), dtype: str = "fp32",
-                   causal: bool = typer.Option(False, "--causal"),
+def cost_attention(batch: int = typer.Option(..., "--batch", help="sequences"),
+                   heads: int = typer.Option(..., "--heads", help="query heads"),
+                   kv_heads: Optional[int] = typer.Option(None, "--kv-heads",
+                                                          help="K/V heads (GQA); default --heads"),
+                   q_len: int = typer.Option(..., "--q-len", help="query positions"),
+                   kv_len: int = typer.Option(..., "--kv-len", help="key/value positions"),
+                   head_dim: int = typer.Option(..., "--head-dim", help="per-head dimension"),
+                   dtype: str = DTYPE,
+                   causal: bool = typer.Option(False, "--causal", help="count only the unmasked half"),
                    fused: bool = typer.Option(False, "--fused", help="fused-ideal bytes"),
-                   as_json: bool = typer.Option(False, "--json")):
+                   as_json: bool = JSON):
     """softmax(Q K^T) V: eager (N x N round-trips HBM) or fused-ideal bytes."""
     c = C.attention(batch, heads, q_len, kv_len, head_dim, kv_heads, dtype, causal)
     _cost_out(c, as_json, fused)
@@ -105,6 +157,8 @@ def _gpu(gpu: Optional[str]) -> H.Hardware:
 def _roofline(family: str, gpu: Optional[str], dtype: str, sizes: str, plot: Optional[str],
               also: str, measured: bool, as_json: bool) -> None:
     hw = _gpu(gpu)
+    if plot:
+        _writable_file(plot, "--plot")
     roof = R.Roof.of(hw, dtype)
     extra = [R.Roof.of(hw, d) for d in (s.strip() for s in also.split(",")) if d]
     sw = R.sweep(family, roof, _sizes(sizes))
@@ -131,20 +185,20 @@ MEASURED = typer.Option(False, "--measured", help="also draw this machine's meas
 
 @roof_app.command("gemm")
 def roofline_gemm(gpu: Optional[str] = typer.Option(None, "--gpu", help="name or spec file"),
-                  dtype: str = "fp32", sizes: str = "1024,2048,4096,8192",
+                  dtype: str = DTYPE, sizes: str = SIZES,
                   plot: Optional[str] = typer.Option(None, "--plot", help="write a PNG here"),
                   also: str = ALSO, measured: bool = MEASURED,
-                  as_json: bool = typer.Option(False, "--json")):
+                  as_json: bool = JSON):
     """GEMM with M=N=K=n: intensity, bound and time floor per size; the compute-bound n."""
     _roofline("gemm", gpu, dtype, sizes, plot, also, measured, as_json)
 
 
 @roof_app.command("gemv")
 def roofline_gemv(gpu: Optional[str] = typer.Option(None, "--gpu", help="name or spec file"),
-                  dtype: str = "fp32", sizes: str = "1024,2048,4096,8192",
+                  dtype: str = DTYPE, sizes: str = SIZES,
                   plot: Optional[str] = typer.Option(None, "--plot", help="write a PNG here"),
                   also: str = ALSO, measured: bool = MEASURED,
-                  as_json: bool = typer.Option(False, "--json")):
+                  as_json: bool = JSON):
     """GEMV with M=K=n: always memory-bound on a GPU."""
     _roofline("gemv", gpu, dtype, sizes, plot, also, measured, as_json)
 
@@ -153,7 +207,7 @@ def roofline_gemv(gpu: Optional[str] = typer.Option(None, "--gpu", help="name or
 def ceilings(device: Optional[str] = typer.Option(None, "--device", help="cuda or cpu"),
              refresh: bool = typer.Option(False, "--refresh", help="measure again"),
              quick: bool = typer.Option(False, "--quick", help="smaller sizes"),
-             as_json: bool = typer.Option(False, "--json")):
+             as_json: bool = JSON):
     """Measured memory bandwidth and matmul peaks of this device (cached)."""
     from rooflab.measure import ceilings as CE
 
@@ -178,10 +232,17 @@ def _device(device: Optional[str]) -> str:
 def _phase(phase: str, batch: int, seq: Optional[int], kv_len: Optional[int]):
     from rooflab import models as M
 
+    _positive(batch, "--batch"), _positive(seq, "--seq"), _positive(kv_len, "--kv-len")
     if phase == "prefill":
+        if kv_len is not None:
+            raise UserError("--kv-len is for --phase decode (the cache length); prefill attends "
+                            "its own --seq tokens")
         return M.Phase.prefill(batch, seq or 512)
     if phase == "decode":
-        return M.Phase.decode(batch, kv_len or seq or 1024)
+        if seq is not None:
+            raise UserError("--seq is for --phase prefill; decode takes --kv-len (the cache "
+                            "length, default 1024)")
+        return M.Phase.decode(batch, kv_len or 1024)
     raise UserError(f"--phase must be prefill or decode, got {phase!r}")
 
 
@@ -194,12 +255,11 @@ def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
 def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name or config.json"),
           layer_index: Optional[int] = typer.Option(None, "--layer", help="layer number"),
           layer_type: Optional[str] = typer.Option(None, "--layer-type", help="full or sliding"),
-          phase: str = typer.Option("prefill", "--phase", help="prefill or decode"),
-          batch: int = typer.Option(1, "--batch"), seq: Optional[int] = typer.Option(None, "--seq"),
-          kv_len: Optional[int] = typer.Option(None, "--kv-len"),
-          dtype: Optional[str] = typer.Option(None, "--dtype"),
+          phase: str = PHASE, batch: int = BATCH, seq: Optional[int] = SEQ,
+          kv_len: Optional[int] = KV_LEN,
+          dtype: Optional[str] = typer.Option(None, "--dtype", help="override the config's dtype"),
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
-          as_json: bool = typer.Option(False, "--json")):
+          as_json: bool = JSON):
     """Every component of one decoder layer: MACs, FLOPs, bytes, intensity, bound, time floor."""
     from dataclasses import replace
 
@@ -218,11 +278,10 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
 
 @app.command()
 def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset or config.json"),
-          phase: str = typer.Option("prefill", "--phase"), batch: int = typer.Option(1, "--batch"),
-          seq: Optional[int] = typer.Option(None, "--seq"),
-          kv_len: Optional[int] = typer.Option(None, "--kv-len"),
-          gpu: Optional[str] = typer.Option(None, "--gpu"),
-          as_json: bool = typer.Option(False, "--json")):
+          phase: str = PHASE, batch: int = BATCH, seq: Optional[int] = SEQ,
+          kv_len: Optional[int] = KV_LEN,
+          gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
+          as_json: bool = JSON):
     """Whole-model totals: all layers by type, embedding, final norm, lm_head, KV cache."""
     from rooflab import models as M
     from rooflab.lab import decoder
@@ -260,12 +319,14 @@ def _parts(text: str) -> list[int]:
 
 
 @app.command()
-def lab(device: str = typer.Option("auto", "--device", help="auto, cuda or cpu"),
+def lab(device: str = DEVICE,
         parts: str = typer.Option("1,2,3,4,5", "--parts", help="which parts, e.g. 1,2,5"),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for the analytic answers"),
         quick: bool = typer.Option(False, "--quick", help="smaller sizes"),
         out: str = typer.Option("rooflab-report", "--out", help="report directory"),
-        resume: bool = typer.Option(False, "--resume", help="skip parts already done in --out")):
+        resume: bool = typer.Option(False, "--resume",
+                                    help="keep parts already done in --out with the same options"),
+        as_json: bool = JSON):
     """Run the whole lab on this device and write an HTML report (DIR/index.html)."""
     from rooflab.lab import run as LR
 
@@ -273,13 +334,19 @@ def lab(device: str = typer.Option("auto", "--device", help="auto, cuda or cpu")
     nums = _parts(parts)
     if gpu:
         H.resolve(gpu)  # a bad name fails before any work
+    _writable_dir(out, "--out")
+    note = console.out if not as_json else console.err
     if dev == "cpu":
-        console.out.print("No CUDA device: running the CPU lab (measured CPU roofline; "
-                          "GPU-only parts say what they could not measure).")
-    with console.Progress() as prog:
-        res = LR.run(dev, nums, gpu, quick, out, resume, progress=prog.task,
-                     on_part=prog.part_done)
-    console.lab_summary(res, out)
+        note.print("No CUDA device: running the CPU lab (measured CPU roofline; "
+                   "GPU-only parts say what they could not measure).")
+    try:
+        with console.Progress() as prog:
+            res = LR.run(dev, nums, gpu, quick, out, resume, progress=prog.task,
+                         on_part=prog.part_done)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; finished parts are in {out} (--resume continues)") \
+            from None
+    _emit(res, as_json, lambda r: console.lab_summary(r, out))
 
 
 fusion_app = typer.Typer(no_args_is_help=True, help="Kernel fusion: GeLU and the MLP.")
@@ -287,10 +354,11 @@ app.add_typer(fusion_app, name="fusion")
 
 
 @fusion_app.command("gelu")
-def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel"), dtype: str = "fp32",
-                device: str = typer.Option("auto", "--device"),
+def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel", help="elements of the input"),
+                dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16"),
+                device: str = DEVICE,
                 trace: Optional[str] = typer.Option(None, "--trace", help="write traces here"),
-                as_json: bool = typer.Option(False, "--json")):
+                as_json: bool = JSON):
     """GeLU-tanh unfused vs F.gelu vs torch.compile vs rooflab's Triton kernel."""
     from rooflab.lab import fusion
     from rooflab.measure import ceilings as CE
@@ -298,6 +366,8 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel"), dtype: str = "fp3
     C._sizes(numel=numel)
     dt = _dtype(dtype, fusion.DTYPES)
     dev = _device(device)
+    if trace:
+        _writable_dir(trace, "--trace")
     data = fusion.gelu_study(numel, dt, dev, CE.get(dev).mem_bandwidth_bytes_per_s, trace)
     _emit(data, as_json, console.gelu)
 
@@ -305,17 +375,21 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel"), dtype: str = "fp3
 @fusion_app.command("mlp")
 def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
                                                   "max-autotune-no-cudagraphs",
-                                                  "max-autotune")), "--modes"),
-               tokens: int = typer.Option(2048, "--tokens"), dtype: str = "bf16",
-               device: str = typer.Option("auto", "--device"),
-               trace: Optional[str] = typer.Option(None, "--trace"),
-               as_json: bool = typer.Option(False, "--json")):
+                                                  "max-autotune")), "--modes",
+                                   help="eager and torch.compile modes, comma-separated"),
+               tokens: int = typer.Option(2048, "--tokens", help="rows through the MLP"),
+               dtype: str = typer.Option("bf16", "--dtype", help="fp32, fp16 or bf16"),
+               device: str = DEVICE,
+               trace: Optional[str] = typer.Option(None, "--trace", help="write traces here"),
+               as_json: bool = JSON):
     """The Gemma MLP eager vs torch.compile modes: kernels, latency, compile time."""
     from rooflab.lab import fusion
 
     C._sizes(tokens=tokens)
     chosen = _choices(modes, fusion.MLP_MODES, "--modes")
     dt = _dtype(dtype, fusion.DTYPES)
+    if trace:
+        _writable_dir(trace, "--trace")
     data = fusion.mlp_study(640, 2048, tokens, dt, _device(device), chosen, trace)
     _emit(data, as_json, console.mlp)
 
@@ -323,43 +397,67 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
 @app.command()
 def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers of 2) or a,b,c"),
               impl: str = typer.Option(",".join(("standard", "math", "efficient", "flash",
-                                                 "cudnn", "triton", "flash_attn")), "--impl"),
-              batch: int = typer.Option(1, "--batch"), heads: int = typer.Option(16, "--heads"),
-              head_dim: int = typer.Option(128, "--head-dim"), dtype: str = "fp16",
-              causal: bool = typer.Option(False, "--causal"),
-              device: str = typer.Option("auto", "--device"),
-              as_json: bool = typer.Option(False, "--json")):
+                                                 "cudnn", "triton", "flash_attn")), "--impl",
+                                help="implementations, comma-separated"),
+              batch: int = typer.Option(1, "--batch", help="sequences"),
+              heads: int = typer.Option(16, "--heads", help="attention heads"),
+              head_dim: int = typer.Option(128, "--head-dim", help="per-head dimension"),
+              dtype: str = typer.Option("fp16", "--dtype", help="fp16, bf16 or fp32"),
+              causal: bool = typer.Option(False, "--causal", help="causal mask"),
+              device: str = DEVICE,
+              as_json: bool = JSON):
     """Memory and time of attention implementations over sequence lengths (OOM recorded)."""
     from rooflab.lab import attention as A
 
     C._sizes(batch=batch, heads=heads, head_dim=head_dim)
-    if ".." in seq:
-        lo, _, hi = seq.partition("..")
-        lo_n, hi_n = _sizes(lo)[0], _sizes(hi)[0]
-        seqs, n = [], lo_n
-        while n <= hi_n:
-            seqs.append(n)
-            n *= 2
-    else:
-        seqs = _sizes(seq)
+    seqs = _seq_range(seq)
     impls = _choices(impl, A.IMPLS, "--impl")
     dt = _dtype(dtype, A.DTYPES)
     dev = _device(device)
-    with console.Progress() as prog:
-        tick = prog.task("attention", len(seqs) * len(impls))
-        data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
+    try:
+        with console.Progress() as prog:
+            tick = prog.task("attention", len(seqs) * len(impls))
+            data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted before the sweep finished; nothing was written") \
+            from None
     _emit(data, as_json, console.attention)
 
 
+def _seq_range(text: str) -> list[int]:
+    """'a..b': the powers-of-two multiples a, 2a, ... up to b; 'a,b,c': those lengths."""
+    if ".." not in text:
+        return _sizes(text)
+    lo, _, hi = text.partition("..")
+    lo_n, hi_n = _sizes(lo)[0], _sizes(hi)[0]
+    if lo_n > hi_n:
+        raise UserError(f"--seq {text}: the range is empty; write low..high, e.g. {hi_n}..{lo_n}")
+    seqs, n = [], lo_n
+    while n <= hi_n:
+        seqs.append(n)
+        n *= 2
+    return seqs
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: user errors are one line on stderr and exit code 2, never a traceback."""
+    """Entry point. Exit codes: 0 done, 2 bad input (one line on stderr), 130 interrupted; an
+    unexpected error is one line too (ROOFLAB_DEBUG=1 shows its traceback) with exit code 1."""
+    import logging
+    import os
+
+    # torch.compile on a machine with a CUDA toolkit but no GPU warns "No CUDA runtime is found"
+    # on every compile: noise on a CPU run, so only errors of that module reach the user
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     try:
-        app(args=argv, prog_name="rooflab", standalone_mode=False)
+        rv = app(args=argv, prog_name="rooflab", standalone_mode=False)
+    except Interrupted as e:
+        return _interrupted(str(e))
+    except KeyboardInterrupt:  # whatever the typer release does with Ctrl-C
+        return _interrupted("interrupted")
     except typer.Exit as e:
-        return e.exit_code
+        return _interrupted("interrupted") if e.exit_code == 130 else e.exit_code
     except typer.Abort:
-        sys.stderr.write("rooflab: aborted\n")
-        return 130
+        return _interrupted("aborted")
     except getattr(click_exceptions, "NoArgsIsHelpError", ()) as e:
         sys.stdout.write(e.format_message() + "\n")  # bare `rooflab`: help, not an error
         return 0
@@ -367,9 +465,27 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"rooflab: error: {e.format_message()}\n")
         return 2
     except RooflabError as e:
-        sys.stderr.write(f"rooflab: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n")
+        sys.stderr.write(f"rooflab: error: {_first_line(e)}\n")
         return 2
-    return 0
+    except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback on request
+        if os.environ.get("ROOFLAB_DEBUG"):
+            raise
+        sys.stderr.write(f"rooflab: internal error: {type(e).__name__}: {_first_line(e)} "
+                         "(ROOFLAB_DEBUG=1 shows the traceback)\n")
+        return 1
+    # typer returns the exit code of a Ctrl-C (130) or an explicit Exit instead of raising
+    if rv == 130:
+        return _interrupted("interrupted")
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _interrupted(message: str) -> int:
+    sys.stderr.write(f"rooflab: {message}\n")
+    return 130
 
 
 if __name__ == "__main__":

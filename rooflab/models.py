@@ -175,8 +175,22 @@ def load(name_or_path: str | None = None) -> ModelConfig:
         raise ModelError(f"cannot read {name_or_path}: {e.strerror}") from None
     except ValueError as e:
         raise ModelError(f"{name_or_path} is not valid JSON: {e}") from None
-    stem = str(name_or_path).rsplit("/", 2)
-    return from_hf_dict(data, name=stem[-2] if len(stem) > 1 else "custom", origin=name_or_path)
+    return from_hf_dict(data, name=config_name(name_or_path, data), origin=name_or_path)
+
+
+def config_name(path: str, data: dict) -> str:
+    """The config's own name (_name_or_path), else the file's stem, else (a file called
+    config.json, as in a downloaded model folder) its folder's name."""
+    import os
+
+    own = data.get("_name_or_path") if isinstance(data, dict) else None
+    if isinstance(own, str) and own.strip():
+        return os.path.basename(own.rstrip("/")) or own
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem != "config":
+        return stem
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return folder or "custom"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
-from rooflab.measure.memory import is_oom, peak_memory, release
+from rooflab.measure.memory import free_bytes, is_oom, peak_memory, release
 from rooflab.measure.timer import time
 
 DTYPES = ("fp16", "bf16", "fp32")
@@ -66,10 +66,33 @@ def _inputs(b, h, hkv, n, d, dtype, device, seed):
     return mk(h), mk(hkv), mk(hkv)
 
 
+# What one call needs beyond its inputs, to decide before running whether a point can fit.
+# standard: S in the input dtype, S upcast to fp32, softmax's fp32 output (10 bytes per score in
+# fp16, as measured on the H200); the math backend is alike. Fused kernels: the output and an
+# fp32 log-sum-exp per row. Every implementation also writes O.
+SCORE_BYTES_FP32 = 8  # S.float() and its softmax
+
+
+def predicted_bytes(name: str, b: int, h: int, hkv: int, n: int, d: int, dtype: str) -> int:
+    """Inputs (Q, K, V) plus the predicted extra peak of one call."""
+    e = C.elem_bytes(dtype)
+    inputs = e * b * n * d * (h + 2 * hkv)
+    out = e * b * h * n * d
+    if name in ("standard", "math"):
+        return inputs + out + b * h * n * n * (e + SCORE_BYTES_FP32)
+    return inputs + out + 4 * b * h * n
+
+
 def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, causal: bool,
           device: str) -> dict:
-    """One (implementation, length): extra peak memory, latency, TFLOP/s, or OOM/unsupported."""
+    """One (implementation, length): extra peak memory, latency, TFLOP/s, or OOM/unsupported.
+    A point predicted not to fit in the free memory is recorded as such and not attempted."""
     row = {"impl": name, "seq": n}
+    need, free = predicted_bytes(name, b, h, hkv, n, d, dtype), free_bytes(device)
+    if free is not None and need > free:
+        return {**row, "status": "oom", "attempted": False,
+                "error": f"would not fit: needs ~{need / 2**30:.1f} GiB, "
+                         f"{free / 2**30:.1f} GiB free (not attempted)"}
     try:
         q, k, v = _inputs(b, h, hkv, n, d, torch_dtype(dtype), device, seed=n)
     except Exception as e:  # noqa: BLE001 - the inputs themselves may not fit

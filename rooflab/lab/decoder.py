@@ -25,7 +25,8 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
     core = next(p for p in parts if p.name == "attn.core")
     return {
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
-        "seq": phase.seq, "kv_len": phase.kv_len, "dtype": cfg.dtype,
+        "seq": phase.seq, "kv_len": phase.kv_len, "kv_attended": core.detail["kv_positions"],
+        "dtype": cfg.dtype,
         "roof": roof.label if roof else None,
         "components": [row(p, roof) for p in parts],
         "groups": {k: row(v, roof) for k, v in M.groups(parts).items()},

@@ -402,9 +402,16 @@ def attention_plots(sw: dict, roof: R.Roof) -> list[dict]:
 def attention_answers(sw: dict, view: list[dict], kw: dict) -> list[str]:
     a, slope = sw["analysis"], sw["analysis"]["memory_slope"]
     oom = a["oom_seq"].get("standard")
-    answers = [f"Standard attention ran out of memory at {oom:,} tokens on this device." if oom
-               else f"Standard attention did not run out of memory up to {sw['seqs'][-1]:,} "
-                    "tokens."]
+    row = next((r for r in sw["rows"] if r["impl"] == "standard" and r["seq"] == oom), {})
+    if not oom:
+        answers = [f"Standard attention did not run out of memory up to {sw['seqs'][-1]:,} "
+                   "tokens."]
+    elif row.get("attempted") is False:
+        answers = [f"Standard attention does not fit at {oom:,} tokens on this device: "
+                   f"{row['error'].removeprefix('would not fit: ')}; the point is recorded "
+                   "from the prediction instead of being run into an out-of-memory error."]
+    else:
+        answers = [f"Standard attention ran out of memory at {oom:,} tokens on this device."]
     if slope.get("standard") is not None:
         others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(slope.items())
                            if k != "standard" and v is not None)

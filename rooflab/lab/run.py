@@ -1,8 +1,10 @@
 """`rooflab lab`: every part on the device present, written as it goes.
 
-DIR/results.json is rewritten after each part (atomically), so a crash or an OOM in one part
-leaves the finished parts intact; --resume skips parts already marked ok. The report, figures
-and CSV tables are regenerated from results.json after every part.
+DIR/results.json is rewritten after each part (atomically), so a crash, an OOM or Ctrl-C in one
+part leaves the finished parts intact. Each part records the options it was made with (device,
+GPU, quick); --resume keeps a finished part only when they equal this run's, and says why it
+recomputes the others. The report, figures and CSV tables are regenerated from results.json after
+every part.
 """
 from __future__ import annotations
 
@@ -74,8 +76,11 @@ def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool 
     path = os.path.join(out_dir, "results.json")
     previous = {}
     if resume and os.path.exists(path):
-        with open(path) as f:
-            previous = json.load(f).get("parts", {})
+        try:
+            with open(path) as f:
+                previous = json.load(f).get("parts", {})
+        except (OSError, ValueError, AttributeError):
+            previous = {}  # unreadable: every part is recomputed
     if device == "cuda":
         detected = H.detect(torch.cuda.get_device_name())
     else:
@@ -85,18 +90,22 @@ def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool 
     ceil = CE.get(device, quick=quick)
     summary = f"{ceil.mem_bandwidth_bytes_per_s / 1e9:.0f} GB/s copy, " + ", ".join(
         f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ceil.peak_flops_per_s.items())
+    options = {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
+               "quick": quick}
     results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
                         "ceilings": ceil.as_dict(), "ceilings_summary": summary,
                         "versions": versions(), "quick": quick,
                         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
-               "parts": {k: v for k, v in previous.items() if v.get("status") == "ok"}}
+               "parts": {k: v for k, v in previous.items()
+                         if v.get("status") == "ok" and v.get("options") == options}}
     ctx = Context(device, gpu_hw, ceil, out_dir, quick,
                      progress or (lambda desc, total: (lambda: None)))
     for num in parts:
         key = str(num)
+        old = previous.get(key)
         if key in results["parts"]:
             if on_part:
-                on_part(num, {**results["parts"][key], "resumed": True})
+                on_part(num, {**old, "resumed": True})
             continue
         t0 = _time.perf_counter()
         try:
@@ -106,6 +115,11 @@ def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool 
             entry = {"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0],
                      "traceback": traceback.format_exc(limit=6)}
         entry["time_s"] = _time.perf_counter() - t0
+        entry["options"] = options
+        if old and old.get("status") == "ok":
+            entry["recomputed"] = "made with other options: " + ", ".join(
+                f"{k}={(old.get('options') or {}).get(k)!r}" for k in options
+                if (old.get("options") or {}).get(k) != options[k])
         results["parts"][key] = entry
         write_outputs(out_dir, results)
         if on_part:

@@ -97,3 +97,20 @@ def peak_memory(fn, *args, device: str | None = None, name: str = "", **kwargs) 
             raise
         release(dev)
         return MemoryResult(dev, None, None, "", oom=True, error=str(e).splitlines()[0][:200])
+
+
+def free_bytes(device: str) -> int | None:
+    """Memory a new allocation can still take: the CUDA driver's free figure (what the caching
+    allocator holds but does not use counts as free too), or the kernel's MemAvailable on a CPU;
+    None where neither can be read."""
+    if device == "cuda":
+        free, _ = torch.cuda.mem_get_info()
+        return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

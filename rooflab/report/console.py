@@ -10,6 +10,7 @@ from rooflab.report.units import secs, si
 
 # a pipe or CI log gets a wide table instead of rich's 80-column default
 out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)  # notes that must not mix with --json on stdout
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> None:
@@ -19,6 +20,11 @@ def table(title: str, columns: list[str], rows: list[list]) -> None:
     for r in rows:
         t.add_row(*[str(x) for x in r])
     out.print(t)
+
+
+def _num(v, scale: float) -> str:
+    """A datasheet figure in the table's unit (v / scale); '-' where the datasheet has none."""
+    return "-" if not v else f"{v / scale:.4g}"
 
 
 def specs(data: dict) -> None:
@@ -44,11 +50,12 @@ class Progress:
     """Rich progress bars: one per part sweep; parts report when they end."""
 
     def __init__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as P, TimeElapsedColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as P,
+                                   TimeElapsedColumn, TimeRemainingColumn)
 
         self._p = P("[progress.description]{task.description}", BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
-                    transient=False)
+                    MofNCompleteColumn(), TimeElapsedColumn(), "eta", TimeRemainingColumn(),
+                    console=err, transient=False)
 
     def __enter__(self):
         self._p.__enter__()
@@ -63,7 +70,8 @@ class Progress:
 
     def part_done(self, num: int, entry: dict) -> None:
         status = "resumed" if entry.get("resumed") else entry["status"]
-        self._p.console.print(f"part {num}: {status} ({entry.get('time_s', 0):.1f} s)")
+        why = f"; recomputed, {entry['recomputed']}" if entry.get("recomputed") else ""
+        self._p.console.print(f"part {num}: {status} ({entry.get('time_s', 0):.1f} s){why}")
 
 
 def lab_summary(res: dict, out_dir: str) -> None:
@@ -112,7 +120,9 @@ def attention(d: dict) -> None:
           rows)
     for k, why in d["skipped"].items():
         out.print(f"{k}: {why}")
-    out.print(f"memory slope (log-log): {d['analysis']['memory_slope']}")
+    slopes = ", ".join(f"{k} {v:.2f}" for k, v in sorted(d["analysis"]["memory_slope"].items())
+                       if v is not None)
+    out.print(f"extra memory grows as N^slope (log-log fit): {slopes or '- (too few points)'}")
 
 
 def ceilings(d: dict) -> None:
@@ -135,8 +145,11 @@ COST_COLUMNS = ["component", "MACs", "FLOPs", "bytes (eager)", "bytes (fused)", 
 def layer(d: dict) -> None:
     rows = _cost_rows(d["components"]) + _cost_rows(list(d["groups"].values()) + [d["total"]])
     where = f" on {d['roof']}" if d["roof"] else " (no roof: pass --gpu)"
+    kv = f"kv={d['kv_len']}"
+    if d.get("kv_attended", d["kv_len"]) != d["kv_len"]:
+        kv += f" (attends {d['kv_attended']}: sliding window)"
     table(f"{d['model']} {d['layer_type']} layer, {d['phase']} B={d['batch']} "
-          f"L={d['seq']} kv={d['kv_len']} {d['dtype']}{where}", COST_COLUMNS, rows)
+          f"L={d['seq']} {kv} {d['dtype']}{where}", COST_COLUMNS, rows)
     out.print(f"KV cache: read {d['kv_cache_read_bytes']:,} B, written "
               f"{d['kv_cache_write_bytes']:,} B; causal attention MACs {d['causal']['macs']:,}")
 
