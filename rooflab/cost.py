@@ -20,8 +20,11 @@ Counting conventions (stated once; every formula in rooflab obeys them)
 * Causal / sliding-window attention: ``dense`` counts every (query, key) pair, which is what an
   eager kernel computes (the lab's convention); ``causal=True`` counts only the allowed pairs,
   which is what a block-skipping kernel needs.
-* Non-MAC FLOPs per element: GeLU-tanh 8, softmax 5 (max, subtract, exp, sum, divide),
-  RMSNorm 4 (square, sum, scale, weight), LayerNorm 7, RoPE 3 (x*cos + rot(x)*sin), add/mul 1.
+* Non-MAC FLOPs per element: GeLU-tanh 8, SiLU 5, softmax 5 (max, subtract, exp, sum, divide),
+  RMSNorm 4 (square, sum, scale, weight) + 2 per row (+ eps, rsqrt) (+ 1 per weight element
+  where the weight is applied as 1 + w, as Gemma does), LayerNorm 7, RoPE 3.5
+  (x*cos + rot(x)*sin: 3, and rotate_half negates half the elements), the attention scale
+  1 per score, add/mul 1.
   Norms, softmax and RoPE are modelled as one kernel each, the way a framework's norm kernel runs.
 
 Formulas live in a registry (``FORMULAS``): small shape-only functions, one name each.
@@ -41,9 +44,12 @@ DTYPE_ALIASES = {
 }
 
 GELU_TANH_FLOPS = 8
+SILU_FLOPS = 5  # x * sigmoid(x): negate, exp, add, divide, multiply
 SOFTMAX_FLOPS = 5
+SCALE_FLOPS = 1  # per score: S * 1/sqrt(D)
 SOFTMAX_PASSES = 5
 RMSNORM_FLOPS = 4
+RMSNORM_ROW_FLOPS = 2  # per row: + eps, rsqrt
 LAYERNORM_FLOPS = 7
 ROPE_FLOPS = 3
 
@@ -189,14 +195,16 @@ def gelu_tanh(numel: int, dtype: str = "fp32") -> Cost:
 
 
 @register("rmsnorm")
-def rmsnorm(rows: int, hidden: int, dtype: str = "fp32") -> Cost:
-    """y = x / sqrt(mean(x^2) + eps) * w over rows of ``hidden``: 4 FLOPs per element.
+def rmsnorm(rows: int, hidden: int, dtype: str = "fp32", weight_offset: bool = False) -> Cost:
+    """y = x / sqrt(mean(x^2) + eps) * w over rows of ``hidden``: 4 FLOPs per element and 2 per
+    row; ``weight_offset`` (Gemma's 1 + w) adds one per weight element.
 
     bytes = e*(rows*hidden read + hidden weight + rows*hidden write).
     """
     _sizes(rows=rows, hidden=hidden)
     io = elem_bytes(dtype) * (2 * rows * hidden + hidden)
-    return Cost("rmsnorm", 0, RMSNORM_FLOPS * rows * hidden, io, io)
+    flops = RMSNORM_FLOPS * rows * hidden + RMSNORM_ROW_FLOPS * rows + hidden * weight_offset
+    return Cost("rmsnorm", 0, flops, io, io)
 
 
 @register("layernorm")
@@ -220,14 +228,15 @@ def softmax(rows: int, cols: int, dtype: str = "fp32") -> Cost:
 
 @register("rope")
 def rope(tokens: int, heads: int, head_dim: int, dtype: str = "fp32") -> Cost:
-    """Rotary embedding of (tokens, heads, head_dim): x*cos + rotate_half(x)*sin, 3 FLOPs/elem.
+    """Rotary embedding of (tokens, heads, head_dim): x*cos + rotate_half(x)*sin, 3 FLOPs per
+    element, and rotate_half negates half of them: 3.5.
 
     bytes = e*(2 * tokens*heads*head_dim  (read x, write out) + 2 * tokens*head_dim  (cos, sin)).
     """
     _sizes(tokens=tokens, heads=heads, head_dim=head_dim)
     n = tokens * heads * head_dim
     io = elem_bytes(dtype) * (2 * n + 2 * tokens * head_dim)
-    return Cost("rope", 0, ROPE_FLOPS * n, io, io)
+    return Cost("rope", 0, ROPE_FLOPS * n + n // 2, io, io)
 
 
 def attention_pairs(q_len: int, kv_len: int, causal: bool = False, window: int | None = None) -> int:
@@ -258,7 +267,8 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
               window: int | None = None) -> Cost:
     """softmax(Q K^T * scale) V with q (B,H,Lq,D), k/v (B,Hkv,Lkv,D).
 
-    pairs P = B*H*(scores per head) (dense: Lq*Lkv), MACs = 2*P*D, FLOPs = 2*MACs + 5*P.
+    pairs P = B*H*(scores per head) (dense: Lq*Lkv), MACs = 2*P*D, FLOPs = 2*MACs + 6*P
+    (softmax 5, the scale 1).
     Eager bytes = e*[(q + k + P) + 5*P + (P + v + o)]; fused = e*(q + k + v + o),
     with q = o = B*H*Lq*D and k = v = B*Hkv*Lkv*D.
     e.g. B=H=1, Lq=Lkv=2, D=4, fp32: MACs 2*4*4 = 32; eager 4*[(8+8+4) + 20 + (4+8+8)] = 240.
@@ -273,5 +283,6 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
     k = v = batch * kv_heads * kv_len * head_dim
     macs = 2 * scores * head_dim
     eager = e * ((q + k + scores) + SOFTMAX_PASSES * scores + (scores + v + o))
-    return Cost("attention", macs, 2 * macs + SOFTMAX_FLOPS * scores, eager, e * (q + k + v + o),
+    flops = 2 * macs + (SOFTMAX_FLOPS + SCALE_FLOPS) * scores
+    return Cost("attention", macs, flops, eager, e * (q + k + v + o),
                 kernels=3)

@@ -211,6 +211,21 @@ def cpu_record() -> Hardware:
                     source="no datasheet; measure with `rooflab ceilings --device cpu`")
 
 
+def cpu_cache_bytes() -> int | None:
+    """The largest CPU cache Linux reports for core 0 (e.g. L3), or None."""
+    sizes = []
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in (d for d in os.listdir(root) if d.startswith("index")):
+            with open(os.path.join(root, d, "size")) as f:
+                text = f.read().strip()
+            unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            sizes.append(int(text.rstrip("KMG")) * unit)
+    except (OSError, ValueError):
+        return None
+    return max(sizes) if sizes else None
+
+
 def detect(device_name: str | None = None) -> Hardware:
     """The preset for the GPU present (or named), else a CPU record.
 

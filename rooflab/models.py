@@ -13,14 +13,16 @@ decode: T = B, one new token per sequence):
                    one; sliding layers at most `window`); detail holds the causal count and the
                    KV-cache bytes read and written
   attn.o_proj      linear(T, heads*head_dim, hidden)
-  post_attn_norm   (Gemma 2/3)          attn.residual   x + attn(x): read 2, write 1
+  post_attn_norm   (Gemma 2/3)          residual.attn   x + attn(x): read 2, write 1
   pre_ffn_norm     RMSNorm before the MLP (Llama's "post_attention_layernorm")
   mlp.gate/up      linear(T, hidden, intermediate)        mlp.act   GeLU-tanh or SiLU
   mlp.mul          act(gate) * up                         mlp.down  linear(T, intermediate, hidden)
-  post_ffn_norm    (Gemma 2/3)          mlp.residual
+  post_ffn_norm    (Gemma 2/3)          residual.mlp
 
-Groups: `attention` = the attn.* components, `mlp` = the mlp.* components; norms count in the
-layer total only. A group's bytes_fused is the sum of its components' fused-ideal bytes.
+Groups follow the model's modules: `attention` = the attn.* components (what self_attn runs, its
+q/k norms included), `mlp` = the mlp.* components (what the MLP module runs: gate, up, act, mul,
+down), `norms_residuals` = what the layer's own forward runs around them (norms, residual adds).
+A group's bytes_fused is the sum of its components' fused-ideal bytes.
 """
 from __future__ import annotations
 
@@ -30,7 +32,6 @@ from dataclasses import asdict, dataclass, replace
 from rooflab import cost as C
 from rooflab.errors import RooflabError
 
-SILU_FLOPS = 5  # x * sigmoid(x): negate, exp, add, divide, multiply
 
 
 class ModelError(RooflabError, ValueError):
@@ -249,10 +250,11 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C
         raise ModelError(f"layer type must be 'full' or 'sliding', got {layer_type!r}")
     t, h, dt = ph.tokens, cfg.hidden, cfg.dtype
     q_out, kv_out = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-    norm = lambda name: C.rmsnorm(t, h, dt).named(name)  # noqa: E731
+    offset = cfg.family.startswith("gemma")  # Gemma's norms scale by (1 + w)
+    norm = lambda name: C.rmsnorm(t, h, dt, offset).named(name)  # noqa: E731
     residual = lambda name: C.elementwise(t * h, dt, 2, 1, 1).named(name)  # noqa: E731
     act = (C.gelu_tanh(t * cfg.intermediate, dt) if cfg.act == "gelu_tanh"
-           else C.elementwise(t * cfg.intermediate, dt, 1, 1, SILU_FLOPS))
+           else C.elementwise(t * cfg.intermediate, dt, 1, 1, C.SILU_FLOPS))
     parts = [
         norm("input_norm"),
         _proj("attn.q_proj", t, h, q_out, dt, cfg.attn_bias),
@@ -260,8 +262,8 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C
         _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias),
     ]
     if cfg.qk_norm:
-        parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt).named("attn.q_norm"),
-                  C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt).named("attn.k_norm")]
+        parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt, offset).named("attn.q_norm"),
+                  C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt, offset).named("attn.k_norm")]
     parts += [
         C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
         _core(cfg, ph, layer_type),
@@ -270,7 +272,7 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C
     if cfg.sandwich_norm:
         parts.append(norm("post_attn_norm"))
     parts += [
-        residual("attn.residual"),
+        residual("residual.attn"),
         norm("pre_ffn_norm"),
         _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False),
         _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False),
@@ -280,15 +282,17 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C
     ]
     if cfg.sandwich_norm:
         parts.append(norm("post_ffn_norm"))
-    parts.append(residual("mlp.residual"))
+    parts.append(residual("residual.mlp"))
     return parts
 
 
 def groups(parts: list[C.Cost]) -> dict[str, C.Cost]:
-    return {
-        "attention": C.total([p for p in parts if p.name.startswith("attn.")], "attention"),
-        "mlp": C.total([p for p in parts if p.name.startswith("mlp.")], "mlp"),
-    }
+    """The layer's components by the module that runs them (see the module docstring)."""
+    attn = [p for p in parts if p.name.startswith("attn.")]
+    mlp = [p for p in parts if p.name.startswith("mlp.")]
+    rest = [p for p in parts if p not in attn and p not in mlp]
+    return {"attention": C.total(attn, "attention"), "mlp": C.total(mlp, "mlp"),
+            "norms_residuals": C.total(rest, "norms_residuals")}
 
 
 def layer_type_of(cfg: ModelConfig, index: int | None = None, kind: str | None = None) -> str:

@@ -138,3 +138,36 @@ def sweep(family: str, roof: Roof, sizes) -> Sweep:
     fn = FAMILIES[family]
     points = [place(roof, fn(n, roof.dtype).named(f"n={n}")) for n in sizes]
     return Sweep(family, roof, crossover(roof, lambda n: fn(n, roof.dtype)), points)
+
+
+ABOVE_ROOF_TOLERANCE = 0.03  # a measured point this far above its roof is not noise
+
+
+def hold(roof: Roof, points: list[tuple[str, float, float, int]], cache_bytes: int | None = None,
+         tolerance: float = ABOVE_ROOF_TOLERANCE) -> tuple[Roof, list[str], dict[str, str]]:
+    """The roof that this run's measured points ``(name, intensity, FLOP/s, bytes)`` respect.
+
+    A point more than ``tolerance`` above a measured roof raises it (the ceiling run was slower
+    than this one: clocks, load), unless it is memory-bound with a working set that fits in the
+    on-chip cache of ``cache_bytes``: it did not read the memory the copy test measured, so it
+    stays above the roof with that reason. Returns the roof, one note per raise, and the reason
+    for each point left above."""
+    peak, bw, notes, why = roof.peak_flops_per_s, roof.mem_bandwidth_bytes_per_s, [], {}
+    for name, i, fps, nbytes in sorted(points, key=lambda p: -p[2]):
+        if fps <= min(peak, bw * i) * (1 + tolerance):
+            continue
+        if fps > peak * (1 + tolerance) and i >= peak / bw:
+            notes.append(f"{name} reached {fps / 1e12:.3g} TFLOP/s, {fps / peak - 1:.0%} above "
+                         f"the measured peak of {peak / 1e12:.3g}: the ceiling run was slower "
+                         "(clocks or load), so this run's roof is raised to it")
+            peak = fps
+        elif cache_bytes and nbytes <= cache_bytes:
+            why[name] = (f"its {nbytes / 2**20:.3g} MiB fit in the on-chip cache "
+                         f"({cache_bytes / 2**20:.3g} MiB), faster than the memory the copy test "
+                         "measured")
+        elif fps > bw * i * (1 + tolerance):
+            notes.append(f"{name} moved {fps / i / 1e9:.3g} GB/s, {fps / i / bw - 1:.0%} above "
+                         f"the measured copy bandwidth of {bw / 1e9:.3g}: the ceiling run was "
+                         "slower, so this run's roof is raised to it")
+            bw = fps / i
+    return Roof(roof.label, peak, bw, roof.dtype, roof.measured), notes, why

@@ -156,7 +156,9 @@ def test_sigint_to_a_real_lab_keeps_finished_parts(tmp_path):
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:  # part 5 finished before the signal landed: nothing to check
         pytest.skip("the lab finished before SIGINT arrived")
-    assert proc.returncode == 130, err
+    # 130, or death by SIGINT itself (which a shell reports as 130 too): CPython re-raises the
+    # signal at exit when an interrupt lands in some C extensions' code after our handler ran
+    assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err
     assert f"rooflab: interrupted; finished parts are in {tmp_path} (--resume continues)" in err
     assert json.loads(results.read_text())["parts"]["1"]["status"] == "ok"

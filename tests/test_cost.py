@@ -45,21 +45,22 @@ def test_elementwise_and_gelu():
 
 def test_norms_softmax_rope():
     r = C.rmsnorm(4, 8, "fp32")
-    assert r.flops == 4 * 32  # 4 FLOPs * 32 elements = 128
+    assert r.flops == 4 * 32 + 2 * 4  # 4 per element * 32 + 2 per row * 4 = 136
+    assert C.rmsnorm(4, 8, "fp32", weight_offset=True).flops == 136 + 8  # Gemma's 1 + w
     assert r.bytes == 4 * (2 * 32 + 8)  # read x, write y, read weight(8) = 288
     ln = C.layernorm(4, 8, "fp32")
     assert ln.flops == 7 * 32 and ln.bytes == 4 * (64 + 16)  # 224 FLOPs, 320 bytes
     s = C.softmax(3, 5, "fp16")
     assert s.flops == 5 * 15 and s.bytes == 2 * 5 * 15 and s.bytes_fused == 2 * 2 * 15
     ro = C.rope(6, 4, 8, "bf16")
-    assert ro.flops == 3 * 6 * 4 * 8  # 576
+    assert ro.flops == 3 * 192 + 192 // 2  # 576 + the negated half 96 = 672
     assert ro.bytes == 2 * (2 * 192 + 2 * 6 * 8)  # 2 * (384 + 96) = 960
 
 
 def test_attention_exact_docstring_example():
     a = C.attention(1, 1, 2, 2, 4, dtype="fp32")
     assert a.macs == 32  # 2 * (1*1*2*2) * 4
-    assert a.flops == 2 * 32 + 5 * 4  # 84
+    assert a.flops == 2 * 32 + (5 + 1) * 4  # softmax 5 and the scale 1 per score: 88
     assert a.bytes == 4 * ((8 + 8 + 4) + 20 + (4 + 8 + 8))  # 240
     assert a.bytes_fused == 4 * (8 + 8 + 8 + 8)  # 128
 
@@ -130,4 +131,4 @@ def test_attention_properties(b, h, lq, extra, d, causal):
     a = C.attention(b, h, lq, lkv, d, causal=causal)
     assert a.bytes > a.bytes_fused  # eager always moves the score matrix
     assert a.macs <= C.attention(b, h, lq, lkv, d).macs  # masking never adds work
-    assert a.flops == 2 * a.macs + 5 * (a.macs // (2 * d))
+    assert a.flops == 2 * a.macs + (5 + 1) * (a.macs // (2 * d))  # softmax and scale per score

@@ -143,3 +143,54 @@ def test_report_tables_show_times_in_readable_units():
     assert html.fmt(41943040, "bytes") == "41,943,040"  # not a time: as it is
     t = {"title": "t", "columns": ["op", "predicted_s"], "rows": [["mm(2x2,2x2)", 2.5e-06]]}
     assert "<td>2.5 us</td>" in html.table_html(t)
+
+
+def unexplained_above_roof(res: dict, tolerance: float = 0.03) -> list[str]:
+    """Every measured figure in a report that is above its roof without a stated reason."""
+    from rooflab import roofline as R
+    bad = []
+    for num, p in res["parts"].items():
+        r = p.get("result") or {}
+        for spec in r.get("plots", []):
+            if spec["kind"] != "roofline" or not spec["roofs"][0]["measured"]:
+                continue
+            roof = spec["roofs"][0]
+            rf = R.Roof("", roof["peak_flops_per_s"], roof["mem_bandwidth_bytes_per_s"])
+            for pt in spec["points"]:
+                if pt["kind"] == "measured" and pt["intensity"] > 0 and pt["flops_per_s"] > \
+                        R.attainable(rf, pt["intensity"]) * (1 + tolerance) and \
+                        "above_roof" not in pt["hover"]:
+                    bad.append(f"part {num} {spec['name']}: {pt['label'] or pt['group']}")
+        for t in r.get("tables", []):
+            for col in ("fraction_of_roof", "fraction_of_copy_bw"):
+                if col in t["columns"]:
+                    i = t["columns"].index(col)
+                    why = t["columns"].index("above_roof") if "above_roof" in t["columns"] \
+                        else None
+                    bad += [f"part {num} {t['name']}: {row[0]}" for row in t["rows"]
+                            if row[i] and row[i] > 1 + tolerance and (why is None or not row[why])]
+    return bad
+
+
+def test_no_unexplained_point_above_a_roof(cpu_report):
+    _, res = cpu_report
+    assert unexplained_above_roof(res) == []
+
+
+def test_a_point_above_a_measured_roof_raises_it(tmp_path):
+    from rooflab.lab.context import hold_roofline
+    spec = {"name": "p", "kind": "roofline",
+            "roofs": [{"label": "cpu (measured) fp32", "peak_flops_per_s": 100e9,
+                                    "mem_bandwidth_bytes_per_s": 10e9, "ridge": 10.0,
+                                    "measured": True}],
+            "points": [{"label": "GEMM", "intensity": 50.0, "flops_per_s": 120e9,
+                        "kind": "measured", "group": "g", "hover": {"bytes": 1 << 30}},
+                       {"label": "GEMV", "intensity": 0.5, "flops_per_s": 20e9,
+                        "kind": "measured", "group": "g", "hover": {"bytes": 1 << 20}}]}
+    notes = hold_roofline(spec, cache_bytes=32 << 20)
+    assert spec["roofs"][0]["peak_flops_per_s"] == 120e9 and spec["roofs"][0]["ridge"] == 12.0
+    assert notes[0].startswith("p: the measured roof was raised for this run: GEMM reached 0.12")
+    assert "on-chip cache" in spec["points"][1]["hover"]["above_roof"]  # 1 MiB: the cache's
+    assert spec["roofs"][0]["mem_bandwidth_bytes_per_s"] == 10e9
+    res = {"parts": {"2": {"result": {"plots": [spec], "tables": []}}}}
+    assert unexplained_above_roof(res) == []

@@ -1,5 +1,6 @@
 """Timer statistics, cold/warm labels, peak memory, OOM as a result, ceilings, achieved points."""
 import json
+import os
 
 import pytest
 import torch
@@ -21,12 +22,31 @@ def test_stats_exact():
     assert {"median_s", "mean_s", "min_s", "p20_s", "p80_s", "cv", "unstable", "reps"} <= set(d)
 
 
+def test_device_and_wall_named_apart():
+    t = Timing([1.0, 2.0, 3.0], "cuda", "warm", 0, wall_samples_s=[5.0, 6.0, 9.0])
+    assert (t.device_s, t.wall_s, t.median_s) == (2.0, 6.0, 2.0)  # median_s is device time
+    assert (t.p20_s, t.p80_s) == pytest.approx((1.4, 2.6))  # the README's attributes exist
+    d = t.as_dict()
+    assert (d["device_s"], d["wall_s"]) == (2.0, 6.0)
+    assert Timing([1.0], "cuda", "warm", 0).wall_s is None  # not measured, not made up
+
+
+def test_overhead_never_negative():
+    from rooflab.measure.timer import overhead
+    assert overhead(10e-6, 4e-6)["overhead_s"] == pytest.approx(6e-6)
+    bad = overhead(4e-6, 10e-6)
+    assert bad["overhead_s"] is None and "below kernel time" in bad["overhead_flag"]
+    assert overhead(None, 1.0) == {"overhead_s": None}
+
+
 def test_time_counts_and_labels():
     calls = []
     t = time(lambda: calls.append(1), warmup=2, reps=7, device="cpu")
-    assert len(calls) == 9 and len(t.samples_s) == 7 and t.label == "warm"
+    # 2 warm-up calls, 1 probe of the host's issue time, 7 timed
+    assert len(calls) == 10 and len(t.samples_s) == 7 and t.label == "warm"
+    assert t.wall_samples_s == t.samples_s  # on a CPU the device is the host
     cold = cold_series(lambda: calls.append(1), n=4, device="cpu")
-    assert cold.warmup == 0 and len(cold.samples_s) == 4
+    assert cold.warmup == 0 and len(cold.samples_s) == 4 and len(calls) == 14
     flushed = time(lambda: None, warmup=0, reps=3, flush_l2=True, device="cpu")
     assert flushed.label == "cold"
 
@@ -78,9 +98,14 @@ def test_oom_is_a_result_not_a_crash():
 
 def test_ceilings_cpu_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFLAB_CACHE", str(tmp_path))
+    stable = {"copy": dict(value=2e10, cv=0.01, stable=True, size="64 MiB")}
+    monkeypatch.setattr(ceilings, "copy_bandwidth", lambda *a: stable["copy"])
     c = ceilings.get("cpu", quick=True)
-    assert c.mem_bandwidth_bytes_per_s > 1e8 and c.peak_flops_per_s["fp32"] > 1e8
+    assert c.mem_bandwidth_bytes_per_s == 2e10 and c.peak_flops_per_s["fp32"] > 1e8
     assert not c.cached and c.date and c.versions["torch"]
+    if not c.stable:  # this machine's matmul was noisy: measured again next time, never cached
+        assert not list(tmp_path.iterdir())
+        return
     again = ceilings.get("cpu", quick=True)
     assert again.cached and again.peak_flops_per_s == c.peak_flops_per_s
     files = list(tmp_path.iterdir())
@@ -109,3 +134,59 @@ def test_achieved_point():
     assert p["attainable_flops_per_s"] == pytest.approx(100e9)  # compute-bound: the peak
     assert p["fraction_of_roof"] == pytest.approx(0.02)
     assert p["achieved_bandwidth_bytes_per_s"] == pytest.approx(1.2e8)
+
+
+def test_a_roof_is_the_best_stable_run():
+    runs = [dict(size="a", value=10.0, cv=0.01, stable=True),
+            dict(size="b", value=30.0, cv=0.2, stable=False),  # faster but noisy: not the roof
+            dict(size="c", value=12.0, cv=0.02, stable=True)]
+    best = ceilings.best_stable(runs)
+    assert (best["value"], best["size"], best["stable"]) == (12.0, "c", True)
+    assert len(best["runs"]) == 3
+    only_noisy = ceilings.best_stable(runs[1:2])
+    assert only_noisy["value"] == 30.0 and not only_noisy["stable"]
+
+
+def test_unstable_ceilings_are_measured_again_and_never_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROOFLAB_CACHE", str(tmp_path))
+    seen = []
+
+    def fake(device, quick=False):
+        seen.append(1)
+        ok = len(seen) > 1  # the second attempt is quiet
+        fig = dict(value=1e9 * len(seen), cv=0.01 if ok else 0.13, stable=ok, size="n=8")
+        return ceilings.Ceilings("cpu", "test cpu", fig["value"], {"fp32": fig["value"]},
+                                 {"copy": fig, "matmul_fp32": fig}, {}, "today",
+                                 stability={"copy": {"cv": fig["cv"], "stable": ok, "size": "x"},
+                                            "fp32": {"cv": fig["cv"], "stable": ok, "size": "x"}})
+
+    monkeypatch.setattr(ceilings, "measure", fake)
+    c = ceilings.get("cpu", attempts=2)
+    assert len(seen) == 2 and c.stable and c.peak_flops_per_s == {"fp32": 2e9}
+    assert len(list(tmp_path.iterdir())) == 1  # cached once stable
+    monkeypatch.setattr(ceilings, "measure", lambda d, quick=False: _noisy(ceilings))
+    c = ceilings.get("cpu", refresh=True, attempts=3, quick=True)
+    assert not c.stable and not (tmp_path / os.path.basename(ceilings.cache_path("cpu", True))).exists()
+
+
+def _noisy(ceilings):
+    fig = dict(value=5e8, cv=0.13, stable=False, size="n=8")
+    return ceilings.Ceilings("cpu", "test cpu", 5e8, {"fp32": 5e8}, {"copy": fig,
+                             "matmul_fp32": fig}, {}, "today",
+                             stability={"copy": {"cv": 0.13, "stable": False, "size": "x"}})
+
+
+def test_points_above_the_roof_raise_it_or_say_why():
+    roof = R.Roof("cpu (measured) fp32", 100e9, 10e9, "fp32", True)
+    gemm = achieved.point(Timing([1e-3], "cpu", "warm", 0), C.gemm(256, 256, 256, "fp32"), roof)
+    gemv_small = achieved.point(Timing([1e-5], "cpu", "warm", 0), C.gemv(256, 256, "fp32"), roof)
+    assert gemm["fraction_of_roof"] < 1
+    fast_gemm = achieved.point(Timing([2.8e-4], "cpu", "warm", 0),  # 120 GFLOP/s > 100
+                               C.gemm(256, 256, 256, "fp32").named("GEMM n=256"), roof)
+    new, pts, notes = achieved.hold(roof, [fast_gemm, gemv_small], cache_bytes=32 << 20)
+    assert new.peak_flops_per_s == pytest.approx(2 * 256**3 / 2.8e-4)  # raised to the point
+    assert pts[0]["fraction_of_roof"] == pytest.approx(1.0) and "raised" in notes[0]
+    # the GEMV's 263 KB sit in the cache: flagged with the reason, the bandwidth roof stays
+    assert new.mem_bandwidth_bytes_per_s == 10e9 and "on-chip cache" in pts[1]["above_roof"]
+    _, pts, notes = achieved.hold(roof, [gemv_small], cache_bytes=None)
+    assert pts[0]["fraction_of_roof"] == pytest.approx(1.0) and "copy bandwidth" in notes[0]

@@ -32,12 +32,13 @@ def test_prefill_components_exact():
     assert p["attn.core"].macs == 2 * (2 * 4 * 64 * 64) * 256  # 16777216, dense
     assert p["attn.core"].detail["macs_causal"] == 2 * (2 * 4 * (64 * 65 // 2)) * 256  # 8519680
     assert p["mlp.act"].flops == 8 * 128 * 2048  # GeLU-tanh, 8 FLOPs/elem
-    assert p["attn.q_norm"].flops == 4 * 128 * 4 * 256  # RMSNorm over head_dim
+    # RMSNorm over head_dim: 4 per element, 2 per row (512 rows), Gemma's 1 + w: 256
+    assert p["attn.q_norm"].flops == 4 * 128 * 4 * 256 + 2 * 128 * 4 + 256  # 525568
     names = [x.name for x in M.layer_costs(G, ph, "full")]
     assert names == ["input_norm", "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.q_norm",
                      "attn.k_norm", "attn.rope", "attn.core", "attn.o_proj", "post_attn_norm",
-                     "attn.residual", "pre_ffn_norm", "mlp.gate_proj", "mlp.up_proj", "mlp.act",
-                     "mlp.mul", "mlp.down_proj", "post_ffn_norm", "mlp.residual"]
+                     "residual.attn", "pre_ffn_norm", "mlp.gate_proj", "mlp.up_proj", "mlp.act",
+                     "mlp.mul", "mlp.down_proj", "post_ffn_norm", "residual.mlp"]
 
 
 def test_decode_reads_kv_cache_and_sliding_window():

@@ -114,7 +114,7 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
         del q, k, v
     c = C.attention(b, h, n, n, d, hkv, dtype, causal=causal)
     return {**row, "status": "ok", "extra_peak_bytes": mem.extra_peak_bytes,
-            "time_s": t.median_s, "cv": t.cv, "tflops_per_s": c.flops / t.median_s / 1e12,
+            "device_s": t.device_s, "cv": t.cv, "tflops_per_s": c.flops / t.device_s / 1e12,
             "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
 
 

@@ -22,7 +22,17 @@ class Context:
 
     @property
     def measured(self) -> H.Hardware:
-        return self.ceilings.hardware(self.gpu if self.device == "cuda" else None)
+        """This device with its measured ceilings, named as the device present (never as the
+        card chosen for the analytic answers)."""
+        base = H.detect(self.ceilings.device_name) if self.device == "cuda" else None
+        return self.ceilings.hardware(base)
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """The last-level on-chip cache of the device measured (L2 of a GPU, L3 of a CPU)."""
+        if self.device == "cuda":
+            return H.detect(self.ceilings.device_name).l2_bytes
+        return H.cpu_cache_bytes()
 
     @property
     def measured_dtype(self) -> str:
@@ -57,3 +67,26 @@ def table(name: str, title: str, rows: list[dict], columns: list[str]) -> dict:
     """A table as data: the listed columns of each row (units are in the column names)."""
     return {"name": name, "title": title, "columns": columns,
             "rows": [[r.get(c) for c in columns] for r in rows]}
+
+
+def hold_roofline(spec: dict, cache_bytes: int | None) -> list[str]:
+    """Make a roofline plot's measured roof hold over its measured points (``R.hold``): raise
+    it where the ceiling run was slower, and say in a point's hover why it stays above (cache).
+    Returns the notes for the part's answers."""
+    roof = spec["roofs"][0]
+    if not roof["measured"]:
+        return []
+    idx = [i for i, p in enumerate(spec["points"]) if p["kind"] == "measured"
+           and p["intensity"] > 0 and p["hover"].get("bytes")]
+    r = R.Roof(roof["label"], roof["peak_flops_per_s"], roof["mem_bandwidth_bytes_per_s"],
+               measured=True)
+    pts = spec["points"]
+    new, notes, why = R.hold(r, [(str(i), pts[i]["intensity"], pts[i]["flops_per_s"],
+                                  pts[i]["hover"]["bytes"]) for i in idx], cache_bytes)
+    for i, reason in why.items():
+        pts[int(i)]["hover"]["above_roof"] = reason
+    spec["roofs"][0] = roof_spec(R.Roof(roof["label"], new.peak_flops_per_s,
+                                        new.mem_bandwidth_bytes_per_s, measured=True))
+    label = lambda i: pts[int(i)]["label"] or pts[int(i)]["group"]  # noqa: E731
+    return [f"{spec['name']}: the measured roof was raised for this run: "
+            + n.replace(n.split(" ", 1)[0], label(n.split(" ", 1)[0]), 1) for n in notes]

@@ -11,7 +11,7 @@ from rooflab.kernels import gelu as G
 from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import release
-from rooflab.measure.timer import time
+from rooflab.measure.timer import overhead, time
 
 DTYPES = ("fp32", "fp16", "bf16")
 AUTOTUNE_MIN_SMS = 68  # below this, inductor skips GEMM autotuning in max-autotune
@@ -60,12 +60,13 @@ def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
             P.augment_trace(prof.trace_path, {prof.kernels[0].name: {"flops": c.flops,
                                                                       "bytes": c.bytes}})
         err = G.max_error(fn, min(numel, 1 << 20), x.dtype, device)
-        row.update(time_s=t.median_s, cv=t.cv, unstable=t.unstable,
+        row.update(device_s=t.device_s, cv=t.cv, unstable=t.unstable,
                    kernels_per_call=prof.launches_per_iter,
-                   kernel_names=[k.name for k in prof.kernels], bytes_predicted=c.bytes,
+                   kernel_names=[k.name for k in prof.kernels], flops=c.flops,
+                   bytes_predicted=c.bytes,
                    bytes_per_kernel=c.bytes / max(prof.launches_per_iter, 1),
-                   achieved_bandwidth_bytes_per_s=c.bytes / t.median_s,
-                   fraction_of_copy_bw=(c.bytes / t.median_s / copy_bw) if copy_bw else None,
+                   achieved_bandwidth_bytes_per_s=c.bytes / t.device_s,
+                   fraction_of_copy_bw=(c.bytes / t.device_s / copy_bw) if copy_bw else None,
                    max_abs_err=err, trace=prof.trace_path)
         rows.append(row)
     return {"numel": numel, "dtype": dtype, "device": device, "rows": rows, "skipped": skipped,
@@ -78,7 +79,7 @@ def _slug(s: str) -> str:
 
 def explain_gelu(rows: list[dict]) -> str:
     """Where the gap comes from, in this run's numbers: kernel count x bytes per kernel."""
-    ok = {r["variant"]: r for r in rows if "time_s" in r}
+    ok = {r["variant"]: r for r in rows if "device_s" in r}
     u, f = ok.get("unfused (basic ops)"), ok.get("F.gelu (PyTorch fused)")
     if not (u and f):
         return "Not enough variants ran to compare."
@@ -88,8 +89,8 @@ def explain_gelu(rows: list[dict]) -> str:
         f"{u['bytes_predicted'] / 1e6:.1f} MB (about {u['bytes_per_kernel'] / 1e6:.1f} MB per "
         f"kernel: each one reads its inputs from memory and writes its result back); F.gelu "
         f"launched {f['kernels_per_call']:.0f} and moved {f['bytes_predicted'] / 1e6:.1f} MB. "
-        f"Traffic ratio {traffic:.1f}x; measured time ratio {u['time_s'] / f['time_s']:.1f}x "
-        f"({u['time_s'] * 1e6:.0f} us vs {f['time_s'] * 1e6:.0f} us). ")
+        f"Traffic ratio {traffic:.1f}x; measured time ratio {u['device_s'] / f['device_s']:.1f}x "
+        f"({u['device_s'] * 1e6:.0f} us vs {f['device_s'] * 1e6:.0f} us). ")
     frac = f.get("fraction_of_copy_bw")
     if frac is None or frac >= 0.6:
         return text + ("Both are memory-bound (8 FLOPs per element against 2 elements of "
@@ -120,8 +121,9 @@ MLP_MODES = ("eager", "default", "max-autotune-no-cudagraphs", "max-autotune")
 
 def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: str,
               modes=MLP_MODES, trace_dir: str | None = None) -> dict:
-    """The MLP eager vs torch.compile modes: kernels before/after, latency (wall), profiled
-    kernel time and the rest (CPU: launches, guards, Python), compile time."""
+    """The MLP eager vs torch.compile modes: kernels before/after, device time per call (what
+    the kernels compare by), wall time per call (what the caller waits: the lesson on overhead),
+    profiled kernel time and the rest (launches, guards, Python), compile time."""
     torch.manual_seed(0)
     mlp = GatedMLP(hidden, intermediate).to(device, torch_dtype(dtype)).eval()
     x = torch.randn(tokens, hidden, device=device, dtype=torch_dtype(dtype))
@@ -153,9 +155,9 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
             continue
         # GPU time in kernels, profiled (a CPU has no kernels apart from its ops' own time)
         kernel_s = prof.device_time_us / prof.iters / 1e6 if device == "cuda" else None
-        rows.append({"mode": mode, "first_call_s": first, "time_s": t.median_s, "cv": t.cv,
-                     "kernel_s": kernel_s,
-                     "overhead_s": t.median_s - kernel_s if kernel_s is not None else None,
+        rows.append({"mode": mode, "first_call_s": first, "device_s": t.device_s,
+                     "wall_s": t.wall_s, "cv": t.cv, "kernel_s": kernel_s,
+                     **overhead(t.wall_s, kernel_s),
                      "kernels_per_call": prof.launches_per_iter,
                      "kernels": [{"name": k.name, "category": k.category, "calls": k.calls}
                                  for k in prof.kernels],

@@ -17,7 +17,7 @@ from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
-from rooflab.measure.timer import capture_graph, time
+from rooflab.measure.timer import capture_graph, overhead, time
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
 
@@ -110,7 +110,8 @@ def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: floa
     if d["generic"]:
         reasons.append(f"{len(d['generic'])} op(s) take PyTorch's generic (non-vectorized) "
                        f"elementwise loop: {', '.join(sorted(set(d['generic'])))}")
-    if not d["flops"] or d["bytes"] / d["flops"] > 1 / 50:  # memory-bound work
+    ridge = peak / ceil.mem_bandwidth_bytes_per_s  # the measured ridge, FLOP/byte
+    if not d["flops"] or d["flops"] / d["bytes"] < ridge:  # memory-bound on this device
         reasons.append(f"moved {d['bytes'] / 1e6:.1f} MB at "
                        f"{d['bytes'] / measured_s / 1e9:.0f} GB/s, "
                        f"{d['bytes'] / measured_s / ceil.mem_bandwidth_bytes_per_s:.0%} of the "
@@ -161,10 +162,12 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
         "seq": phase.seq, "kv_len": phase.kv_len, "mode": "cuda_graph" if graph else "eager",
         "dtype": dtype or cfg.dtype, "device": device,
-        "wall_s": wall.median_s, "wall_cv": wall.cv, "kernel_s": kernel_s,
+        "wall_s": wall.wall_s if wall.wall_s is not None else wall.device_s,
+        "device_s": wall.device_s, "device_cv": wall.cv, "kernel_s": kernel_s,
         "predicted_s": predicted_s, "roofline_s": roofline_s, "op_costs": costs.as_dict(),
         "predicted_over_kernel": predicted_s / kernel_s if kernel_s else None,
-        "overhead_s": wall.median_s - kernel_s, "launches_per_iter": prof.launches_per_iter,
+        **overhead(wall.wall_s if wall.wall_s is not None else wall.device_s, kernel_s),
+        "launches_per_iter": prof.launches_per_iter,
         "kernels_counted": sum(d["kernels"] for d in per.values()),
         "timeline": prof.timeline, "components": comps, "ops": ops,
         "ops_matched_s": sum(o["kernel_s"] or 0 for o in ops), "notes": prof.notes,

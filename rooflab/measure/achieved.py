@@ -41,3 +41,24 @@ def measure(fn, c: Cost | None, roof: R.Roof, *args, fused: bool = False,
     cost, the dispatch counter counts it first."""
     c = c if c is not None else counted(fn, *args)
     return point(time(fn, *args, name=c.name, **time_kwargs), c, roof, fused)
+
+
+
+def hold(roof: R.Roof, points: list[dict], cache_bytes: int | None = None,
+         tolerance: float = R.ABOVE_ROOF_TOLERANCE) -> tuple[R.Roof, list[dict], list[str]]:
+    """``R.hold`` over achieved points: the roof this run's points respect, the points placed
+    under it again (``above_roof`` says why where one still is), and one note per change."""
+    new, notes, why = R.hold(roof, [(p["name"], p["intensity"], p["achieved_flops_per_s"],
+                                     p["bytes"]) for p in points], cache_bytes, tolerance)
+    placed = []
+    for p in points:
+        i = p["intensity"]
+        q = {**p, "attainable_flops_per_s": R.attainable(new, i), "bound": R.bound(new, i),
+             "time_floor_s": R.time_floor_s(new, p["flops"], p["bytes"]), "roof": new.label}
+        q["fraction_of_roof"] = (q["achieved_flops_per_s"] / q["attainable_flops_per_s"]
+                                 if p["flops"] else
+                                 q["achieved_bandwidth_bytes_per_s"] / new.mem_bandwidth_bytes_per_s)
+        if p["name"] in why:
+            q["above_roof"] = why[p["name"]]
+        placed.append(q)
+    return new, placed, notes

@@ -2,7 +2,14 @@
 
 GPU: device-to-device copy bandwidth (bytes read + bytes written) and matmul FLOP/s per dtype on
 random data at sizes that fill the chip. CPU: a STREAM-like copy and an fp32 (and fp64) matmul,
-so the lab has a roof without a GPU. Results are cached per device, driver and versions, dated.
+so the lab has a roof without a GPU.
+
+A roof is the best *sustained* rate: each figure is the median of a timed run (sustained, not one
+lucky call), taken over several sizes and rounds, and the best stable run wins (load from other
+processes only ever slows a run down). A run whose CV is above the timer's threshold is unstable;
+when every run of a figure is unstable the figure is kept for this run, marked unstable, and not
+cached, so the next run measures again. Results are cached per device, driver and versions,
+dated, with each figure's CV and size.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from rooflab import hardware as H
 from rooflab.measure.dtypes import TORCH_DTYPES
 from rooflab.measure.timer import device_of, time
 
+FORMAT = 2  # caches of an older format (no stability record) are measured again
 
 
 @dataclass
@@ -30,9 +38,15 @@ class Ceilings:
     versions: dict = field(default_factory=dict)
     date: str = ""
     cached: bool = False
+    stability: dict = field(default_factory=dict)  # figure -> {"cv", "stable", "size"}
+    format: int = FORMAT
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def stable(self) -> bool:
+        return all(s["stable"] for s in self.stability.values())
 
     def hardware(self, base: H.Hardware | None = None) -> H.Hardware:
         """The device as a Hardware record whose roof is these measurements."""
@@ -58,9 +72,9 @@ def copy_bandwidth(device: str, nbytes: int, budget_s: float = 0.3) -> dict:
     n = nbytes // 4
     src = torch.rand(n, device=device)
     dst = torch.empty_like(src)
-    t = time(dst.copy_, src, warmup=3, budget_s=budget_s, device=device, name="copy")
-    return {"bytes_moved": 2 * n * 4, "timing": t.as_dict(),
-            "bandwidth_bytes_per_s": 2 * n * 4 / t.median_s}
+    t = time(dst.copy_, src, warmup=3, budget_s=budget_s, device=device, name="copy", wall=False)
+    return {"size": f"{nbytes >> 20} MiB", "bytes_moved": 2 * n * 4, "timing": t.as_dict(),
+            "value": 2 * n * 4 / t.device_s, "cv": t.cv, "stable": not t.unstable}
 
 
 def matmul_rate(device: str, dtype: str, n: int, budget_s: float = 0.3) -> dict:
@@ -77,12 +91,21 @@ def matmul_rate(device: str, dtype: str, n: int, budget_s: float = 0.3) -> dict:
             a = torch.randn(n, n, device=device, dtype=TORCH_DTYPES[dtype])
             b = torch.randn(n, n, device=device, dtype=TORCH_DTYPES[dtype])
             fn = lambda: a @ b  # noqa: E731
-        t = time(fn, warmup=3, budget_s=budget_s, device=device, name=f"matmul {dtype}")
+        t = time(fn, warmup=3, budget_s=budget_s, device=device, name=f"matmul {dtype}",
+                 wall=False)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
-    # the ceiling is the median (sustained) rate; the fastest run shows the burst clock's rate
-    return {"n": n, "timing": t.as_dict(), "flops_per_s": 2 * n**3 / t.median_s,
-            "best_run_flops_per_s": 2 * n**3 / t.min_s}
+    # the figure is the median (sustained) rate; the fastest run shows the burst clock's rate
+    return {"size": f"n={n}", "n": n, "timing": t.as_dict(), "value": 2 * n**3 / t.device_s,
+            "best_run_flops_per_s": 2 * n**3 / t.min_s, "cv": t.cv, "stable": not t.unstable}
+
+
+def best_stable(runs: list[dict]) -> dict:
+    """The fastest stable run, or the fastest of all (marked unstable) when none is stable."""
+    stable = [r for r in runs if r["stable"]]
+    best = max(stable or runs, key=lambda r: r["value"])
+    return {**best, "stable": bool(stable), "runs": [
+        {k: r[k] for k in ("size", "value", "cv", "stable")} for r in runs]}
 
 
 def gpu_dtypes() -> list[str]:
@@ -96,35 +119,38 @@ def gpu_dtypes() -> list[str]:
     return dts
 
 
+def plan(device: str, quick: bool) -> tuple[list[int], dict[str, list[int]], int]:
+    """Copy sizes (bytes), matmul sizes per dtype, rounds: sizes that fill the device."""
+    if device == "cuda":
+        mm = {dt: [4096] if quick else [4096, 8192] if dt in ("fp32", "tf32") else
+              [4096, 8192, 16384] for dt in gpu_dtypes()}
+        return ([256 << 20] if quick else [256 << 20, 1 << 30, 2 << 30]), mm, 1 if quick else 2
+    mm = {"fp32": [512] if quick else [512, 1024], "fp64": [384] if quick else [384, 768]}
+    return ([64 << 20] if quick else [64 << 20, 256 << 20]), mm, 2 if quick else 3
+
+
 def measure(device: str | None = None, quick: bool = False) -> Ceilings:
     dev = device_of(device)
+    copy_sizes, mm_sizes, rounds = plan(dev, quick)
+    budget = 0.3 if dev == "cuda" else (0.15 if quick else 0.3)
     details: dict = {}
-    if dev == "cuda":
-        bw = copy_bandwidth(dev, (256 << 20) if quick else (2 << 30))
-        peaks = {}
-        for dt in gpu_dtypes():
-            # the ceiling is the best sustained rate over sizes that fill the chip (clocks and
-            # tile fit differ by size); every size's figure is kept
-            sizes = (4096,) if quick else (4096, 8192) if dt in ("fp32", "tf32") else \
-                (4096, 8192, 16384)
-            try:
-                runs = [matmul_rate(dev, dt, n) for n in sizes]
-            except (RuntimeError, TypeError) as e:  # e.g. fp8 unsupported by this build
-                details[f"matmul_{dt}"] = {"error": str(e).splitlines()[0][:200]}
-                continue
-            best = max(runs, key=lambda r: r["flops_per_s"])
-            details[f"matmul_{dt}"] = {**best, "by_size": runs}
-            peaks[dt] = best["flops_per_s"]
-    else:
-        bw = copy_bandwidth(dev, (64 << 20) if quick else (256 << 20))
-        peaks = {}
-        for dt, n in (("fp32", 512 if quick else 1024), ("fp64", 384 if quick else 768)):
-            r = matmul_rate(dev, dt, n, budget_s=0.2 if quick else 0.5)
-            details[f"matmul_{dt}"] = r
-            peaks[dt] = r["flops_per_s"]
+    bw = best_stable([copy_bandwidth(dev, nb, budget) for _ in range(rounds) for nb in copy_sizes])
     details["copy"] = bw
-    return Ceilings(dev, device_name(dev), bw["bandwidth_bytes_per_s"], peaks, details,
-                    versions(dev), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    peaks = {}
+    for dt, sizes in mm_sizes.items():
+        try:
+            runs = [matmul_rate(dev, dt, n, budget) for _ in range(rounds) for n in sizes]
+        except (RuntimeError, TypeError) as e:  # e.g. fp8 unsupported by this build
+            details[f"matmul_{dt}"] = {"error": str(e).splitlines()[0][:200]}
+            continue
+        details[f"matmul_{dt}"] = best_stable(runs)
+        peaks[dt] = details[f"matmul_{dt}"]["value"]
+    stability = {("copy" if k == "copy" else k.removeprefix("matmul_")):
+                 {"cv": v["cv"], "stable": v["stable"], "size": v["size"]}
+                 for k, v in details.items() if "value" in v}
+    return Ceilings(dev, device_name(dev), bw["value"], peaks, details, versions(dev),
+                    _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    stability=stability)
 
 
 def cache_path(device: str, quick: bool = False) -> str:
@@ -136,20 +162,46 @@ def cache_path(device: str, quick: bool = False) -> str:
     return os.path.join(root, f"ceilings-{safe}{'-quick' if quick else ''}.json")
 
 
-def get(device: str | None = None, refresh: bool = False, quick: bool = False) -> Ceilings:
-    """Cached ceilings for this device, driver and versions; measured when absent or refreshed."""
+def get(device: str | None = None, refresh: bool = False, quick: bool = False,
+        attempts: int = 2) -> Ceilings:
+    """Cached ceilings for this device, driver and versions; measured when absent, refreshed or
+    from an older format. An unstable measurement is taken again (up to ``attempts`` times,
+    keeping the best of each figure) and never cached."""
     dev = device_of(device)
     path = cache_path(dev, quick)  # quick (small-size) figures never stand in for full ones
     if not refresh and os.path.exists(path):
         try:
             with open(path) as f:
-                return Ceilings(**{**json.load(f), "cached": True})
+                c = Ceilings(**{**json.load(f), "cached": True})
+            if c.format == FORMAT and c.stable:
+                return c
         except (ValueError, TypeError):
-            pass  # a damaged cache is re-measured
+            pass  # a damaged or old cache is re-measured
     c = measure(dev, quick=quick)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(c.as_dict(), f, indent=2)
-    os.replace(tmp, path)
+    for _ in range(attempts - 1):
+        if c.stable:
+            break
+        c = merge(c, measure(dev, quick=quick))
+    if c.stable:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(c.as_dict(), f, indent=2)
+        os.replace(tmp, path)
     return c
+
+
+def merge(a: Ceilings, b: Ceilings) -> Ceilings:
+    """Figure by figure, the better of two measurements (stable first, then faster)."""
+    details = {}
+    for k in a.details.keys() | b.details.keys():
+        da, db = a.details.get(k, {}), b.details.get(k, {})
+        cands = [d for d in (da, db) if "value" in d]
+        details[k] = max(cands, key=lambda d: (d["stable"], d["value"])) if cands else (da or db)
+    peaks = {k.removeprefix("matmul_"): v["value"] for k, v in details.items()
+             if k.startswith("matmul_") and "value" in v}
+    stability = {("copy" if k == "copy" else k.removeprefix("matmul_")):
+                 {"cv": v["cv"], "stable": v["stable"], "size": v["size"]}
+                 for k, v in details.items() if "value" in v}
+    return Ceilings(a.device, a.device_name, details["copy"]["value"], peaks, details, a.versions,
+                    b.date, stability=stability)

@@ -120,7 +120,7 @@ def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     a = torch.randn(elements // 1024, 1024, device=device, dtype=dtype)
     col = torch.randn(elements // 1024, 1, device=device, dtype=dtype)
     t = time(lambda: a * col, warmup=3, budget_s=0.2, device=device, name="broadcast multiply")
-    return a.numel() / t.median_s
+    return a.numel() / t.device_s
 
 
 def measure(device: str) -> OpCosts:

@@ -1,8 +1,23 @@
 """The one timer: every latency in rooflab goes through ``time`` (or ``cold_series``).
 
-CUDA: a pair of CUDA events around each call, read after one synchronize (as triton's do_bench).
-CPU: time.perf_counter_ns around each call. Warm-up runs first unless asked otherwise; an optional
-L2 flush (zeroing a buffer larger than L2) before every call makes a run "cold" instead of "warm".
+Two figures per call, named so everywhere:
+
+- ``device_s``: the device's own time for the call. On CUDA, a pair of events around each call
+  only measures the GPU when the call's work is already queued when the start event runs;
+  otherwise the GPU sits idle at the start event while Python launches the call, and the launch
+  latency is counted (a 7 us kernel reads 16 us). So each timed call is preceded by a GPU spin
+  (``torch.cuda._sleep``) longer than the host needs to issue the call: while the GPU spins, the
+  host queues start event, call and end event, and the events then bracket back-to-back GPU work
+  only. This keeps per-call samples (quantiles, CV) and works for any callable, unlike CUDA-graph
+  capture (not every call can be captured) or one pair of events around a batch (no spread).
+  A call that synchronizes inside waits out the spin and counts its host time again.
+- ``wall_s``: what a caller waits for one call on an idle device: the host clock from issuing
+  the call to the end of its work (launch, Python, synchronize included). The lab uses it where
+  the lesson is overhead and device time where it compares kernels.
+
+On the CPU the device is the host: both are the host clock around the call. Warm-up runs first
+unless asked otherwise; an optional L2 flush (zeroing a buffer larger than L2) before every call
+makes a run "cold" instead of "warm".
 """
 from __future__ import annotations
 
@@ -25,17 +40,26 @@ class MeasureError(RooflabError, RuntimeError):
 
 @dataclass
 class Timing:
-    samples_s: list[float]
+    samples_s: list[float]  # device time of each timed call
     device: str
     label: str  # "warm" | "cold" (L2 flushed before each call) | "graph" (CUDA-graph replay)
     warmup: int
     cv_threshold: float = CV_UNSTABLE
     name: str = ""
     extra: dict = field(default_factory=dict)
+    wall_samples_s: list[float] = field(default_factory=list)  # wall time of each call
 
     @property
-    def median_s(self) -> float:
+    def device_s(self) -> float:
+        """Median device time per call (the GPU's own time; on a CPU, the host's)."""
         return statistics.median(self.samples_s)
+
+    @property
+    def wall_s(self) -> float | None:
+        """Median wall time per call on an idle device; None if it was not measured."""
+        return statistics.median(self.wall_samples_s) if self.wall_samples_s else None
+
+    median_s = device_s  # the figure every comparison of kernels uses
 
     @property
     def mean_s(self) -> float:
@@ -52,7 +76,16 @@ class Timing:
         return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
     @property
+    def p20_s(self) -> float:
+        return self.quantile_s(0.2)
+
+    @property
+    def p80_s(self) -> float:
+        return self.quantile_s(0.8)
+
+    @property
     def cv(self) -> float:
+        """Coefficient of variation of the device samples."""
         if len(self.samples_s) < 2 or self.mean_s == 0:
             return 0.0
         return statistics.stdev(self.samples_s) / self.mean_s
@@ -64,9 +97,10 @@ class Timing:
     def as_dict(self) -> dict:
         return {
             "name": self.name, "device": self.device, "label": self.label, "warmup": self.warmup,
-            "reps": len(self.samples_s), "median_s": self.median_s, "mean_s": self.mean_s,
-            "min_s": self.min_s, "p20_s": self.quantile_s(0.2), "p80_s": self.quantile_s(0.8),
-            "cv": self.cv, "unstable": self.unstable, **self.extra,
+            "reps": len(self.samples_s), "device_s": self.device_s, "wall_s": self.wall_s,
+            "median_s": self.median_s, "mean_s": self.mean_s, "min_s": self.min_s,
+            "p20_s": self.p20_s, "p80_s": self.p80_s, "cv": self.cv, "unstable": self.unstable,
+            **self.extra,
         }
 
 
@@ -94,33 +128,67 @@ def _call(fn, args, kwargs, name):
                            f"{type(e).__name__}: {e}") from e
 
 
-class _Clock:
-    """Start/stop around one call on a device; read() returns seconds for every pair."""
+_SLEEP_CYCLES_PER_S: float | None = None
 
-    def __init__(self, device: str):
-        self.device = device
-        self.pairs: list = []
 
-    def start(self):
-        if self.device == "cuda":
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return _time.perf_counter_ns()
+def _cycles_per_s() -> float:
+    """The GPU clock torch.cuda._sleep spins on, measured once per process."""
+    global _SLEEP_CYCLES_PER_S
+    if _SLEEP_CYCLES_PER_S is None:
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)  # warm the spin kernel up
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(cycles)
+        b.record()
+        b.synchronize()
+        _SLEEP_CYCLES_PER_S = cycles / (a.elapsed_time(b) / 1e3)
+    return _SLEEP_CYCLES_PER_S
 
-    def stop(self, started):
-        if self.device == "cuda":
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            self.pairs.append((started, ev))
-        else:
-            self.pairs.append((started, _time.perf_counter_ns()))
 
-    def read(self) -> list[float]:
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in self.pairs]
-        return [(b - a) / 1e9 for a, b in self.pairs]
+def _busy_queue(issue_s: float):
+    """A GPU spin that outlasts the host's issue time of one call (x2 + 20 us, at most 50 ms),
+    so the call is queued whole before its start event runs."""
+    cycles = int(min(2 * issue_s + 20e-6, 0.05) * _cycles_per_s())
+    return lambda: torch.cuda._sleep(cycles)
+
+
+def _device_samples(call, args, kwargs, name, reps, flush, issue_s) -> list[float]:
+    """Device time of each call. CUDA: events behind a busy queue (see the module docstring);
+    CPU: the host clock."""
+    out = []
+    if torch.cuda.is_available() and issue_s is not None:
+        spin = _busy_queue(issue_s)
+        pairs = []
+        for _ in range(reps):
+            flush()
+            spin()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            _call(call, args, kwargs, name)
+            b.record()
+            pairs.append((a, b))
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in pairs]
+    for _ in range(reps):
+        flush()
+        t0 = _time.perf_counter_ns()
+        _call(call, args, kwargs, name)
+        out.append((_time.perf_counter_ns() - t0) / 1e9)
+    return out
+
+
+def _wall_samples(call, args, kwargs, name, reps, flush, device) -> list[float]:
+    """Host time from issuing one call on an idle device to the end of its work."""
+    out = []
+    for _ in range(reps):
+        flush()
+        _sync(device)
+        t0 = _time.perf_counter_ns()
+        _call(call, args, kwargs, name)
+        _sync(device)
+        out.append((_time.perf_counter_ns() - t0) / 1e9)
+    return out
 
 
 def _sync(device: str) -> None:
@@ -153,9 +221,10 @@ def capture_graph(fn, args=(), kwargs=None, warmup: int = 2):
 def time(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 0.2,
          flush_l2: bool = False, cuda_graph: bool = False, device: str | None = None,
          max_reps: int = 1000, cv_threshold: float = CV_UNSTABLE, name: str = "",
-         **kwargs) -> Timing:
+         wall: bool = True, **kwargs) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``reps`` timed calls, or as many
-    as fit in ``budget_s`` (at least 5, at most ``max_reps``) when reps is None."""
+    as fit in ``budget_s`` (at least 5, at most ``max_reps``) when reps is None. On CUDA, ``wall``
+    also measures wall time per call on an idle GPU (as many calls again)."""
     _check(fn)
     dev = device_of(device)
     if cuda_graph:
@@ -168,25 +237,42 @@ def time(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 
     flush = _flusher(dev, flush_l2)
     for _ in range(warmup):
         _call(call, args, kwargs, name)
-    _sync(dev)
-    if reps is None:
+    issue_s = 1e-3  # the host's time to issue one call (no synchronize), probed when warm
+    if warmup or reps is None:
+        _sync(dev)
         t0 = _time.perf_counter()
         _call(call, args, kwargs, name)
+        issue_s = _time.perf_counter() - t0
         _sync(dev)
         one = max(_time.perf_counter() - t0, 1e-7)
-        reps = int(min(max_reps, max(5, budget_s / one)))
-    clock = _Clock(dev)
-    for _ in range(reps):
-        flush()
-        started = clock.start()
-        _call(call, args, kwargs, name)
-        clock.stop(started)
+        reps = reps or int(min(max_reps, max(5, budget_s / one)))
+    _sync(dev)
+    cuda = dev == "cuda"
+    samples = _device_samples(call, args, kwargs, name, reps, flush, issue_s if cuda else None)
+    walls = _wall_samples(call, args, kwargs, name, reps, flush, dev) if cuda and wall \
+        else (list(samples) if not cuda else [])
     label = "graph" if cuda_graph else ("cold" if flush_l2 else "warm")
-    return Timing(clock.read(), dev, label, warmup, cv_threshold, name)
+    return Timing(samples, dev, label, warmup, cv_threshold, name, wall_samples_s=walls)
+
+
+def overhead(wall_s: float | None, kernel_s: float | None) -> dict:
+    """Wall time per call minus the profiled kernel time: launches, guards, Python. Never shown
+    negative: wall below kernel time means the two were measured under different conditions
+    (clocks, load), which is flagged instead."""
+    if wall_s is None or kernel_s is None:
+        return {"overhead_s": None}
+    if wall_s < kernel_s:
+        return {"overhead_s": None, "overhead_flag": f"wall {wall_s * 1e6:.0f} us below kernel "
+                f"time {kernel_s * 1e6:.0f} us: measured under different load; not subtracted"}
+    return {"overhead_s": wall_s - kernel_s}
 
 
 def cold_series(fn, *args, n: int = 5, device: str | None = None, name: str = "",
                 **kwargs) -> Timing:
-    """n timed calls with no warm-up at all: the first shows first-call cost (lazy init, handle
-    creation, autotuning, page faults), the rest the settled level."""
-    return time(fn, *args, warmup=0, reps=n, device=device, name=name, **kwargs)
+    """n calls with no warm-up at all, each timed on the wall clock (issue to end of work: the
+    first call's cost is mostly host work, lazy init, handle creation, autotuning, page faults);
+    the first sample shows it, the rest the settled level."""
+    _check(fn)
+    dev = device_of(device)
+    walls = _wall_samples(fn, args, kwargs, name, n, lambda: None, dev)
+    return Timing(walls, dev, "first calls", 0, CV_UNSTABLE, name, wall_samples_s=walls)

@@ -90,33 +90,37 @@ def lab_summary(res: dict, out_dir: str) -> None:
 
 
 def gelu(d: dict) -> None:
-    rows = [[r["variant"], secs(r.get("time_s")), f"{r.get('kernels_per_call', 0):.0f}",
+    rows = [[r["variant"], secs(r.get("device_s")), f"{r.get('kernels_per_call', 0):.0f}",
              si(r.get("bytes_predicted"), "B"), si(r.get("achieved_bandwidth_bytes_per_s"), "B/s"),
              f"{r['fraction_of_copy_bw']:.0%}" if r.get("fraction_of_copy_bw") else "-",
              f"{r['max_abs_err']:.2g}" if "max_abs_err" in r else r.get("error", "")]
             for r in d["rows"]]
     table(f"GeLU-tanh, {d['numel']:,} {d['dtype']} elements on {d['device']}",
-          ["variant", "time", "kernels", "bytes", "bandwidth", "of copy BW", "max err"], rows)
+          ["variant", "device time", "kernels", "bytes", "bandwidth", "of copy BW", "max err"],
+          rows)
     for s in d["skipped"]:
         out.print(f"{s['variant']}: {s['reason']}")
     out.print(d["explanation"])
 
 
 def mlp(d: dict) -> None:
-    rows = [[r["mode"], secs(r.get("time_s")), f"{r.get('kernels_per_call', 0):.0f}",
-             secs(r.get("first_call_s")), r.get("error", "")] for r in d["rows"]]
+    rows = [[r["mode"], secs(r.get("device_s")), secs(r.get("wall_s")), secs(r.get("kernel_s")),
+             f"{r.get('kernels_per_call', 0):.0f}", secs(r.get("first_call_s")),
+             r.get("error") or r.get("overhead_flag", "")] for r in d["rows"]]
     table(f"MLP {d['hidden']}->{d['intermediate']}, {d['tokens']} tokens, {d['dtype']}",
-          ["mode", "time", "kernels", "first call", "error"], rows)
+          ["mode", "device time", "wall time", "kernel time", "kernels", "first call", "note"],
+          rows)
     for n in d["notes"]:
         out.print(n)
 
 
 def attention(d: dict) -> None:
     rows = [[r["impl"], r["seq"], r["status"], si(r.get("extra_peak_bytes"), "B"),
-             secs(r.get("time_s")), f"{r['tflops_per_s']:.3g}" if "tflops_per_s" in r else "-"]
+             secs(r.get("device_s")), f"{r['tflops_per_s']:.3g}" if "tflops_per_s" in r else "-"]
             for r in d["rows"]]
     table(f"Attention B={d['batch']} H={d['heads']} D={d['head_dim']} {d['dtype']} "
-          f"causal={d['causal']}", ["impl", "seq", "status", "extra memory", "time", "TFLOP/s"],
+          f"causal={d['causal']}", ["impl", "seq", "status", "extra memory", "device time",
+                                    "TFLOP/s"],
           rows)
     for k, why in d["skipped"].items():
         out.print(f"{k}: {why}")
@@ -126,10 +130,20 @@ def attention(d: dict) -> None:
 
 
 def ceilings(d: dict) -> None:
-    rows = [[dt, si(v, "FLOP/s")] for dt, v in d["peak_flops_per_s"].items()]
-    rows.append(["copy bandwidth", si(d["mem_bandwidth_bytes_per_s"], "B/s")])
+    st = d.get("stability", {})
+    mark = lambda k: ("stable" if st[k]["stable"] else "UNSTABLE") if k in st else "-"  # noqa: E731
+    cv = lambda k: f"{st[k]['cv']:.1%}" if k in st else "-"  # noqa: E731
+    size = lambda k: st[k]["size"] if k in st else "-"  # noqa: E731
+    rows = [[f"matmul {dt}", si(v, "FLOP/s"), size(dt), cv(dt), mark(dt)]
+            for dt, v in d["peak_flops_per_s"].items()]
+    rows.append(["copy bandwidth", si(d["mem_bandwidth_bytes_per_s"], "B/s"), size("copy"),
+                 cv("copy"), mark("copy")])
     cached = " (cached; --refresh to re-measure)" if d.get("cached") else ""
-    table(f"Measured ceilings: {d['device_name']} on {d['date']}{cached}", ["ceiling", "value"], rows)
+    table(f"Measured ceilings: {d['device_name']} on {d['date']}{cached}",
+          ["ceiling", "best sustained", "at size", "CV", "stability"], rows)
+    if not all(s["stable"] for s in st.values()):
+        out.print("Some figures stayed unstable (another process is using this device?): they "
+                  "are used for this run only and not cached.")
 
 
 def _cost_rows(items: list[dict]) -> list[list]:

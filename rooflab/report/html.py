@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from rooflab.report import svg
-from rooflab.report.units import secs
+from rooflab.report import units
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;
@@ -15,7 +15,7 @@ table{border-collapse:collapse;font-size:.82em;margin:.6em 0 1.2em;display:block
 td,th{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .ok{color:#1a7f37}.failed{color:#cf222e}.skipped{color:#9a6700}
-.plot svg{max-width:760px;background:#fff}.plot figcaption{font-size:.8em}
+.plot svg{max-width:760px;background:#fff}.ptitle{font-weight:600;font-size:.9em;max-width:760px}.plot figcaption{font-size:.8em}
 .lg{margin-right:1.2em;display:inline-block}.lg i{display:inline-block;width:12px;height:12px;
 margin-right:4px;vertical-align:middle}
 svg text{font-size:11px;fill:#333}svg .t{font-size:13px;font-weight:600}
@@ -42,8 +42,9 @@ def esc(s) -> str:
 
 
 def fmt(v, column: str = "") -> str:
-    if column.endswith("_s") and isinstance(v, (int, float)) and not isinstance(v, bool):
-        return secs(v)  # a time: in the unit that reads best
+    with_unit = units.column(column, v)  # the unit the column's name states
+    if with_unit is not None:
+        return with_unit
     if v is None:
         return "-"
     if isinstance(v, bool):

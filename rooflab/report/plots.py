@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rooflab.report.units import secs, si
 from rooflab.roofline import Roof
+
+Y_UNITS = {"s": secs, "FLOP/s": lambda v: si(v, "FLOP/s")}  # a y unit -> its tick labels
 
 
 @dataclass(frozen=True)
@@ -64,19 +67,17 @@ def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: s
                        marker=markers[gi % len(markers)] if kind == "measured" else "o",
                        facecolors=c if kind == "measured" else "none", edgecolors=c, s=45,
                        zorder=3, label=f"{g + ' ' if g else ''}{kind}")
-            for p in sel if len(sel) <= 10 else ():  # crowded groups: the legend says enough
-                ax.annotate(p.label, (p.intensity, p.flops_per_s), fontsize=7,
-                            xytext=(4, -9 if kind == "measured" else 4),
-                            textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("performance (FLOP/s)")
+    ax.set_ylabel("performance")
+    _y_unit(ax, "FLOP/s")
     ymax = max(r.peak_flops_per_s for r in roofs)
     ax.set_ylim(bottom=min([r.mem_bandwidth_bytes_per_s * x_lo for r in roofs]
                            + [p.flops_per_s for p in points if p.flops_per_s > 0]) / 2,
                 top=ymax * 3)
+    _label_points(fig, ax, points)
     r0 = roofs[0]
     ax.text(math.sqrt(x_lo * r0.ridge), ymax * 1.6, "memory-bound", ha="center", fontsize=10,
             color="0.35")
@@ -84,16 +85,50 @@ def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: s
             color="0.35")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="best")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(_wrap(title), fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return str(path)
 
 
+def _y_unit(ax, unit: str | None) -> None:
+    if unit in Y_UNITS:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: Y_UNITS[unit](v)))
+
+
+def _label_points(fig, ax, points) -> None:
+    """One label per name (the measured point's where there is one), placed at the first of a
+    few offsets where it overlaps no label already placed; a label with no free place is left to
+    the legend and the HTML report's hover."""
+    fig.canvas.draw()  # the transforms below need the final limits
+    placed, seen = [], set()
+    order = sorted(points, key=lambda p: p.kind != "measured")
+    for p in order:
+        if not p.label or p.label in seen or not (p.intensity > 0 and p.flops_per_s > 0):
+            continue
+        seen.add(p.label)
+        x, y = ax.transData.transform((p.intensity, p.flops_per_s))
+        px = 7 * fig.dpi / 72  # the labels' font size, in pixels
+        w, h = 0.62 * px * len(p.label), 1.25 * px
+        for dx, dy in ((5, 4), (5, -h - 4), (5, h + 6), (5, -2 * h - 6), (-8 - w, 4),
+                       (-8 - w, -h - 4)):
+            box = (x + dx, y + dy, x + dx + w, y + dy + h)
+            if all(box[2] < b[0] or box[0] > b[2] or box[3] < b[1] or box[1] > b[3]
+                   for b in placed):
+                placed.append(box)
+                ax.annotate(p.label, (p.intensity, p.flops_per_s), fontsize=7,
+                            xytext=(dx * 72 / fig.dpi, dy * 72 / fig.dpi),
+                            textcoords="offset points")
+                break
+
+
 def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str,
               title: str = "", logx: bool = True, logy: bool = True,
-              marks: dict[str, list[tuple[float, str]]] | None = None) -> str:
+              marks: dict[str, list[tuple[float, str]]] | None = None,
+              yunit: str | None = None) -> str:
     """One line per series of (x, y); ``marks`` annotates points (e.g. 'OOM') per series."""
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=130)
@@ -112,7 +147,8 @@ def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, y
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    _y_unit(ax, yunit)
+    ax.set_title(_wrap(title), fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -122,7 +158,7 @@ def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, y
 
 
 def bars_png(path, labels: list[str], values: list[float], ylabel: str, title: str = "",
-             logy: bool = False) -> str:
+             logy: bool = False, yunit: str | None = None) -> str:
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=130)
     ax.bar(range(len(values)), values, color="#4C72B0")
@@ -130,13 +166,21 @@ def bars_png(path, labels: list[str], values: list[float], ylabel: str, title: s
     if logy:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    _y_unit(ax, yunit)
+    ax.set_title(_wrap(title), fontsize=10)
     for i, v in enumerate(values):
-        ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=7)
+        ax.annotate(Y_UNITS[yunit](v) if yunit in Y_UNITS else f"{v:.3g}", (i, v), ha="center",
+                    va="bottom", fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return str(path)
+
+
+def _wrap(title: str, width: int = 95) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width)) if title else ""
 
 
 def render_png(spec: dict, path) -> str:
@@ -151,7 +195,8 @@ def render_png(spec: dict, path) -> str:
         marks = {k: [(x, t) for x, t in v] for k, v in spec.get("marks", {}).items()}
         return lines_png(path, {k: [tuple(p) for p in v] for k, v in spec["series"].items()},
                          spec["xlabel"], spec["ylabel"], spec["title"], spec.get("logx", True),
-                         spec.get("logy", True), marks)
+                         spec.get("logy", True), marks, spec.get("yunit"))
     if spec["kind"] == "bars":
-        return bars_png(path, spec["labels"], spec["values"], spec["ylabel"], spec["title"])
+        return bars_png(path, spec["labels"], spec["values"], spec["ylabel"], spec["title"],
+                        yunit=spec.get("yunit"))
     raise ValueError(f"unknown plot kind {spec['kind']!r}")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import html
 import math
 
-W, H_, PAD_L, PAD_R, PAD_T, PAD_B = 760, 420, 70, 20, 30, 50
+from rooflab.report.units import secs, si
+
+W, H_, PAD_L, PAD_R, PAD_T, PAD_B = 760, 400, 78, 20, 12, 50
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
@@ -57,9 +59,15 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _frame(ax: _Axes, title: str, xlabel: str, ylabel: str) -> list[str]:
-    out = [f'<text x="{W / 2}" y="18" text-anchor="middle" class="t">{_esc(title)}</text>',
-           f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" '
+TICKS = {"s": secs, "FLOP/s": lambda v: si(v, "FLOP/s")}  # a y unit -> its tick labels
+
+
+def tick_label(v: float, unit: str | None = None) -> str:
+    return TICKS[unit](v) if unit in TICKS else f"{v:.3g}"
+
+
+def _frame(ax: _Axes, xlabel: str, ylabel: str, yunit: str | None = None) -> list[str]:
+    out = [f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" '
            f'height="{H_ - PAD_T - PAD_B}" class="frame"/>']
     for v in ax.ticks(ax.logx, ax.x0, ax.x1):
         x = ax.x(v)
@@ -68,7 +76,8 @@ def _frame(ax: _Axes, title: str, xlabel: str, ylabel: str) -> list[str]:
     for v in ax.ticks(ax.logy, ax.y0, ax.y1):
         y = ax.y(v)
         out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-                   f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end">{v:.3g}</text>')
+                   f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end">'
+                   f'{_esc(tick_label(v, yunit))}</text>')
     out.append(f'<text x="{W / 2}" y="{H_ - 10}" text-anchor="middle">{_esc(xlabel)}</text>')
     out.append(f'<text x="14" y="{H_ / 2}" text-anchor="middle" '
                f'transform="rotate(-90 14 {H_ / 2})">{_esc(ylabel)}</text>')
@@ -89,7 +98,7 @@ def roofline(spec: dict) -> str:
     xs = [p["intensity"] for p in pts] + [r["ridge"] for r in spec["roofs"]]
     ys = [p["flops_per_s"] for p in pts] + [r["peak_flops_per_s"] for r in spec["roofs"]]
     ax = _Axes([min(xs) / 3, max(xs) * 3], [min(ys) / 3, max(ys) * 2])
-    out = _frame(ax, spec["title"], "arithmetic intensity (FLOP/byte)", "FLOP/s")
+    out = _frame(ax, "arithmetic intensity (FLOP/byte)", "performance", "FLOP/s")
     legend = []
     for i, r in enumerate(spec["roofs"]):
         c = COLORS[i % len(COLORS)]
@@ -112,7 +121,7 @@ def roofline(spec: dict) -> str:
                                   {"intensity FLOP/B": p["intensity"],
                                    "FLOP/s": p["flops_per_s"], **p["hover"]}))
         legend.append((c, f"{g} (hollow: predicted on the roof; filled: measured)", False))
-    return _svg(out, legend)
+    return _svg(out, legend, spec["title"])
 
 
 def lines(spec: dict) -> str:
@@ -120,7 +129,7 @@ def lines(spec: dict) -> str:
     xs = [p[0] for s in series.values() for p in s]
     ys = [p[1] for s in series.values() for p in s]
     ax = _Axes(xs, ys, spec.get("logx", True), spec.get("logy", True))
-    out = _frame(ax, spec["title"], spec["xlabel"], spec["ylabel"])
+    out = _frame(ax, spec["xlabel"], spec["ylabel"], spec.get("yunit"))
     legend = []
     for i, (name, pts) in enumerate(series.items()):
         c = COLORS[i % len(COLORS)]
@@ -139,7 +148,7 @@ def lines(spec: dict) -> str:
                 out.append(f'<line x1="{ax.x(x):.1f}" x2="{ax.x(x):.1f}" y1="{PAD_T}" '
                            f'y2="{H_ - PAD_B}" class="mark"/><text x="{ax.x(x) + 3:.1f}" '
                            f'y="{PAD_T + 12}" class="markt">{_esc(name)}: {_esc(text)}</text>')
-    return _svg(out, legend)
+    return _svg(out, legend, spec["title"])
 
 
 def bars(spec: dict) -> str:
@@ -147,27 +156,29 @@ def bars(spec: dict) -> str:
     top = max(vals) if vals else 1.0
     n = max(len(vals), 1)
     bw = (W - PAD_L - PAD_R) / n
-    out = [f'<text x="{W / 2}" y="18" text-anchor="middle" class="t">{_esc(spec["title"])}</text>',
-           f'<text x="14" y="{H_ / 2}" text-anchor="middle" '
+    out = [f'<text x="14" y="{H_ / 2}" text-anchor="middle" '
            f'transform="rotate(-90 14 {H_ / 2})">{_esc(spec["ylabel"])}</text>']
     for i, (label, v) in enumerate(zip(spec["labels"], vals)):
-        h = (H_ - PAD_T - PAD_B) * (v / top if top else 0)
+        h = (H_ - PAD_T - PAD_B - 14) * (v / top if top else 0)
         x = PAD_L + i * bw + bw * 0.15
-        tip = f"{label}: {v:.4g} {spec['ylabel']}"
+        shown = tick_label(v, spec.get("yunit"))
+        tip = f"{label}: {shown}" if spec.get("yunit") else f"{label}: {v:.4g} {spec['ylabel']}"
         out.append(f'<g class="pt" data-tip="{_esc(tip)}"><rect x="{x:.1f}" '
                    f'y="{H_ - PAD_B - h:.1f}" width="{bw * 0.7:.1f}" height="{h:.1f}" '
                    f'fill="{COLORS[0]}"><title>{_esc(tip)}</title></rect></g>'
                    f'<text x="{x + bw * 0.35:.1f}" y="{H_ - PAD_B + 14}" text-anchor="middle">'
                    f'{_esc(label[:28])}</text><text x="{x + bw * 0.35:.1f}" '
-                   f'y="{H_ - PAD_B - h - 4:.1f}" text-anchor="middle">{v:.3g}</text>')
-    return _svg(out, [])
+                   f'y="{H_ - PAD_B - h - 4:.1f}" text-anchor="middle">{_esc(shown)}</text>')
+    return _svg(out, [], spec["title"])
 
 
-def _svg(body: list[str], legend) -> str:
+def _svg(body: list[str], legend, title: str) -> str:
+    """The plot with its title as HTML above it (the browser wraps it: never clipped)."""
     items = "".join(
         f'<span class="lg"><i style="background:{c}{"" if solid else ";opacity:.5"}"></i>'
         f'{_esc(text)}</span>' for c, text, solid in legend)
-    return (f'<figure class="plot"><svg viewBox="0 0 {W} {H_}" width="100%" '
+    return (f'<figure class="plot"><div class="ptitle">{_esc(title)}</div>'
+            f'<svg viewBox="0 0 {W} {H_}" width="100%" '
             f'xmlns="http://www.w3.org/2000/svg" role="img">{"".join(body)}</svg>'
             f'<figcaption>{items}</figcaption></figure>')
 

@@ -22,3 +22,34 @@ def secs(v) -> str:
         if abs(v) >= s:
             return f"{v / s:.3g} {unit}"
     return f"{v / 1e-9:.3g} ns"
+
+
+# A column's unit comes from its name, exactly (units are in the names, see cost.py):
+# the longest matching suffix wins, so "tflops_per_s" is a rate and never a time.
+RATE_SUFFIXES = (("tflops_per_s", lambda v: f"{v:.3g} TFLOP/s"),
+                 ("flops_per_s", lambda v: si(v, "FLOP/s")),
+                 ("bytes_per_s", lambda v: si(v, "B/s")),
+                 ("elements_per_s", lambda v: si(v, "elem/s")))
+
+
+COUNTED = ("bytes", "bytes_fused", "bytes_eager", "flops", "macs")
+
+
+def column(name: str, v) -> str | None:
+    """``v`` in the unit its column name states, or None when the name states none."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    for suffix, render in RATE_SUFFIXES:
+        if name == suffix or name.endswith("_" + suffix):
+            return render(v)
+    if name.endswith("_per_s"):
+        return f"{v:.4g} /s"
+    if name.endswith("_s"):
+        return secs(v)
+    if name in COUNTED:
+        return None  # exact integers, as counted
+    if name.endswith("_bytes") or name.startswith("bytes_"):
+        return si(v, "B")
+    if name.startswith("fraction_") or name in ("cv", "torch_cv") or name.endswith("_cv"):
+        return f"{v:.1%}"
+    return None
