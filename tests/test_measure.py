@@ -190,3 +190,16 @@ def test_points_above_the_roof_raise_it_or_say_why():
     assert new.mem_bandwidth_bytes_per_s == 10e9 and "on-chip cache" in pts[1]["above_roof"]
     _, pts, notes = achieved.hold(roof, [gemv_small], cache_bytes=None)
     assert pts[0]["fraction_of_roof"] == pytest.approx(1.0) and "copy bandwidth" in notes[0]
+
+
+@pytest.mark.gpu
+def test_device_time_leaves_launch_overhead_out():
+    """A ~5 us kernel: device time (busy queue) is below the wall time of a lone call and close
+    to the profiler's own kernel time (CUPTI); loose bounds, the benchmark has the tight ones."""
+    from rooflab.measure import profile as P
+    s = torch.rand(1 << 20, device="cuda")
+    t = time(lambda: s * 2, warmup=10, reps=200, device="cuda")
+    prof = P.profile(lambda: s * 2, iters=50, warmup=5, device="cuda")
+    kernel_s = prof.device_time_us / 50 / 1e6
+    assert t.device_s < t.wall_s
+    assert 0.75 < t.device_s / kernel_s < 1.33, (t.device_s, kernel_s)

@@ -123,3 +123,13 @@ def test_augment_trace(tmp_path):
     ev = [e for e in json.loads(path.read_text())["traceEvents"] if "sgemm" in e["name"]][0]
     assert ev["args"]["rooflab flops"] == 2_000_000
     assert ev["args"]["achieved TFLOP/s"] == pytest.approx(2e6 / 30e-6 / 1e12, abs=1e-3)
+
+
+def test_augment_trace_keeps_gzip_under_a_gz_name(tmp_path):
+    import gzip
+    path = tmp_path / "t.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": _synthetic_cuda_trace()}, f)
+    P.augment_trace(str(path), {"sgemm": {"flops": 2_000_000, "bytes": 30_000}})
+    events = P.load_trace(str(path))  # still gzip: load_trace opens it
+    assert any("rooflab flops" in e.get("args", {}) for e in events)

@@ -336,6 +336,6 @@ def augment_trace(path: str, costs: dict[str, dict], out_path: str | None = None
                 "achieved TFLOP/s": round(match["flops"] / secs / 1e12, 3),
                 "achieved GB/s": round(match["bytes"] / secs / 1e9, 1)})
     out_path = out_path or path
-    with open(out_path, "w") as f:
-        json.dump(data, f)
+    with (gzip.open if str(out_path).endswith(".gz") else open)(out_path, "wt") as f:
+        json.dump(data, f)  # a .gz name gets gzip, as load_trace expects
     return out_path
