@@ -16,8 +16,11 @@ def test_stats_exact():
     assert t.median_s == 3.0 and t.mean_s == 4.0 and t.min_s == 1.0
     assert t.quantile_s(0.2) == pytest.approx(1.8)  # 1 + 0.8 * (2 - 1)
     assert t.quantile_s(0.8) == pytest.approx(5.2)  # 4 + 0.2 * (10 - 4)
-    assert t.cv == pytest.approx(3.5355 / 4.0, rel=1e-3)  # stdev 3.5355
+    assert t.cv_stdev == pytest.approx(3.5355 / 4.0, rel=1e-3)  # stdev 3.5355
+    assert t.cv == pytest.approx(1.4826 * 1 / 3)  # MAD: median of |x - 3| = (2,1,0,1,7) -> 1
     assert t.unstable
+    tight = Timing([1.0] * 20 + [1.01] * 20 + [9.0], "cuda", "warm", 0)  # one stray sample
+    assert tight.cv < 0.02 and tight.cv_stdev > 0.5 and not tight.unstable
     d = t.as_dict()
     assert {"median_s", "mean_s", "min_s", "p20_s", "p80_s", "cv", "unstable", "reps"} <= set(d)
 
