@@ -71,11 +71,11 @@ def main(out_dir: str) -> None:
                               "decode_step": step})
     print(summary)
     for r in mlp["rows"]:
-        print(r["mode"], r.get("device_s"), r.get("kernel_s"), r.get("kernels_per_call"),
-              r.get("first_call_s"),
-              r.get("error"))
+        print(r["mode"], "device", r.get("device_s"), "wall", r.get("wall_s"), "kernel",
+              r.get("kernel_s"), r.get("kernels_per_call"), r.get("first_call_s"), r.get("error"))
     for mode, s in step.items():
-        print(mode, "wall", s["wall_s"], "kernel", s["kernel_s"], "gaps", s["timeline"])
+        print(mode, "wall", s["wall_s"], "device", s["device_s"], "kernel", s["kernel_s"],
+              "gaps", s["timeline"])
 
 
 if __name__ == "__main__":
