@@ -22,3 +22,32 @@ def test_two_commands_main_job_and_tests():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert quickstart_commands()[1] in [line.strip() for line in ci]
+
+
+def test_every_python_snippet_runs():
+    """The README's Python blocks, run as written, in order, in one namespace."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    ns: dict = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), ns)  # noqa: S102 - our own documentation
+    assert ns["t"].device_s > 0 and ns["t"].p20_s > 0 and ns["n"].total_flops == 2 * 512 * 512 * 1024 + 512 * 1024
+
+
+def test_every_cli_line_of_the_tour_parses():
+    """Each command of the README's CLI tour is a real command with real options (--help
+    exits 0 for it); the analytic ones run."""
+    from rooflab.cli import main
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Tour of the CLI", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    for line in block.splitlines():
+        argv = line.split("#")[0].split()
+        if not argv:
+            continue
+        assert argv[0] == "rooflab"
+        words = [w for w in argv[1:] if not w.startswith("-")][:2]
+        cmd = [w for w in words if w in ("specs", "cost", "gemm", "gemv", "attention", "roofline",
+                                        "ceilings", "layer", "model", "fusion", "gelu", "mlp")]
+        assert main([*cmd, "--help"]) == 0, line
