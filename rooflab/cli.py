@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import roofline as R
+from rooflab import cli_input as I
 from rooflab.errors import RooflabError
 from rooflab.report import console
 
@@ -35,64 +36,11 @@ SEQ = typer.Option(None, "--seq", help="prefill: tokens per sequence (default 51
 KV_LEN = typer.Option(None, "--kv-len", help="decode: cached positions attended (default 1024)")
 
 
-class UserError(RooflabError):
-    """Bad input from the command line: one line on stderr, exit code 2."""
-
-
 def _emit(data, as_json: bool, render) -> None:
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
         render(data)
-
-
-class Interrupted(Exception):
-    """Ctrl-C during a command; the message says what was kept."""
-
-
-def _positive(value: Optional[int], flag: str) -> Optional[int]:
-    if value is not None and value <= 0:
-        raise UserError(f"{flag} must be a positive integer, got {value}")
-    return value
-
-
-def _writable_dir(path: str, flag: str) -> str:
-    """Create ``path`` (like mkdir -p) and check a file can be written there, before any work."""
-    import os
-    import tempfile
-
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UserError(f"{flag} {path}: is a file, not a folder")
-    try:
-        os.makedirs(path, exist_ok=True)
-        tempfile.TemporaryFile(dir=path).close()
-    except OSError as e:
-        raise UserError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
-    return path
-
-
-def _writable_file(path: str, flag: str) -> str:
-    """A file path whose folder exists and is writable (checked before any work)."""
-    import os
-
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UserError(f"{flag} {path}: is a folder; give a file name such as {path}/plot.png")
-    if not os.path.isdir(folder):
-        raise UserError(f"{flag} {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"{flag} {path}: cannot write in {folder}")
-    return path
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise UserError(f"sizes must be comma-separated positive integers, got {text!r}") from None
-    if not sizes or any(s <= 0 for s in sizes):
-        raise UserError(f"sizes must be comma-separated positive integers, got {text!r}")
-    return sizes
 
 
 @app.command()
@@ -149,7 +97,7 @@ def cost_attention(batch: int = typer.Option(..., "--batch", help="sequences"),
 def _gpu(gpu: Optional[str]) -> H.Hardware:
     hw = H.resolve(gpu)
     if not hw.peak_flops_per_s:
-        raise UserError(f"no datasheet for {hw.name}: pass --gpu NAME (see `rooflab specs`) "
+        raise I.UserError(f"no datasheet for {hw.name}: pass --gpu NAME (see `rooflab specs`) "
                         "or a spec file")
     return hw
 
@@ -158,15 +106,15 @@ def _roofline(family: str, gpu: Optional[str], dtype: str, sizes: str, plot: Opt
               also: str, measured: bool, as_json: bool) -> None:
     hw = _gpu(gpu)
     if plot:
-        _writable_file(plot, "--plot")
+        I.writable_file(plot, "--plot")
     roof = R.Roof.of(hw, dtype)
     extra = [R.Roof.of(hw, d) for d in (s.strip() for s in also.split(",")) if d]
-    sw = R.sweep(family, roof, _sizes(sizes))
+    sw = R.sweep(family, roof, I.sizes(sizes))
     data = sw.as_dict()
     if measured:
         from rooflab.measure import ceilings as CE
 
-        m_hw = CE.get(_device(None)).hardware()
+        m_hw = CE.get(I.device(None)).hardware()
         m_dt = roof.dtype if roof.dtype in m_hw.peak_flops_per_s else next(iter(m_hw.peak_flops_per_s))
         extra.append(R.Roof.of(m_hw, m_dt))
     data["extra_roofs"] = [{"label": r.label, "ridge": r.ridge} for r in extra]
@@ -212,38 +160,9 @@ def ceilings(device: Optional[str] = typer.Option(None, "--device", help="cuda o
     from rooflab.measure import ceilings as CE
 
     if device not in (None, "cuda", "cpu"):
-        raise UserError(f"--device must be cuda or cpu, got {device!r}")
-    _emit(CE.get(_device(device), refresh=refresh, quick=quick).as_dict(), as_json,
+        raise I.UserError(f"--device must be cuda or cpu, got {device!r}")
+    _emit(CE.get(I.device(device), refresh=refresh, quick=quick).as_dict(), as_json,
           console.ceilings)
-
-
-def _device(device: Optional[str]) -> str:
-    import torch
-
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is available here (use --device cpu)")
-    if device not in ("cuda", "cpu"):
-        raise UserError(f"--device must be auto, cuda or cpu, got {device!r}")
-    return device
-
-
-def _phase(phase: str, batch: int, seq: Optional[int], kv_len: Optional[int]):
-    from rooflab import models as M
-
-    _positive(batch, "--batch"), _positive(seq, "--seq"), _positive(kv_len, "--kv-len")
-    if phase == "prefill":
-        if kv_len is not None:
-            raise UserError("--kv-len is for --phase decode (the cache length); prefill attends "
-                            "its own --seq tokens")
-        return M.Phase.prefill(batch, seq or 512)
-    if phase == "decode":
-        if seq is not None:
-            raise UserError("--seq is for --phase prefill; decode takes --kv-len (the cache "
-                            "length, default 1024)")
-        return M.Phase.decode(batch, kv_len or 1024)
-    raise UserError(f"--phase must be prefill or decode, got {phase!r}")
 
 
 def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
@@ -270,9 +189,9 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
     if dtype:
         cfg = replace(cfg, dtype=C.dtype_name(dtype))
     if layer_index is not None and layer_type is not None:
-        raise UserError("give --layer or --layer-type, not both")
+        raise I.UserError("give --layer or --layer-type, not both")
     lt = M.layer_type_of(cfg, layer_index, layer_type)
-    data = decoder.analyze(cfg, _phase(phase, batch, seq, kv_len), lt, _roof_for(gpu, cfg.dtype))
+    data = decoder.analyze(cfg, I.phase(phase, batch, seq, kv_len), lt, _roof_for(gpu, cfg.dtype))
     _emit(data, as_json, console.layer)
 
 
@@ -287,35 +206,8 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
     from rooflab.lab import decoder
 
     cfg = M.load(model_name)
-    data = decoder.model_summary(cfg, _phase(phase, batch, seq, kv_len), _roof_for(gpu, cfg.dtype))
+    data = decoder.model_summary(cfg, I.phase(phase, batch, seq, kv_len), _roof_for(gpu, cfg.dtype))
     _emit(data, as_json, console.model)
-
-
-def _choices(text: str, allowed, flag: str) -> list[str]:
-    chosen = [c.strip() for c in text.split(",") if c.strip()]
-    if not chosen or any(c not in allowed for c in chosen):
-        raise UserError(f"{flag} takes {', '.join(allowed)}; got {text!r}")
-    return chosen
-
-
-def _dtype(text: str, allowed, flag: str = "--dtype") -> str:
-    dt = C.dtype_name(text)
-    if dt not in allowed:
-        raise UserError(f"{flag} must be one of {', '.join(allowed)}, got {text!r}")
-    return dt
-
-
-def _parts(text: str) -> list[int]:
-    from rooflab.lab.parts import PARTS
-
-    try:
-        nums = sorted({int(s) for s in text.split(",") if s.strip()})
-    except ValueError:
-        raise UserError(f"--parts takes numbers 1-5 separated by commas, got {text!r}") from None
-    bad = [n for n in nums if n not in PARTS]
-    if bad or not nums:
-        raise UserError(f"--parts takes numbers 1-5 separated by commas, got {text!r}")
-    return nums
 
 
 @app.command()
@@ -330,11 +222,11 @@ def lab(device: str = DEVICE,
     """Run the whole lab on this device and write an HTML report (DIR/index.html)."""
     from rooflab.lab import run as LR
 
-    dev = _device(device)
-    nums = _parts(parts)
+    dev = I.device(device)
+    nums = I.parts(parts)
     if gpu:
         H.resolve(gpu)  # a bad name fails before any work
-    _writable_dir(out, "--out")
+    I.writable_dir(out, "--out")
     note = console.out if not as_json else console.err
     if dev == "cpu":
         note.print("No CUDA device: running the CPU lab (measured CPU roofline; "
@@ -344,7 +236,7 @@ def lab(device: str = DEVICE,
             res = LR.run(dev, nums, gpu, quick, out, resume, progress=prog.task,
                          on_part=prog.part_done)
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted; finished parts are in {out} (--resume continues)") \
+        raise I.Interrupted(f"interrupted; finished parts are in {out} (--resume continues)") \
             from None
     _emit(res, as_json, lambda r: console.lab_summary(r, out))
 
@@ -364,10 +256,10 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel", help="elements of 
     from rooflab.measure import ceilings as CE
 
     C._sizes(numel=numel)
-    dt = _dtype(dtype, fusion.DTYPES)
-    dev = _device(device)
+    dt = I.dtype(dtype, fusion.DTYPES)
+    dev = I.device(device)
     if trace:
-        _writable_dir(trace, "--trace")
+        I.writable_dir(trace, "--trace")
     data = fusion.gelu_study(numel, dt, dev, CE.get(dev).mem_bandwidth_bytes_per_s, trace)
     _emit(data, as_json, console.gelu)
 
@@ -386,11 +278,11 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
     from rooflab.lab import fusion
 
     C._sizes(tokens=tokens)
-    chosen = _choices(modes, fusion.MLP_MODES, "--modes")
-    dt = _dtype(dtype, fusion.DTYPES)
+    chosen = I.choices(modes, fusion.MLP_MODES, "--modes")
+    dt = I.dtype(dtype, fusion.DTYPES)
     if trace:
-        _writable_dir(trace, "--trace")
-    data = fusion.mlp_study(640, 2048, tokens, dt, _device(device), chosen, trace)
+        I.writable_dir(trace, "--trace")
+    data = fusion.mlp_study(640, 2048, tokens, dt, I.device(device), chosen, trace)
     _emit(data, as_json, console.mlp)
 
 
@@ -410,33 +302,34 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
     from rooflab.lab import attention as A
 
     C._sizes(batch=batch, heads=heads, head_dim=head_dim)
-    seqs = _seq_range(seq)
-    impls = _choices(impl, A.IMPLS, "--impl")
-    dt = _dtype(dtype, A.DTYPES)
-    dev = _device(device)
+    seqs = I.seq_range(seq)
+    impls = I.choices(impl, A.IMPLS, "--impl")
+    dt = I.dtype(dtype, A.DTYPES)
+    dev = I.device(device)
+    _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal, dev)
     try:
         with console.Progress() as prog:
             tick = prog.task("attention", len(seqs) * len(impls))
             data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
     except KeyboardInterrupt:
-        raise Interrupted("interrupted before the sweep finished; nothing was written") \
+        raise I.Interrupted("interrupted before the sweep finished; nothing was written") \
             from None
     _emit(data, as_json, console.attention)
 
 
-def _seq_range(text: str) -> list[int]:
-    """'a..b': the powers-of-two multiples a, 2a, ... up to b; 'a,b,c': those lengths."""
-    if ".." not in text:
-        return _sizes(text)
-    lo, _, hi = text.partition("..")
-    lo_n, hi_n = _sizes(lo)[0], _sizes(hi)[0]
-    if lo_n > hi_n:
-        raise UserError(f"--seq {text}: the range is empty; write low..high, e.g. {hi_n}..{lo_n}")
-    seqs, n = [], lo_n
-    while n <= hi_n:
-        seqs.append(n)
-        n *= 2
-    return seqs
+def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) -> None:
+    """One line on stderr when the sweep's roofline floor on this device exceeds a minute."""
+    from rooflab.lab import attention as A
+    from rooflab.measure import ceilings as CE
+
+    ceil = CE.get(device)
+    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
+    floor_s = A.predicted_sweep_s(seqs, impls, batch, heads, head_dim, dtype, causal, peak,
+                                  ceil.mem_bandwidth_bytes_per_s)
+    if floor_s > 60:
+        sys.stderr.write(f"rooflab: this sweep needs at least {floor_s / 60:.0f} min on "
+                         f"{ceil.device_name} (its roofline floor); shorten --seq or --impl to "
+                         "cut it, Ctrl-C stops it\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     try:
         rv = app(args=argv, prog_name="rooflab", standalone_mode=False)
-    except Interrupted as e:
+    except I.Interrupted as e:
         return _interrupted(str(e))
     except KeyboardInterrupt:  # whatever the typer release does with Ctrl-C
         return _interrupted("interrupted")

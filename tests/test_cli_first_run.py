@@ -246,3 +246,27 @@ def test_hostile_arguments_exit_0_2_or_130_without_traceback(capsys, no_heavy_wo
         assert err.count("\n") == 1, (argv, err)
     if code == 130:  # after the progress bar, if one was drawn
         assert err.strip().splitlines()[-1].startswith("rooflab: interrupted"), (argv, err)
+
+
+def test_no_cuda_runtime_warning_on_a_cpu(capsys):
+    """torch.compile on a machine with a CUDA toolkit but no GPU logs "No CUDA runtime is found"
+    through this logger on every compile: the CLI lets only its errors through."""
+    import logging
+    run(capsys, "specs", "--json")
+    assert logging.getLogger("torch.utils.cpp_extension").getEffectiveLevel() == logging.ERROR
+
+
+def test_a_long_sweep_says_so_before_it_starts(capsys, monkeypatch):
+    """The README's 512..32768 sweep on a CPU: a warning with the floor, then the work (here a
+    stand-in that stops at once)."""
+    from rooflab.lab import attention
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(attention, "sweep", interrupt)
+    code, _, err = run(capsys, "attention", "--seq", "512..32768", "--device", "cpu")
+    assert code == 130 and "this sweep needs at least" in err and "min on CPU" in err
+    floor = attention.predicted_sweep_s([32768], ["flash"], 1, 16, 128, "fp16", False, 1e11, 1e10)
+    # 14 calls of 2*2*16*32768^2*128 MACs... at 100 GFLOP/s: about 20 minutes for that point
+    assert floor == pytest.approx(14 * (4 * 16 * 32768**2 * 128 + 6 * 16 * 32768**2) / 1e11)

@@ -145,6 +145,46 @@ def test_report_tables_show_times_in_readable_units():
     assert "<td>2.5 us</td>" in html.table_html(t)
 
 
+def test_units_come_from_the_column_name_exactly():
+    from rooflab.report import html
+
+    assert html.fmt(89.1, "tflops_per_s") == "89.1 TFLOP/s"  # a rate, not "89.1 s"
+    assert html.fmt(1.43e11, "achieved_flops_per_s") == "143 GFLOP/s"
+    assert html.fmt(3.36e9, "achieved_bandwidth_bytes_per_s") == "3.36 GB/s"
+    assert html.fmt(3.33e11, "generic_elements_per_s") == "333 Gelem/s"
+    assert html.fmt(42949672960, "extra_peak_bytes") == "42.9 GB"
+    assert html.fmt(0.93, "fraction_of_roof") == "93.0%"
+    assert html.fmt(3.2, "intensity") == "3.2"
+
+
+def test_the_measured_roof_is_named_after_the_device_measured():
+    from rooflab import hardware as H
+    from rooflab.lab.context import Context
+    from rooflab.measure.ceilings import Ceilings
+
+    def ctx(name, gpu):
+        c = Ceilings("cuda", name, 4e12, {"bf16": 7e14}, {}, {}, "today")
+        return Context("cuda", H.lookup(gpu), c, "/tmp")
+
+    assert ctx("NVIDIA H200", "A100-80GB").measured.name == "H200 (measured)"  # not the A100
+    assert ctx("NVIDIA H200", "A100-80GB").cache_bytes == H.lookup("H200").l2_bytes
+    odd = ctx("NVIDIA Mystery GPU", "RTX A6000").measured  # not in the table: its own name
+    assert odd.name == "NVIDIA Mystery GPU (measured)"
+
+
+def test_explain_uses_the_measured_ridge():
+    from rooflab.lab.layer_measure import explain
+    from rooflab.measure import op_classes as OC
+    from rooflab.measure.ceilings import Ceilings
+
+    ceil = Ceilings("cuda", "H200", 4e12, {"bf16": 8e14}, {}, {}, "today")  # ridge 200
+    d = {"cache_copy_bytes": 0, "ops": ["mul"], "floors_s": 0.0, "predicted_s": 1e-5,
+         "kernels": 1, "generic": [], "flops": 100 * 10**6, "bytes": 10**6}  # 100 FLOP/B
+    costs = OC.OpCosts("cuda", {"elementwise": 1e-6}, {4: 3e11})
+    why = explain("mlp.mul", d, costs, 1024, 2e-5, ceil, "bf16")
+    assert "of the measured copy bandwidth" in why  # memory-bound: 100 < 200, though > 50
+
+
 def unexplained_above_roof(res: dict, tolerance: float = 0.03) -> list[str]:
     """Every measured figure in a report that is above its roof without a stated reason."""
     from rooflab import roofline as R

@@ -15,7 +15,7 @@ Two figures per call, named so everywhere:
   CUPTI times at 2.0 us, 8.4 us for one of 5.5 us), which only fades above ~100 us. So a call
   whose event time is under ``CUPTI_BELOW_S`` is timed again by CUPTI through the profiler: each
   call runs in its own profiler range, and its samples are the summed durations of the kernels
-  (and copies) it launched, the GPU's own time with no launch or event cost.
+  it launched, the GPU's own time with no launch or event cost.
 - ``wall_s``: what a caller waits for one call on an idle device: the host clock from issuing
   the call to the end of its work (launch, Python, synchronize included). The lab uses it where
   the lesson is overhead and device time where it compares kernels.
@@ -170,11 +170,12 @@ def _busy_queue(issue_s: float):
     return lambda: torch.cuda._sleep(cycles)
 
 
-def _device_samples(call, args, kwargs, name, reps, flush, issue_s) -> list[float]:
+def _device_samples(call, args, kwargs, name, reps, flush, cuda: bool,
+                    issue_s: float) -> list[float]:
     """Device time of each call. CUDA: events behind a busy queue (see the module docstring);
     CPU: the host clock."""
     out = []
-    if torch.cuda.is_available() and issue_s is not None:
+    if cuda:
         spin = _busy_queue(issue_s)
         pairs = []
         for _ in range(reps):
@@ -196,8 +197,8 @@ def _device_samples(call, args, kwargs, name, reps, flush, issue_s) -> list[floa
 
 
 def _cupti_samples(call, args, kwargs, name, reps, flush) -> list[float] | None:
-    """Per call, the summed durations of the kernels and copies it launched, as CUPTI records
-    them; None where the profiler cannot run here (another one is active) or saw no kernel."""
+    """Per call, the summed durations of the device activities (kernels) CUPTI attributes to it;
+    None where the profiler cannot run here (another one is active) or saw none for a call."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -292,7 +293,7 @@ def time(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 
         reps = reps or int(min(max_reps, max(5, budget_s / one)))
     _sync(dev)
     cuda = dev == "cuda"
-    samples = _device_samples(call, args, kwargs, name, reps, flush, issue_s if cuda else None)
+    samples = _device_samples(call, args, kwargs, name, reps, flush, cuda, issue_s)
     method = "CUDA events behind a busy queue" if cuda else "host clock"
     if cuda and statistics.median(samples) < CUPTI_BELOW_S:
         cupti = _cupti_samples(call, args, kwargs, name, min(reps, 300), flush)
