@@ -10,6 +10,7 @@ from rooflab import hardware as H
 from rooflab import models as M
 from rooflab import roofline as R
 from rooflab.lab import attention as ATT
+from rooflab.lab import answers as A
 from rooflab.lab import decoder, fusion, metrics
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.measure.achieved import hold
@@ -35,21 +36,7 @@ def part1(ctx: Context) -> dict:
          "labels": [f"run {i + 1}" for i in range(len(cw["cold_samples_s"]))],
          "values": cw["cold_samples_s"]},
     ]
-    answers = [
-        f"At n = {big['n']} the GEMM is {big['macs']:,} MACs ({big['flops']:,} FLOPs) over "
-        f"{big['bytes']:,} bytes of fp32 I/O, intensity {big['intensity']:.1f} FLOP/byte.",
-        f"The pure-Python triple loop took {big['naive_median_s'] * 1e3:.1f} ms at n = "
-        f"{big['n']}; torch.matmul took {big['torch_median_s'] * 1e6:.1f} us: "
-        f"{big['speedup']:,.0f}x faster ({big['naive_flops_per_s'] / 1e6:.1f} MFLOP/s vs "
-        f"{big['torch_flops_per_s'] / 1e9:.1f} GFLOP/s).",
-        f"Without warm-up the first torch.matmul (n = {cw['n']}) took "
-        f"{cw['first_call_s'] * 1e3:.2f} ms and later runs settled near "
-        f"{cw['settled_s'] * 1e3:.2f} ms ({cw['first_over_settled']:.1f}x): the first call pays "
-        "for lazy initialisation (library load, handle creation, memory allocation), so a "
-        "timing without warm-up and repetition measures the set-up, not the kernel. The warm "
-        f"median over {cw['warm']['reps']} runs was {cw['warm']['median_s'] * 1e3:.2f} ms "
-        f"(CV {cw['warm']['cv']:.1%}).",
-    ]
+    answers = A.part1(d, ctx.device)
     tables = [table("p1_gemm", "Triple loop vs torch.matmul", rows,
                     ["n", "macs", "flops", "bytes", "intensity", "naive_median_s",
                      "torch_median_s", "speedup", "torch_cv"])]
@@ -111,20 +98,8 @@ def part2(ctx: Context) -> dict:
                        **({"above_roof": p["above_roof"]} if "above_roof" in p else {}))
                     for p in achieved]},
     ]
-    best = max((p for p in achieved if p["family"] == "GEMM"), key=lambda p: p["n"])
-    gv = max((p for p in achieved if p["family"] == "GEMV"), key=lambda p: p["n"])
-    answers = [
-        f"On {ctx.gpu.name} in fp32 the ridge is {gpu_roof.ridge:.1f} FLOP/byte; GEMM with "
-        f"M = N = K = n has intensity n/6, so it turns compute-bound at n >= {gemm.crossover_n}.",
-        f"GEMV's intensity stays near {gemv.points[-1].intensity:.2f} FLOP/byte at every size "
-        f"(each weight is read once and used once): it is memory-bound on every GPU in the table "
-        f"and never crosses the ridge. This is decode: one token at a time is a GEMV.",
-        f"Measured here: GEMM n = {best['n']} reached {best['achieved_flops_per_s'] / 1e12:.3g} "
-        f"TFLOP/s, {best['fraction_of_roof']:.0%} of the measured roof at its intensity; GEMV "
-        f"n = {gv['n']} moved {gv['achieved_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s "
-        f"({gv['fraction_of_roof']:.0%} of the roof)" + (
-            f": above the roof because {gv['above_roof']}." if gv.get("above_roof") else "."),
-    ] + [f"The measured roof was raised for this run: {n}." for n in roof_notes]
+    answers = A.part2(ctx.gpu.name, gemm.as_dict(), gemv.as_dict(), achieved, crossover_table(),
+                      roof_notes)
     return result(f"fp32 GEMM compute-bound from n = {gemm.crossover_n} on {ctx.gpu.name}",
                   {"gemm": gemm.as_dict(), "gemv": gemv.as_dict(), "achieved": achieved,
                    "crossover_table": crossover_table(),
@@ -144,18 +119,21 @@ LAYER_COLUMNS = ["name", "macs", "flops", "bytes", "bytes_fused", "intensity", "
 
 
 # --- part 3 -----------------------------------------------------------------------------------
+PREFILL_BATCH = 1  # the lab's prefill sweep: one sequence, length 64 -> 4096
+
+
 def part3(ctx: Context) -> dict:
     cfg = M.load("gemma-3-270m-it")
     roof = R.Roof.of(ctx.gpu, cfg.dtype) if cfg.dtype in ctx.gpu.peak_flops_per_s else \
         R.Roof.of(ctx.gpu, "fp32")
-    sw = decoder.sweeps(cfg, roof, kv_len=1024)
+    sw = decoder.sweeps(cfg, roof, kv_len=1024, prefill_batch=PREFILL_BATCH)
     dec = decoder.analyze(cfg, M.Phase.decode(1, 1024), "sliding", roof)
-    pre = decoder.analyze(cfg, M.Phase.prefill(32, 1024), "sliding", roof)
+    pre = decoder.analyze(cfg, M.Phase.prefill(PREFILL_BATCH, 1024), "sliding", roof)
     measured, not_measured = measure_layers(ctx, cfg)
     pts = [pt(s["label"], s["intensity"], s["attainable_flops_per_s"], group=s["what"],
               flops=s["flops"], bytes=s["bytes"], time_floor_s=s["time_floor_s"]) for s in sw]
     plots = [{"kind": "roofline", "name": "p3_sweeps", "title": f"{cfg.name} layer and MLP "
-              f"on {roof.label}: decode B=1..64, prefill L=64..4096 (B=32)",
+              f"on {roof.label}: decode B=1..64, prefill L=64..4096 (B={PREFILL_BATCH})",
               "roofs": [roof_spec(roof)], "points": pts}]
     if measured:
         plots.append(measured_layer_plot(ctx, measured))
@@ -163,49 +141,33 @@ def part3(ctx: Context) -> dict:
     else:
         roof_notes = []
     d1 = next(s for s in sw if s["label"] == "decode B=1" and s["what"] == "mlp")
-    d64 = next(s for s in sw if s["label"] == "decode B=64" and s["what"] == "mlp")
     p4k = next(s for s in sw if s["label"] == "prefill L=4096" and s["what"] == "mlp")
-    gate = next(c for c in pre["components"] if c["name"] == "mlp.gate_proj")
-    answers = [
-        f"Decode at batch 1 is memory-bound: the MLP's intensity is {d1['intensity']:.2f} "
-        f"FLOP/byte against a ridge of {roof.ridge:.0f} (each weight byte is used for one token: "
-        "a GEMV).",
-        f"Raising the decode batch to 64 moves the MLP to {d64['intensity']:.1f} FLOP/byte "
-        f"({d64['bound']}-bound): the weights are read once for 64 tokens, so intensity grows "
-        "about linearly with the batch.",
-        f"Prefill at length 4096 (batch 32) puts the MLP at {p4k['intensity']:.0f} FLOP/byte "
-        f"({p4k['bound']}-bound against the ridge of {roof.ridge:.0f}): the query has B*L rows, "
-        f"so prefill is a GEMM; its projections alone sit at {gate['intensity']:.0f} FLOP/byte "
-        f"({gate['bound']}-bound, B=32 L=1024), while the eager activation and product "
-        "round-trip memory at under 2 FLOP/byte and pull the MLP's total down.",
-    ]
-    for m in measured:
-        answers.append(
-            f"Measured {m['phase']} (B={m['batch']}, {'L' if m['phase'] == 'prefill' else 'kv'}="
-            f"{m['seq'] if m['phase'] == 'prefill' else m['kv_len']}, {m['mode']}, {m['dtype']}): "
-            f"wall {m['wall_s'] * 1e6:.0f} us, kernels {m['kernel_s'] * 1e6:.0f} us, "
-            f"predicted {m['predicted_s'] * 1e6:.0f} us ({m['predicted_over_kernel']:.2f} of "
-            f"measured; the plain roofline alone {m['roofline_s'] / m['kernel_s']:.2f}); "
-            f"{m['launches_per_iter']:.0f} launches; " + (
-                f"CPU/launch overhead {m['overhead_s'] * 1e6:.0f} us." if m["overhead_s"]
-                is not None else f"overhead not shown: {m['overhead_flag']}."))
-    answers += roof_notes
+    m_dt = cfg.dtype if cfg.dtype in ctx.ceilings.peak_flops_per_s else None
+    tokens = PREFILL_BATCH * 1024
+    mlp_fused = C.elem_bytes(cfg.dtype) * (2 * tokens * cfg.hidden + 3 * cfg.hidden *
+                                           cfg.intermediate)
+    answers = {**A.part3_analytic(cfg.name, roof_spec(roof), dec, pre, sw,
+                                  R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,
+                                  mlp_fused),
+               **A.part3_measured(measured, not_measured, ctx.device)}
     if measured:
         oc = measured[0]["op_costs"]
-        answers.append(
-            "What the plain roofline misses, measured on this device: the floor of one tiny "
+        answers["3.3"]["text"] += (
+            " What the plain roofline misses, measured on this device: the floor of one tiny "
             "kernel (" + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in oc["floor_s"].items())
             + ") and the element rate of PyTorch's generic elementwise loop, taken by broadcast, "
             "transposed and widening ops (" + ", ".join(
                 f"{v / 1e9:.0f} G elements/s at {k} bytes"
-                for k, v in sorted(oc["generic_elements_per_s"].items())) + ").")
-    return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B (memory-bound); prefill "
-                  f"L=4096 at {p4k['intensity']:.0f}", {"model": cfg.as_dict(), "decode": dec,
+                for k, v in sorted(oc["generic_elements_per_s"].items())) + ")." +
+            "".join(f" {n}." for n in roof_notes))
+    return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B ({d1['bound']}-bound); "
+                  f"prefill L=4096 at {p4k['intensity']:.0f} ({p4k['bound']}-bound)", {"model": cfg.as_dict(), "decode": dec,
                   "prefill": pre, "sweeps": sw, "measured": measured}, plots, answers, not_measured,
                   tables=[table("p3_decode", f"One sliding layer, decode B=1 kv=1024, on "
                                 f"{roof.label}", dec["components"] + list(dec["groups"].values())
                                 + [dec["total"]], LAYER_COLUMNS),
-                          table("p3_prefill", f"One sliding layer, prefill B=32 L=1024, on "
+                          table("p3_prefill", f"One sliding layer, prefill B={PREFILL_BATCH} "
+                                f"L=1024, on "
                                 f"{roof.label}", pre["components"] + list(pre["groups"].values())
                                 + [pre["total"]], LAYER_COLUMNS),
                           table("p3_measured", "The real layer: wall time, kernel time and the "
@@ -326,10 +288,10 @@ def part4(ctx: Context) -> dict:
               "per call by compile mode (launches included)", "ylabel": "wall time",
               "yunit": "s", "labels": [r["mode"] for r in m["rows"] if "wall_s" in r],
               "values": [r["wall_s"] for r in m["rows"] if "wall_s" in r]}]
-    answers = [g["explanation"]] + roof_notes
+    answers = A.part4(matmul_profile(ctx, dtype), g, m, ctx.device, roof_notes)
+    per_mode = []
     for r in m["rows"]:
         if "device_s" not in r:
-            answers.append(f"MLP {r['mode']}: not run ({r['error']}).")
             continue
         if r["kernel_s"] is None:  # a CPU: the device is the host
             split = f"{r['kernels_per_call']:.0f} ops"
@@ -339,10 +301,11 @@ def part4(ctx: Context) -> dict:
         else:
             split = (f"{r['kernel_s'] * 1e6:.0f} us of it in {r['kernels_per_call']:.0f} kernels "
                      f"and {r['overhead_s'] * 1e6:.0f} us around them (launches, guards, Python)")
-        answers.append(f"MLP {r['mode']}: wall {r['wall_s'] * 1e6:.0f} us per call (device time "
-                       f"{r['device_s'] * 1e6:.0f} us), {split}; first call "
-                       f"{r['first_call_s']:.2f} s.")
-    answers += m["notes"] + compile_verdict(m["rows"])
+        per_mode.append(f"{r['mode']}: wall {r['wall_s'] * 1e6:.0f} us per call (device time "
+                        f"{r['device_s'] * 1e6:.0f} us), {split}; first call "
+                        f"{r['first_call_s']:.2f} s")
+    answers["4.4"]["text"] += " Per mode: " + "; ".join(per_mode) + "." + "".join(
+        f" {n}" for n in m["notes"] + compile_verdict(m["rows"]))
     not_measured = [f"{s['variant']}: {s['reason']}" for s in g["skipped"]]
     if not cuda:
         not_measured.append("max-autotune (CUDA graphs) and the decode step in a CUDA graph: "
@@ -376,7 +339,21 @@ def hold_copy_bandwidth(rows: list[dict], ctx: Context) -> list[str]:
             new.mem_bandwidth_bytes_per_s
         if r["variant"] in why:
             r["above_roof"] = why[r["variant"]]
-    return [f"The copy bandwidth was raised for this run: {n}." for n in notes]
+    return [f"The copy bandwidth was raised for this run: {n}" for n in notes]
+
+
+def matmul_profile(ctx: Context, dtype: str) -> dict:
+    """Question 4.1: the kernels one torch.matmul launches, their count and time."""
+    from rooflab.measure import profile as P
+
+    n = 4096 if ctx.device == "cuda" else 256
+    dt = dtype if ctx.device == "cuda" else "fp32"
+    a = torch.randn(n, n, device=ctx.device, dtype=torch_dtype(dt))
+    prof = P.profile(torch.matmul, a, a, iters=3, warmup=2, device=ctx.device,
+                     trace_path=f"{ctx.trace_dir}/matmul_{n}.json")
+    return {"n": n, "dtype": dt, "launches": prof.launches_per_iter,
+            "kernels": [k.name for k in prof.kernels],
+            "kernel_s": prof.device_time_us / prof.iters / 1e6, "trace": prof.trace_path}
 
 
 # --- part 5 -----------------------------------------------------------------------------------
@@ -392,10 +369,13 @@ def part5(ctx: Context) -> dict:
     sw = ATT.sweep(seqs, ATT.IMPLS, device=ctx.device, progress=tick, **kw)
     view = ATT.profile_view(4096 if cuda else 512, ctx.device, trace_dir=ctx.trace_dir, **kw)
     roof_dt = kw["dtype"] if kw["dtype"] in ctx.ceilings.peak_flops_per_s else ctx.measured_dtype
-    answers = attention_answers(sw, view, kw)
     plots = attention_plots(sw, R.Roof.of(ctx.measured, roof_dt))
-    answers += hold_roofline(plots[-1], ctx.cache_bytes)
-    return result(answers[0], {"sweep": sw, "profile_view": view}, plots, answers,
+    answers = A.part5(sw, view, kw, hold_roofline(plots[-1], ctx.cache_bytes))
+    oom = sw["analysis"]["oom_seq"].get("standard")
+    headline = (f"standard attention: no room at {oom:,} tokens" if oom else
+                f"standard attention fit up to {sw['seqs'][-1]:,} tokens") + \
+        f"; memory slope {sw['analysis']['memory_slope'].get('standard') or 0:.2f}"
+    return result(headline, {"sweep": sw, "profile_view": view}, plots, answers,
                   [f"{k}: {why}" for k, why in sw["skipped"].items()],
                   tables=[table("p5_sweep", "Attention sweep", sw["rows"],
                                 ["impl", "seq", "status", "extra_peak_bytes", "device_s",
@@ -432,37 +412,6 @@ def attention_plots(sw: dict, roof: R.Roof) -> list[dict]:
          "eager bytes (N x N round trips) vs fused bytes", "roofs": [roof_spec(roof)],
          "points": rpts},
     ]
-
-
-def attention_answers(sw: dict, view: list[dict], kw: dict) -> list[str]:
-    a, slope = sw["analysis"], sw["analysis"]["memory_slope"]
-    oom = a["oom_seq"].get("standard")
-    row = next((r for r in sw["rows"] if r["impl"] == "standard" and r["seq"] == oom), {})
-    if not oom:
-        answers = [f"Standard attention did not run out of memory up to {sw['seqs'][-1]:,} "
-                   "tokens."]
-    elif row.get("attempted") is False:
-        answers = [f"Standard attention does not fit at {oom:,} tokens on this device: "
-                   f"{row['error'].removeprefix('would not fit: ')}; the point is recorded "
-                   "from the prediction instead of being run into an out-of-memory error."]
-    else:
-        answers = [f"Standard attention ran out of memory at {oom:,} tokens on this device."]
-    if slope.get("standard") is not None:
-        others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(slope.items())
-                           if k != "standard" and v is not None)
-        answers.append(f"Memory grows with log-log slope {slope['standard']:.2f} for standard "
-                       f"attention (O(N^2): it materialises the N x N scores) and {others} for "
-                       "the others.")
-    if "predicted_standard_oom_seq" in a:
-        answers.append(f"At {a['standard_bytes_per_score']:.1f} bytes per score (B={kw['batch']}, "
-                       f"H={kw['heads']}), standard attention would run out of memory near "
-                       + ", ".join(f"{k} {v:,}" for k, v in a["predicted_standard_oom_seq"].items())
-                       + " tokens: long-context prefill is where this hurts.")
-    for v in view:
-        if "kernels" in v:
-            answers.append(f"{v['impl']} at N={v['seq']}: {v['kernels_per_call']:.0f} kernel "
-                           f"launches per call ({', '.join(k[:40] for k in v['kernels'][:4])}).")
-    return answers
 
 
 PARTS = {1: ("Metrics: latency, MACs, I/O", part1), 2: ("Roofline", part2),

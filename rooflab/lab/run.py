@@ -19,6 +19,7 @@ import traceback
 import torch
 
 from rooflab import hardware as H
+from rooflab.lab import answers as LA
 from rooflab.lab import parts as LP
 from rooflab.lab.context import Context
 from rooflab.measure import ceilings as CE
@@ -50,6 +51,7 @@ def write_outputs(out_dir: str, results: dict) -> None:
     """results.json, index.html, figures/*.png, tables/*.csv: all from the results."""
     from rooflab.report import html, plots
 
+    results["answers"] = LA.collect(results["parts"])
     _write_json(os.path.join(out_dir, "results.json"), results)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)

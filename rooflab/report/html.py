@@ -25,7 +25,7 @@ svg .mark{stroke:#cf222e;stroke-dasharray:3 3}svg .markt{fill:#cf222e;font-size:
 svg .pt{cursor:pointer}svg .pt:hover rect,svg .pt:hover circle{stroke-width:3}
 #tip{position:fixed;pointer-events:none;background:#222;color:#fff;font-size:12px;padding:6px 8px;
 border-radius:4px;max-width:480px;display:none;z-index:9}
-.notes li{color:#9a6700}code{background:#f4f4f4;padding:0 3px}
+.notes li{color:#9a6700}.answers dt{font-weight:600;margin-top:.5em}.answers dd{margin-left:1.5em}code{background:#f4f4f4;padding:0 3px}
 """
 
 JS = """
@@ -77,8 +77,9 @@ def part_html(num: str, title: str, p: dict) -> str:
     r = p.get("result") or {}
     if r:
         out.append(f"<p><b>{esc(r['headline'])}</b> ({fmt(p.get('time_s'))} s)</p>")
-        out.append("<h3>Answers from this run</h3><ul>" +
-                   "".join(f"<li>{esc(a)}</li>" for a in r["answers"]) + "</ul>")
+        out.append("<h3>Answers from this run</h3><dl class='answers'>" + "".join(
+            f"<dt id='q{esc(q)}'>{esc(q)}</dt><dd>{esc(a['text'])}</dd>"
+            for q, a in r["answers"].items()) + "</dl>")
         if r["not_measured"]:
             out.append("<h3>Not measured here, and why</h3><ul class='notes'>" +
                        "".join(f"<li>{esc(a)}</li>" for a in r["not_measured"]) + "</ul>")
