@@ -8,7 +8,7 @@ items (B.*).
 """
 from __future__ import annotations
 
-from rooflab.report.units import secs, si
+from rooflab.units import secs, si
 from rooflab.roofline import ABOVE_ROOF_TOLERANCE as TOLERANCE
 
 

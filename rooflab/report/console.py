@@ -6,7 +6,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from rooflab.report.units import secs, si
+from rooflab.units import secs, si
 
 # a pipe or CI log gets a wide table instead of rich's 80-column default
 out = Console(width=None if sys.stdout.isatty() else 160)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from rooflab.report import svg
-from rooflab.report import units
+from rooflab import units
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;

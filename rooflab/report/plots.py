@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rooflab.report.units import secs, si
+from rooflab.units import secs, si
 from rooflab.roofline import Roof
 
 Y_UNITS = {"s": secs, "FLOP/s": lambda v: si(v, "FLOP/s")}  # a y unit -> its tick labels

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import math
 
-from rooflab.report.units import secs, si
+from rooflab.units import secs, si
 
 W, H_, PAD_L, PAD_R, PAD_T, PAD_B = 760, 400, 78, 20, 12, 50
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]

@@ -1,4 +1,5 @@
-"""Numbers for people: SI prefixes and seconds in the unit that reads best."""
+"""Numbers for people: SI prefixes, seconds in the unit that reads best, and a column's unit from
+its name. Shared by the lab's prose and the views."""
 from __future__ import annotations
 
 
