@@ -16,7 +16,7 @@ from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import roofline as R
 from rooflab import cli_input as I
-from rooflab.errors import RooflabError
+from rooflab.errors import RooflabError, read_json
 from rooflab.report import console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -330,6 +330,37 @@ def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) ->
         sys.stderr.write(f"rooflab: this sweep needs at least {floor_s / 60:.0f} min on "
                          f"{ceil.device_name} (its roofline floor); shorten --seq or --impl to "
                          "cut it, Ctrl-C stops it\n")
+
+
+@app.command()
+def check(answers: Optional[str] = typer.Argument(None, help="your answers file (JSON)"),
+          template: bool = typer.Option(False, "--template",
+                                        help="print an empty answers file to fill in"),
+          as_json: bool = JSON):
+    """Your numbers for the lab's computable questions against rooflab's, for the same settings.
+    Exit code 0 when all hold, 1 when one is wrong or missing."""
+    import json
+
+    from rooflab.lab import selfcheck
+
+    if template:
+        sys.stdout.write(json.dumps(selfcheck.template(), indent=2) + "\n")
+        return
+    if answers is None:
+        raise I.UserError("give an answers file, or --template to print one")
+    res = selfcheck.check(read_json(answers, I.UserError))
+    _emit(res, as_json, console.check)
+    if not res["all_hold"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compare(a: str = typer.Argument(..., help="a lab report folder or its results.json"),
+            b: str = typer.Argument(..., help="another one"), as_json: bool = JSON):
+    """Two lab runs side by side (e.g. a T4 and an H200): ceilings, ridges, every figure."""
+    from rooflab.lab import compare as K
+
+    _emit(K.compare(K.load(a), K.load(b)), as_json, console.compare)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,11 +26,10 @@ A group's bytes_fused is the sum of its components' fused-ideal bytes.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 
 from rooflab import cost as C
-from rooflab.errors import RooflabError
+from rooflab.errors import RooflabError, read_json
 
 
 
@@ -169,13 +168,7 @@ def load(name_or_path: str | None = None) -> ModelConfig:
     if not str(name_or_path).endswith(".json"):
         raise ModelError(f"unknown model {name_or_path!r}; presets: {', '.join(PRESETS)}, "
                          "or a path to a config.json")
-    try:
-        with open(name_or_path) as f:
-            data = json.load(f)
-    except OSError as e:
-        raise ModelError(f"cannot read {name_or_path}: {e.strerror}") from None
-    except ValueError as e:
-        raise ModelError(f"{name_or_path} is not valid JSON: {e}") from None
+    data = read_json(name_or_path, ModelError)
     return from_hf_dict(data, name=config_name(name_or_path, data), origin=name_or_path)
 
 

@@ -206,14 +206,18 @@ COMMANDS = {
     ("fusion", "mlp"): ["--modes", "--tokens", "--dtype", "--device", "--trace"],
     ("attention",): ["--seq", "--impl", "--batch", "--heads", "--head-dim", "--dtype",
                      "--causal", "--device"],
+    ("check",): ["--template"],
+    ("compare",): [],
 }
-FLAGS = {"--causal", "--fused", "--measured", "--refresh", "--quick", "--resume", "--json"}
+POSITIONAL = {("check",): 1, ("compare",): 2}  # how many file arguments, at most
+FLAGS = {"--causal", "--fused", "--measured", "--refresh", "--quick", "--resume", "--json",
+         "--template"}
 
 
 @st.composite
 def command_lines(draw):
     cmd = draw(st.sampled_from(sorted(COMMANDS)))
-    argv = list(cmd)
+    argv = list(cmd) + draw(st.lists(VALUES, max_size=POSITIONAL.get(cmd, 0)))
     for opt in draw(st.lists(st.sampled_from(COMMANDS[cmd] + ["--json", "--bogus"]), max_size=4)):
         argv.append(opt)
         if opt not in FLAGS and draw(st.integers(0, 9)) > 0:  # sometimes a missing value

@@ -49,5 +49,6 @@ def test_every_cli_line_of_the_tour_parses():
         assert argv[0] == "rooflab"
         words = [w for w in argv[1:] if not w.startswith("-")][:2]
         cmd = [w for w in words if w in ("specs", "cost", "gemm", "gemv", "attention", "roofline",
-                                        "ceilings", "layer", "model", "fusion", "gelu", "mlp")]
+                                        "ceilings", "layer", "model", "fusion", "gelu", "mlp", "check",
+                                        "compare")]
         assert main([*cmd, "--help"]) == 0, line

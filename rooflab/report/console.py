@@ -183,3 +183,19 @@ def sweep(d: dict) -> None:
     out.print(f"compute-bound from n = {cn}" if cn else "never compute-bound at any n")
     if d.get("plot"):
         out.print(f"plot: {d['plot']}")
+
+
+def check(d: dict) -> None:
+    num = lambda v: "-" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:.4g}"  # noqa: E731
+    rows = [[r["id"], num(r["value"]), num(r["expected"]), r["verdict"], r["why"]]
+            for r in d["rows"]]
+    table("Your answers against rooflab's", ["question", "yours", "rooflab", "verdict", "why"],
+          rows)
+    out.print("all hold" if d["all_hold"] else "not all hold (exit code 1)")
+
+
+def compare(d: dict) -> None:
+    rows = [[r["figure"], si(r["a"]), si(r["b"]),
+             "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3g}x"] for r in d["rows"]]
+    table(f"A: {d['a']['device']} ({d['a']['date']})  B: {d['b']['device']} ({d['b']['date']})",
+          ["figure", "A", "B", "B / A"], rows)
