@@ -339,8 +339,6 @@ def check(answers: Optional[str] = typer.Argument(None, help="your answers file 
           as_json: bool = JSON):
     """Your numbers for the lab's computable questions against rooflab's, for the same settings.
     Exit code 0 when all hold, 1 when one is wrong or missing."""
-    import json
-
     from rooflab.lab import selfcheck
 
     if template:
