@@ -64,9 +64,8 @@ def write_outputs(out_dir: str, results: dict) -> None:
                 w = csv.writer(f)
                 w.writerow(t["columns"])
                 w.writerows(t["rows"])
-    titles = {n: title for n, (title, _) in LP.PARTS.items()}
     with open(os.path.join(out_dir, "index.html"), "w") as f:
-        f.write(html.report(results, titles))
+        f.write(html.report(results, {int(n): t for n, t in results["meta"]["titles"].items()}))
 
 
 def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool = False,
@@ -97,6 +96,7 @@ def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool 
     results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
                         "ceilings": ceil.as_dict(), "ceilings_summary": summary,
                         "versions": versions(), "quick": quick,
+                        "titles": {str(n): title for n, (title, _) in LP.PARTS.items()},
                         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
                "parts": {k: v for k, v in previous.items()
                          if v.get("status") == "ok" and v.get("options") == options}}

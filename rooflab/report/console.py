@@ -75,11 +75,9 @@ class Progress:
 
 
 def lab_summary(res: dict, out_dir: str) -> None:
-    from rooflab.lab.parts import PARTS
-
     rows = []
-    for n, (title, _) in PARTS.items():
-        p = res["parts"].get(str(n))
+    for n, title in res["meta"]["titles"].items():
+        p = res["parts"].get(n)
         if p is None:
             continue
         head = (p.get("result") or {}).get("headline") or p.get("error", "")
