@@ -79,16 +79,23 @@ show("roofline.png")"""),
     md("""Now the roof of **this** machine, measured (copy bandwidth and matmul peak), with real
 matmuls placed on it as achieved points."""),
     code("""ceil = ceilings.get(DEVICE, quick=QUICK)
-measured = ceil.hardware(GPU if DEVICE == "cuda" else None)
+measured = ceil.hardware(hardware.detect(ceil.device_name) if DEVICE == "cuda" else None)
 dt = "bf16" if "bf16" in ceil.peak_flops_per_s else "fp32"
 mroof = roofline.Roof.of(measured, dt)
-from rooflab.measure.achieved import measure as measure_point
+from rooflab.measure.achieved import hold, measure as measure_point
 from rooflab.measure.dtypes import torch_dtype
 tdt = torch_dtype(dt)
+points = []
 for n in ([256, 512] if QUICK else [512, 1024, 2048]):
     a = torch.randn(n, n, device=DEVICE, dtype=tdt)
-    p = measure_point(torch.matmul, cost.gemm(n, n, n, dt), mroof, a, a, device=DEVICE, budget_s=0.05)
-    print(f"GEMM n={n}: {p['achieved_flops_per_s']/1e12:.3f} TFLOP/s = {p['fraction_of_roof']:.0%} of the measured roof")"""),
+    points.append(measure_point(torch.matmul, cost.gemm(n, n, n, dt).named(f"GEMM n={n}"), mroof,
+                                a, a, device=DEVICE, budget_s=0.05))
+# a point faster than the measured roof raises it (the ceiling run was slower), or says why
+mroof, points, notes = hold(mroof, points, hardware.cpu_cache_bytes() if DEVICE == "cpu" else GPU.l2_bytes)
+for p in points:
+    print(f"{p['name']}: {p['achieved_flops_per_s']/1e12:.3f} TFLOP/s = {p['fraction_of_roof']:.0%} of the measured roof")
+for note in notes:
+    print(note)"""),
     md("""## Part 3: a real decoder layer
 
 gemma-3-270m-it's configuration is embedded (no download). Every component's MACs and bytes at
