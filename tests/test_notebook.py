@@ -1,4 +1,5 @@
-"""The notebook runs top to bottom on the CPU (small sizes), and is in step with its generator."""
+"""Both notebooks (to hand in, and the instructors' solutions) run top to bottom on the CPU
+(small sizes), and are in step with their generator."""
 import json
 import pathlib
 import sys
@@ -6,35 +7,53 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NB = ROOT / "notebooks" / "lab1.ipynb"
+EXERCISES = 9  # self-checked answers: 1.1, 2.1 (two), 2.2, 3.1, 3.2, 3.4, 4.3, 5.1
 
 
-def test_notebook_matches_generator():
-    pytest.importorskip("nbformat")
+def generator():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import make_notebook
     finally:
         sys.path.pop(0)
-    fresh = [c["source"] for c in make_notebook.build().cells]
-    committed = [c["source"] for c in json.loads(NB.read_text())["cells"]]
+    return make_notebook
+
+
+@pytest.mark.parametrize("solutions", [False, True])
+def test_notebook_matches_generator(solutions):
+    pytest.importorskip("nbformat")
+    mk = generator()
+    fresh = [c["source"] for c in mk.build(solutions).cells]
+    path = ROOT / "notebooks" / mk.PATHS[solutions]
+    committed = [c["source"] for c in json.loads(path.read_text())["cells"]]
     committed = ["".join(s) if isinstance(s, list) else s for s in committed]
     assert committed == fresh, "run python scripts/make_notebook.py"
 
 
-def test_notebook_executes(tmp_path, monkeypatch):
+def test_every_question_has_its_answer_cell():
+    pytest.importorskip("nbformat")
+    from rooflab.lab.answers import IDS
+    text = "".join(c["source"] for c in generator().build(False).cells)
+    assert all(f"**Your answer ({q}):**" in text for q in IDS if not q.startswith("B."))
+    assert all(q in text for q in IDS if q.startswith("B."))  # the bonus: `rooflab lab`
+
+
+@pytest.mark.parametrize("solutions", [False, True])
+def test_notebook_executes(tmp_path, monkeypatch, solutions):
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("ipykernel")
     monkeypatch.setenv("ROOFLAB_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(str(NB), as_version=4)
+    path = ROOT / "notebooks" / generator().PATHS[solutions]
+    nb = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                       for o in c.get("outputs", []))
-    # the exercises are blank in the committed notebook: the self-checks say so and go on
-    # (tests/test_checks.py shows they accept right answers and reject wrong ones)
-    assert outputs.count("NOT YET:") == 2
+    if solutions:  # every self-check accepts the instructors' answers
+        assert outputs.count("OK:") == EXERCISES and "NOT YET:" not in outputs
+    else:  # blank exercises: the self-checks say so, and the notebook goes on
+        assert outputs.count("NOT YET:") == EXERCISES
     assert "memory slopes" in outputs and "GEMM compute-bound from n =" in outputs

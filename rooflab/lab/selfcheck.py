@@ -143,3 +143,14 @@ def check(data: dict) -> dict:
                        why=alt[0] if alt else f"rooflab gets {want:,} for these settings")
         rows.append(row)
     return {"rows": rows, "all_hold": all(r["verdict"] in ("ok", "convention") for r in rows)}
+
+
+def check_one(qid: str, value, **settings) -> tuple[bool, str]:
+    """One answer, for a notebook cell: (holds, a line saying why)."""
+    r = check({"answers": {qid: {**settings, "value": value}}})["rows"][0]
+    if r["verdict"] == "ok":
+        return True, f"correct: {r['expected']:,}" if isinstance(r["expected"], int) else \
+            f"correct: {r['expected']:.4g}"
+    if r["verdict"] == "convention":
+        return True, f"holds under another convention: {r['why']}"
+    return False, r["why"]
