@@ -81,12 +81,14 @@ def hold_roofline(spec: dict, cache_bytes: int | None) -> list[str]:
     r = R.Roof(roof["label"], roof["peak_flops_per_s"], roof["mem_bandwidth_bytes_per_s"],
                measured=True)
     pts = spec["points"]
-    new, notes, why = R.hold(r, [(str(i), pts[i]["intensity"], pts[i]["flops_per_s"],
-                                  pts[i]["hover"]["bytes"]) for i in idx], cache_bytes)
-    for i, reason in why.items():
-        pts[int(i)]["hover"]["above_roof"] = reason
+    names = [pts[i]["label"] or pts[i]["group"] for i in idx]
+    names = [n if names.count(n) == 1 else f"{n} (point {i})" for n, i in zip(names, idx)]
+    new, notes, why = R.hold(r, [(n, pts[i]["intensity"], pts[i]["flops_per_s"],
+                                  pts[i]["hover"]["bytes"]) for n, i in zip(names, idx)],
+                             cache_bytes)
+    for n, i in zip(names, idx):
+        if n in why:
+            pts[i]["hover"]["above_roof"] = why[n]
     spec["roofs"][0] = roof_spec(R.Roof(roof["label"], new.peak_flops_per_s,
                                         new.mem_bandwidth_bytes_per_s, measured=True))
-    label = lambda i: pts[int(i)]["label"] or pts[int(i)]["group"]  # noqa: E731
-    return [f"{spec['name']}: the measured roof was raised for this run: "
-            + n.replace(n.split(" ", 1)[0], label(n.split(" ", 1)[0]), 1) for n in notes]
+    return [f"{spec['name']}: the measured roof was raised for this run: {n}" for n in notes]
