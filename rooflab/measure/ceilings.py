@@ -145,12 +145,16 @@ def measure(device: str | None = None, quick: bool = False) -> Ceilings:
             continue
         details[f"matmul_{dt}"] = best_stable(runs)
         peaks[dt] = details[f"matmul_{dt}"]["value"]
-    stability = {("copy" if k == "copy" else k.removeprefix("matmul_")):
-                 {"cv": v["cv"], "stable": v["stable"], "size": v["size"]}
-                 for k, v in details.items() if "value" in v}
     return Ceilings(dev, device_name(dev), bw["value"], peaks, details, versions(dev),
                     _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                    stability=stability)
+                    stability=stability(details))
+
+
+def stability(details: dict) -> dict:
+    """Each figure's CV, stability and size, by the name `rooflab ceilings` shows."""
+    return {("copy" if k == "copy" else k.removeprefix("matmul_")):
+            {"cv": v["cv"], "stable": v["stable"], "size": v["size"]}
+            for k, v in details.items() if "value" in v}
 
 
 def cache_path(device: str, quick: bool = False) -> str:
@@ -200,8 +204,5 @@ def merge(a: Ceilings, b: Ceilings) -> Ceilings:
         details[k] = max(cands, key=lambda d: (d["stable"], d["value"])) if cands else (da or db)
     peaks = {k.removeprefix("matmul_"): v["value"] for k, v in details.items()
              if k.startswith("matmul_") and "value" in v}
-    stability = {("copy" if k == "copy" else k.removeprefix("matmul_")):
-                 {"cv": v["cv"], "stable": v["stable"], "size": v["size"]}
-                 for k, v in details.items() if "value" in v}
     return Ceilings(a.device, a.device_name, details["copy"]["value"], peaks, details, a.versions,
-                    b.date, stability=stability)
+                    b.date, stability=stability(details))
