@@ -165,9 +165,16 @@ def ceilings(device: Optional[str] = typer.Option(None, "--device", help="cuda o
           console.ceilings)
 
 
+def _hw_for(gpu: Optional[str]) -> H.Hardware:
+    return _gpu(gpu) if gpu else H.detect()
+
+
 def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
-    hw = _gpu(gpu) if gpu else H.detect()
+    hw = _hw_for(gpu)
     return R.Roof.of(hw, dtype) if hw.peak_flops_per_s else None
+
+
+TP = typer.Option(1, "--tp", help="tensor-parallel GPUs: one GPU's share and its all-reduces")
 
 
 @app.command()
@@ -178,7 +185,7 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
           kv_len: Optional[int] = KV_LEN,
           dtype: Optional[str] = typer.Option(None, "--dtype", help="override the config's dtype"),
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
-          as_json: bool = JSON):
+          tp: int = TP, as_json: bool = JSON):
     """Every component of one decoder layer: MACs, FLOPs, bytes, intensity, bound, time floor."""
     from dataclasses import replace
 
@@ -191,7 +198,8 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
     if layer_index is not None and layer_type is not None:
         raise I.UserError("give --layer or --layer-type, not both")
     lt = M.layer_type_of(cfg, layer_index, layer_type)
-    data = decoder.analyze(cfg, I.phase(phase, batch, seq, kv_len), lt, _roof_for(gpu, cfg.dtype))
+    data = decoder.analyze(cfg, I.phase(phase, batch, seq, kv_len), lt, _roof_for(gpu, cfg.dtype),
+                           tp, _hw_for(gpu))
     _emit(data, as_json, console.layer)
 
 
@@ -200,13 +208,14 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
           phase: str = PHASE, batch: int = BATCH, seq: Optional[int] = SEQ,
           kv_len: Optional[int] = KV_LEN,
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
-          as_json: bool = JSON):
+          tp: int = TP, as_json: bool = JSON):
     """Whole-model totals: all layers by type, embedding, final norm, lm_head, KV cache."""
     from rooflab import models as M
     from rooflab.lab import decoder
 
     cfg = M.load(model_name)
-    data = decoder.model_summary(cfg, I.phase(phase, batch, seq, kv_len), _roof_for(gpu, cfg.dtype))
+    data = decoder.model_summary(cfg, I.phase(phase, batch, seq, kv_len),
+                                 _roof_for(gpu, cfg.dtype), tp, _hw_for(gpu))
     _emit(data, as_json, console.model)
 
 

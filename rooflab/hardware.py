@@ -40,6 +40,9 @@ class Hardware:
     kind: str = "gpu"  # "gpu" | "cpu"
     measured: bool = False  # True when the ceilings were measured on this machine
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    # GPU-to-GPU bandwidth of one GPU, both directions together, as datasheets state it
+    link_bytes_per_s: float | None = None
+    link_source: str = ""
 
     def peak(self, dtype: str) -> float:
         d = dtype_name(dtype)
@@ -58,7 +61,8 @@ class Hardware:
             "peak_flops_per_s": dict(self.peak_flops_per_s),
             "mem_bandwidth_bytes_per_s": self.mem_bandwidth_bytes_per_s,
             "mem_bytes": self.mem_bytes, "l2_bytes": self.l2_bytes, "sm_count": self.sm_count,
-            "source": self.source,
+            "source": self.source, "link_bytes_per_s": self.link_bytes_per_s,
+            "link_source": self.link_source,
         }
 
 
@@ -121,6 +125,27 @@ PRESETS: dict[str, Hardware] = {h.name: h for h in [
         "AMD Instinct MI300X datasheet (matrix figures without sparsity); sm_count = compute "
         "units; L2 = 8 XCDs x 4 MB (CDNA 3 whitepaper)", ["AMD Instinct MI300X"]),
 ]}
+
+
+# GPU-to-GPU links (GB/s, both directions together), each from the datasheet named with it.
+# A GPU without NVLink talks over PCIe: its datasheet's PCIe figure.
+LINKS_GBPS = {
+    "T4": (32, "T4 datasheet: PCIe Gen3 x16, 32 GB/s"),
+    "L4": (64, "L4 datasheet: PCIe Gen4 x16, 64 GB/s"),
+    "A10G": (64, "PCIe Gen4 x16, 64 GB/s (the A10 datasheet's figure)"),
+    "A100-40GB": (600, "A100 datasheet: NVLink 600 GB/s (SXM)"),
+    "A100-80GB": (600, "A100 datasheet: NVLink 600 GB/s (SXM)"),
+    "RTX A6000": (112.5, "RTX A6000 datasheet: NVLink bridge, 112.5 GB/s bidirectional"),
+    "L40S": (64, "L40S datasheet: PCIe Gen4 x16, 64 GB/s bidirectional"),
+    "RTX 4090": (64, "PCIe Gen4 x16, 64 GB/s (no NVLink on the RTX 4090)"),
+    "H100-SXM": (900, "H100 datasheet: NVLink 900 GB/s (SXM)"),
+    "H100-PCIe": (600, "H100 datasheet: NVLink bridge 600 GB/s (PCIe)"),
+    "H200": (900, "H200 datasheet: NVLink 900 GB/s (SXM)"),
+    "B200": (1800, "HGX B200 datasheet: NVLink 1.8 TB/s per GPU"),
+    "MI300X": (896, "MI300X datasheet: 7 Infinity Fabric links, 896 GB/s peak aggregate"),
+}
+PRESETS = {n: replace(h, link_bytes_per_s=LINKS_GBPS[n][0] * GB, link_source=LINKS_GBPS[n][1])
+           if n in LINKS_GBPS else h for n, h in PRESETS.items()}
 
 
 def _tokens(name: str) -> tuple[str, ...]:
@@ -273,6 +298,9 @@ def from_dict(data: dict, origin: str = "spec") -> Hardware:
         clean[d] = _positive(value, f"peak_flops_per_s.{dtype}", origin)
     optional = {k: _positive(data[k], k, origin, integer=True)
                 for k in ("mem_bytes", "l2_bytes", "sm_count") if data.get(k) is not None}
+    if data.get("link_bytes_per_s") is not None:
+        optional["link_bytes_per_s"] = _positive(data["link_bytes_per_s"], "link_bytes_per_s",
+                                                 origin)
     return Hardware(
         name=str(data["name"]), peak_flops_per_s=clean,
         mem_bandwidth_bytes_per_s=_positive(data["mem_bandwidth_bytes_per_s"],

@@ -3,7 +3,9 @@ layer (wall time, profiled kernel time) against the roofline prediction."""
 from __future__ import annotations
 
 from rooflab import cost as C
+from rooflab import hardware as H
 from rooflab import models as M
+from rooflab import parallel as P
 from rooflab import roofline as R
 
 DECODE_BATCHES = (1, 4, 16, 64)
@@ -19,8 +21,11 @@ def row(c: C.Cost, roof: R.Roof | None) -> dict:
     return d
 
 
-def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | None = None) -> dict:
-    """The `rooflab layer` result: components, groups, total (placed under ``roof`` if given)."""
+def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | None = None,
+            tp: int = 1, hw: H.Hardware | None = None) -> dict:
+    """The `rooflab layer` result: components, groups, total (placed under ``roof`` if given).
+    Under ``tp``-way tensor parallelism: one GPU's share, and the all-reduces on ``hw``'s link."""
+    full, cfg = cfg, P.shard(cfg, tp)
     parts = M.layer_costs(cfg, phase, layer_type)
     core = next(p for p in parts if p.name == "attn.core")
     return {
@@ -34,15 +39,28 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
         "kv_cache_read_bytes": core.detail["kv_cache_read_bytes"],
         "kv_cache_write_bytes": core.detail["kv_cache_write_bytes"],
         "causal": {"macs": core.detail["macs_causal"], "flops": core.detail["flops_causal"]},
+        "tp": tp, "communication": _comms(full, phase, tp, 1, hw),
     }
 
 
-def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None) -> dict:
+def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
+           hw: H.Hardware | None) -> dict:
+    return P.communication(cfg, phase, tp, layers, hw.link_bytes_per_s if hw else None,
+                           hw.link_source if hw else "")
+
+
+def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None, tp: int = 1,
+                  hw: H.Hardware | None = None) -> dict:
+    """Whole-model totals for one GPU; under tensor parallelism its layers are its share, while
+    the embedding, final norm and lm_head stay whole on every GPU."""
+    full, cfg = cfg, P.shard(cfg, tp)
     mc = M.model_costs(cfg, phase)
     return {"model": cfg.name, "config": cfg.as_dict(), "phase": phase.kind, "batch": phase.batch,
             "seq": phase.seq, "kv_len": phase.kv_len, "params": mc["params"],
             "kv_cache_bytes": mc["kv_cache_bytes"], "layers_by_type": mc["layers_by_type"],
-            "parts": [row(p, roof) for p in mc["parts"]], "total": row(mc["total"], roof)}
+            "parts": [row(p, roof) for p in mc["parts"]], "total": row(mc["total"], roof),
+            "tp": tp, "replicated": ["embedding", "final_norm", "lm_head"] if tp > 1 else [],
+            "communication": _comms(full, phase, tp, full.layers, hw)}
 
 
 def sweeps(cfg: M.ModelConfig, roof: R.Roof, kv_len: int = 1024, prefill_batch: int = 32,

@@ -164,12 +164,26 @@ def layer(d: dict) -> None:
           f"L={d['seq']} {kv} {d['dtype']}{where}", COST_COLUMNS, rows)
     out.print(f"KV cache: read {d['kv_cache_read_bytes']:,} B, written "
               f"{d['kv_cache_write_bytes']:,} B; causal attention MACs {d['causal']['macs']:,}")
+    _communication(d)
+
+
+def _communication(d: dict) -> None:
+    c = d.get("communication") or {}
+    if d.get("tp", 1) > 1:
+        out.print(f"tensor parallel over {d['tp']} GPUs (figures above: one GPU's share): "
+                  f"{c['all_reduces']} all-reduces of {c['message_bytes']:,} B, "
+                  f"{c['all_reduce_bytes']:,} B per GPU; time floor "
+                  f"{secs(c['predicted_s']) if c['predicted_s'] is not None else '- (no link figure: pass --gpu)'}"
+                  + (f" ({c['link']})" if c["link"] else ""))
 
 
 def model(d: dict) -> None:
     table(f"{d['model']}: {d['phase']} B={d['batch']} L={d['seq']} kv={d['kv_len']}",
           COST_COLUMNS, _cost_rows(d["parts"] + [d["total"]]))
     out.print(f"parameters {d['params']:,}; KV cache {d['kv_cache_bytes']:,} B")
+    if d.get("replicated"):
+        out.print("whole on every GPU: " + ", ".join(d["replicated"]))
+    _communication(d)
 
 
 def sweep(d: dict) -> None:

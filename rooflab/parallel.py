@@ -1,0 +1,69 @@
+"""Tensor parallelism, analytically: one decoder layer split over ``tp`` GPUs, and what it costs
+in collectives. Standard library only.
+
+Megatron's split: q/k/v and gate/up are column-parallel (each GPU holds 1/tp of their output
+columns: its heads, its slice of the intermediate), o and down are row-parallel (each GPU holds
+the matching rows and produces a partial sum of the full hidden output). Query heads divide by
+tp; KV heads divide too, or, when there are fewer KV heads than GPUs, each GPU keeps a copy of
+the one its query heads use. Norms and residual adds run whole on every GPU. So a GPU's share is
+the same layer with heads/tp, kv_heads/tp (at least 1) and intermediate/tp: ``models`` counts it.
+
+Each forward pass of a layer then needs two all-reduces of the row-parallel outputs (after o and
+after down), each of T x hidden elements. ``all_reduce_bytes`` is their sum per layer, per GPU:
+the message sizes, as nccl-tests counts a message. A ring all-reduce moves 2(N-1)/N of a message
+through each GPU's link each way, so its time floor is 2(N-1)/N x bytes / (one direction's
+bandwidth); nccl-tests calls bytes / time the algorithm bandwidth and that times 2(N-1)/N the bus
+bandwidth. Without a measured bus bandwidth the floor uses the datasheet link (half of the
+datasheet's both-directions figure each way) and no latency floor, and says so.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rooflab import cost as C
+from rooflab import models as M
+from rooflab.errors import RooflabError
+
+ALL_REDUCES_PER_LAYER = 2  # after o_proj and after down_proj (forward pass)
+
+
+class ParallelError(RooflabError):
+    """A split that the model's shapes do not allow."""
+
+
+def shard(cfg: M.ModelConfig, tp: int) -> M.ModelConfig:
+    """One GPU's share of every layer of ``cfg`` under ``tp``-way tensor parallelism."""
+    C._sizes(tp=tp)
+    if cfg.heads % tp:
+        raise ParallelError(f"--tp {tp} must divide the {cfg.heads} query heads of {cfg.name}")
+    if cfg.kv_heads % tp and tp % cfg.kv_heads:
+        raise ParallelError(f"--tp {tp} and the {cfg.kv_heads} KV heads of {cfg.name}: one must "
+                            "divide the other")
+    if cfg.intermediate % tp:
+        raise ParallelError(f"--tp {tp} must divide the MLP width {cfg.intermediate}")
+    return replace(cfg, heads=cfg.heads // tp, kv_heads=max(cfg.kv_heads // tp, 1),
+                   intermediate=cfg.intermediate // tp)
+
+
+def all_reduce_s(message_bytes: int, n_gpus: int, bus_bandwidth_bytes_per_s: float,
+                 latency_s: float = 0.0) -> float:
+    """Ring all-reduce time: latency + 2(N-1)/N x bytes / bus bandwidth; 0 on one GPU."""
+    if n_gpus == 1:
+        return 0.0
+    return latency_s + 2 * (n_gpus - 1) / n_gpus * message_bytes / bus_bandwidth_bytes_per_s
+
+
+def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
+                  link_bytes_per_s: float | None = None, link_source: str = "") -> dict:
+    """The all-reduces of ``layers`` layers under ``tp``-way tensor parallelism, per GPU, and
+    their time floor on the datasheet link where one is known."""
+    message = phase.tokens * cfg.hidden * C.elem_bytes(cfg.dtype)  # (T, hidden) partial sums
+    n = ALL_REDUCES_PER_LAYER * layers if tp > 1 else 0
+    out = {"tp": tp, "all_reduces": n, "message_bytes": message,
+           "all_reduce_bytes": n * message, "predicted_s": None, "link": None}
+    if tp > 1 and link_bytes_per_s:
+        one_way = link_bytes_per_s / 2
+        out["predicted_s"] = n * all_reduce_s(message, tp, one_way)
+        out["link"] = (f"{link_source}; {one_way / 1e9:.0f} GB/s each way as the bus bandwidth, "
+                       "no latency floor (nothing measured)")
+    return out
