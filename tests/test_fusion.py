@@ -49,3 +49,16 @@ def test_compile_verdict_names_cpu_overhead():
     (v,) = compile_verdict(rows)
     assert v.startswith("default is slower per call than eager (wall 129 vs 90 us)")
     assert compile_verdict([{"mode": "eager", "wall_s": 1.0, "kernel_s": None}]) == []
+
+
+def test_quiet_autotune_restores_what_it_silenced():
+    import logging
+
+    from torch._inductor import select_algorithm as sa
+
+    from rooflab.lab.fusion import quiet_autotune
+    before = (sa.PRINT_AUTOTUNE, logging.getLogger(sa.__name__).level)
+    with quiet_autotune():
+        assert sa.PRINT_AUTOTUNE is False
+        assert logging.getLogger(sa.__name__).level == logging.CRITICAL
+    assert (sa.PRINT_AUTOTUNE, logging.getLogger(sa.__name__).level) == before

@@ -2,6 +2,7 @@
 and a decode step eager vs replayed from a CUDA graph."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time as _time
 
@@ -19,6 +20,29 @@ AUTOTUNE_MIN_SMS = 68  # below this, inductor skips GEMM autotuning in max-autot
 
 def _compiled(fn, mode: str | None = None):
     return torch.compile(fn, mode=mode, dynamic=False)
+
+
+@contextlib.contextmanager
+def quiet_autotune():
+    """max-autotune prints a table of every GEMM candidate to stderr and logs each candidate
+    that does not fit the GPU (too much shared memory) as an error with a traceback, then skips
+    it and goes on. The study reports the kernels chosen; inside it, that chatter is off."""
+    import logging
+
+    try:
+        from torch._inductor import select_algorithm as sa
+    except ImportError:  # pragma: no cover - a torch without inductor
+        yield
+        return
+    logger = logging.getLogger(sa.__name__)
+    printed, level = getattr(sa, "PRINT_AUTOTUNE", None), logger.level
+    sa.PRINT_AUTOTUNE = False
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        sa.PRINT_AUTOTUNE = printed
+        logger.setLevel(level)
 
 
 def _error_text(e: BaseException) -> str:
@@ -140,7 +164,7 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
             continue
         fn = mlp if mode == "eager" else _compiled(mlp, mode)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), quiet_autotune():
                 t0 = _time.perf_counter()
                 fn(x)
                 if device == "cuda":
