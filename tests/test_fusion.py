@@ -40,7 +40,7 @@ def test_mlp_study_rows_on_the_cpu():
 
 
 def test_compile_verdict_names_cpu_overhead():
-    from rooflab.lab.parts import compile_verdict
+    from rooflab.lab.parts.p4_fusion import compile_verdict
 
     rows = [{"mode": "eager", "wall_s": 90e-6, "kernel_s": 41e-6},
             {"mode": "default", "wall_s": 129e-6, "kernel_s": 36e-6},

@@ -1,0 +1,183 @@
+"""Part 4: the profiler and kernel fusion: one matmul's kernels, GeLU four ways, the MLP compiled."""
+from __future__ import annotations
+
+import torch
+
+from rooflab import roofline as R
+from rooflab.lab import fusion
+from rooflab.lab.answers import answer, names
+from rooflab.lab.context import Context, result, table
+from rooflab.measure.dtypes import torch_dtype
+from rooflab.units import secs
+
+TITLE = "Profiler and kernel fusion"
+
+
+def run(ctx: Context) -> dict:
+    cuda = ctx.device == "cuda"
+    numel = (1 << 26 if not ctx.quick else 1 << 24) if cuda else 1 << 20
+    # bf16 where the GPU has it natively (a T4 does not: fp16 there)
+    dtype = ("bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16") \
+        if cuda else "fp32"
+    tick = ctx.progress("part 4: fusion", 2)
+    g = fusion.gelu_study(numel, dtype, ctx.device, ctx.ceilings.mem_bandwidth_bytes_per_s,
+                          ctx.trace_dir)
+    tick()
+    modes = fusion.MLP_MODES if cuda else ("eager", "default")
+    tokens = 2048 if cuda else 64
+    m = fusion.mlp_study(640, 2048, tokens, dtype, ctx.device, modes, ctx.trace_dir)
+    tick()
+    roof_notes = hold_copy_bandwidth(g["rows"], ctx)
+    ok = [r for r in g["rows"] if "device_s" in r]
+    plots = [{"kind": "bars", "name": "p4_gelu", "title": f"GeLU-tanh over {numel:,} {dtype} "
+              "elements: device time per call (bandwidth in the table)", "ylabel": "device time",
+              "yunit": "s", "labels": [r["variant"] for r in ok],
+              "values": [r["device_s"] for r in ok]},
+             {"kind": "bars", "name": "p4_mlp", "title": f"Gemma MLP, {tokens} tokens: wall time "
+              "per call by compile mode (launches included)", "ylabel": "wall time",
+              "yunit": "s", "labels": [r["mode"] for r in m["rows"] if "wall_s" in r],
+              "values": [r["wall_s"] for r in m["rows"] if "wall_s" in r]}]
+    answers = questions(matmul_profile(ctx, dtype), g, m, ctx.device, roof_notes)
+    per_mode = []
+    for r in m["rows"]:
+        if "device_s" not in r:
+            continue
+        if r["kernel_s"] is None:  # a CPU: the device is the host
+            split = f"{r['kernels_per_call']:.0f} ops"
+        elif r["overhead_s"] is None:
+            split = (f"{r['kernel_s'] * 1e6:.0f} us in {r['kernels_per_call']:.0f} kernels "
+                     f"({r['overhead_flag']})")
+        else:
+            split = (f"{r['kernel_s'] * 1e6:.0f} us of it in {r['kernels_per_call']:.0f} kernels "
+                     f"and {r['overhead_s'] * 1e6:.0f} us around them (launches, guards, Python)")
+        per_mode.append(f"{r['mode']}: wall {r['wall_s'] * 1e6:.0f} us per call (device time "
+                        f"{r['device_s'] * 1e6:.0f} us), {split}; first call "
+                        f"{r['first_call_s']:.2f} s")
+    answers["4.4"]["text"] += " Per mode: " + "; ".join(per_mode) + "." + "".join(
+        f" {n}" for n in m["notes"] + compile_verdict(m["rows"]))
+    not_measured = [f"{s['variant']}: {s['reason']}" for s in g["skipped"]]
+    if not cuda:
+        not_measured.append("max-autotune (CUDA graphs) and the decode step in a CUDA graph: "
+                            "need a GPU")
+    fastest = min(ok, key=lambda r: r["device_s"])
+    return result(f"fastest GeLU: {fastest['variant']} at "
+                  f"{fastest['achieved_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s",
+                  {"gelu": g, "mlp": m}, plots, answers, not_measured,
+                  tables=[table("p4_gelu", "GeLU four ways", g["rows"],
+                                ["variant", "device_s", "kernels_per_call", "bytes_predicted",
+                                 "achieved_bandwidth_bytes_per_s", "fraction_of_copy_bw",
+                                 "above_roof", "max_abs_err", "first_call_s", "error"]),
+                          table("p4_mlp", "MLP by compile mode", m["rows"],
+                                ["mode", "device_s", "wall_s", "kernel_s", "overhead_s",
+                                 "kernels_per_call",
+                                 "first_call_s", "error"])])
+
+
+def compile_verdict(rows: list[dict]) -> list[str]:
+    """Where a compiled MLP is slower per call than eager although its kernels are not: the
+    time went to the CPU side of the call (guards, wrapper, launches)."""
+    eager = next((r for r in rows if r["mode"] == "eager" and r.get("kernel_s")), None)
+    out = []
+    for r in rows:
+        if eager is None or r is eager or not r.get("kernel_s"):
+            continue
+        if r["wall_s"] > eager["wall_s"] and r["kernel_s"] <= 1.1 * eager["kernel_s"]:
+            out.append(f"{r['mode']} is slower per call than eager (wall {r['wall_s'] * 1e6:.0f} "
+                       f"vs {eager['wall_s'] * 1e6:.0f} us) although its kernels take "
+                       f"{r['kernel_s'] * 1e6:.0f} us against eager's "
+                       f"{eager['kernel_s'] * 1e6:.0f}: at this size the CPU side of the "
+                       "compiled call (guards, wrapper, launches) decides, not the GPU.")
+    return out
+
+
+def hold_copy_bandwidth(rows: list[dict], ctx: Context) -> list[str]:
+    """GeLU variants against the copy bandwidth, held as any measured roof (``R.hold``): a
+    variant faster than the copy test raises it for this run or says why (cache)."""
+    dt = ctx.measured_dtype
+    roof = R.Roof("copy", ctx.ceilings.peak_flops_per_s[dt], ctx.ceilings.mem_bandwidth_bytes_per_s,
+                  dt, True)
+    ok = [r for r in rows if "device_s" in r]
+    new, notes, why = R.hold(roof, [(r["variant"], r["flops"] / r["bytes_predicted"],
+                                     r["flops"] / r["device_s"], r["bytes_predicted"])
+                                    for r in ok], ctx.cache_bytes)
+    for r in ok:
+        r["fraction_of_copy_bw"] = r["achieved_bandwidth_bytes_per_s"] / \
+            new.mem_bandwidth_bytes_per_s
+        if r["variant"] in why:
+            r["above_roof"] = why[r["variant"]]
+    return [f"The copy bandwidth was raised for this run: {n}" for n in notes]
+
+
+def matmul_profile(ctx: Context, dtype: str) -> dict:
+    """Question 4.1: the kernels one torch.matmul launches, their count and time."""
+    from rooflab.measure import profile as P
+
+    n = 4096 if ctx.device == "cuda" else 256
+    dt = dtype if ctx.device == "cuda" else "fp32"
+    a = torch.randn(n, n, device=ctx.device, dtype=torch_dtype(dt))
+    prof = P.profile(torch.matmul, a, a, iters=3, warmup=2, device=ctx.device,
+                     trace_path=f"{ctx.trace_dir}/matmul_{n}.json")
+    return {"n": n, "dtype": dt, "launches": prof.launches_per_iter,
+            "kernels": [k.name for k in prof.kernels],
+            "kernel_s": prof.device_time_us / prof.iters / 1e6, "trace": prof.trace_path}
+
+
+# --- its questions, answered from its numbers -----------------------------------------------
+def questions(mm: dict, g: dict, m: dict, device: str, roof_notes: list[str]) -> dict:
+    kernels = "kernels" if device == "cuda" else "ops (a CPU runs no CUDA kernels)"
+    rows = {r["variant"]: r for r in g["rows"] if "device_s" in r}
+    modes = {r["mode"]: r for r in m["rows"] if "device_s" in r}
+    eager = modes.get("eager")
+    out = {"4.1": answer(
+        f"One torch.matmul ({mm['n']} x {mm['n']}, {mm['dtype']}) on the {device}: "
+        + (f"{mm['launches']:.0f} kernel launch(es) per call, {names(mm['kernels'])}, "
+           f"{secs(mm['kernel_s'])} of kernel time." if device == "cuda" else
+           f"no CUDA kernels here; the profiler shows the ops it ran: {names(mm['kernels'])}, "
+           f"{secs(mm['kernel_s'])} per call."),
+        n=mm["n"], launches=mm["launches"], kernels=mm["kernels"], kernel_s=mm["kernel_s"])}
+    if eager:
+        out["4.2"] = answer(
+            f"The MLP ({m['hidden']} -> {m['intermediate']}, {m['tokens']} tokens, {m['dtype']}) "
+            f"launches {eager['kernels_per_call']:.0f} {kernels} per call: "
+            + names([k["name"] for k in eager["kernels"]], 6) + ". Its Chrome trace: "
+            f"{eager.get('trace') or 'not written'} (open it in Perfetto for the timeline).",
+            kernels_per_call=eager["kernels_per_call"], trace=eager.get("trace"))
+    out["4.3"] = answer(" ".join([g["explanation"], *(f"{n}." for n in roof_notes)]),
+                        **{f"{k}_device_s": r["device_s"] for k, r in rows.items()})
+    comp = rows.get("torch.compile(unfused)")
+    nog = modes.get("max-autotune-no-cudagraphs")
+    text = []
+    if comp:
+        text.append(f"torch.compile turned the unfused GeLU's 9 ops into "
+                    f"{comp['kernels_per_call']:.0f} kernel(s) ({names(comp['kernel_names'])}), "
+                    f"{secs(comp['device_s'])} against {secs(rows['unfused (basic ops)']['device_s'])}"
+                    " unfused")
+    if nog and eager:
+        text.append(
+            f"the MLP under max-autotune-no-cudagraphs launches {nog['kernels_per_call']:.0f} "
+            f"kernels ({names([k['name'] for k in nog['kernels']], 4)}) against eager's "
+            f"{eager['kernels_per_call']:.0f}; device time {secs(nog['device_s'])} against "
+            f"{secs(eager['device_s'])} eager" + (
+                f": the fused kernels' time {'rose' if nog['kernel_s'] > eager['kernel_s'] else 'fell'}"
+                f" from {secs(eager['kernel_s'])} to {secs(nog['kernel_s'])}"
+                if nog.get("kernel_s") and eager.get("kernel_s") else ""))
+    out["4.4"] = answer("; ".join(text) + "." if text else
+                        "torch.compile did not run here: " + "; ".join(
+                            f"{r['mode']}: {r.get('error')}" for r in m["rows"] if "error" in r),
+                        **{f"{k}_kernels": r["kernels_per_call"] for k, r in modes.items()})
+    graphs = modes.get("max-autotune")
+    if graphs and eager:
+        out["4.4.2"] = answer(
+            f"max-autotune adds CUDA graphs (they replay under torch.no_grad): wall time per call "
+            f"{secs(graphs['wall_s'])} against {secs(eager['wall_s'])} eager and "
+            f"{secs(nog['wall_s']) if nog else '-'} without graphs; kernel time "
+            f"{secs(graphs.get('kernel_s'))} ({graphs['kernels_per_call']:.0f} kernels, the "
+            "graph's input copy included). A graph removes launch gaps, not kernel time: it pays "
+            "where launches dominate, as in the decode step (B.cuda_graph_profile).",
+            eager_wall_s=eager["wall_s"], graph_wall_s=graphs["wall_s"],
+            graph_kernel_s=graphs.get("kernel_s"))
+    else:
+        out["4.4.2"] = answer("Not run here: " + next(
+            (r["error"] for r in m["rows"] if r["mode"] == "max-autotune" and "error" in r),
+            "max-autotune needs a GPU") + ".")
+    return out
