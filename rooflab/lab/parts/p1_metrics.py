@@ -56,8 +56,9 @@ def questions(d: dict, device: str) -> dict:
         "1.1": answer(
             f"At n = {big['n']} the GEMM is {big['macs']:,} MACs ({big['flops']:,} FLOPs) over "
             f"{big['bytes']:,} bytes of fp32 I/O, intensity {big['intensity']:.1f} FLOP/byte. The "
-            f"pure-Python triple loop took {secs(big['naive_median_s'])}; torch.matmul on the "
-            f"{device} took {secs(big['torch_median_s'])} (device time): "
+            f"pure-Python triple loop took {secs(big['naive_median_s'])}; torch.matmul on this "
+            f"{'GPU' if device == 'cuda' else 'CPU'} took {secs(big['torch_median_s'])} (device "
+            "time): "
             f"{big['speedup']:,.0f}x faster ({si(big['naive_flops_per_s'], 'FLOP/s')} vs "
             f"{si(big['torch_flops_per_s'], 'FLOP/s')}).",
             n=big["n"], macs=big["macs"], flops=big["flops"], bytes=big["bytes"],

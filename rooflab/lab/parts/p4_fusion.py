@@ -129,7 +129,8 @@ def questions(mm: dict, g: dict, m: dict, device: str, roof_notes: list[str]) ->
     modes = {r["mode"]: r for r in m["rows"] if "device_s" in r}
     eager = modes.get("eager")
     out = {"4.1": answer(
-        f"One torch.matmul ({mm['n']} x {mm['n']}, {mm['dtype']}) on the {device}: "
+        f"One torch.matmul ({mm['n']} x {mm['n']}, {mm['dtype']}) on this "
+        f"{'GPU' if device == 'cuda' else 'CPU'}: "
         + (f"{mm['launches']:.0f} kernel launch(es) per call, {names(mm['kernels'])}, "
            f"{secs(mm['kernel_s'])} of kernel time." if device == "cuda" else
            f"no CUDA kernels here; the profiler shows the ops it ran: {names(mm['kernels'])}, "
