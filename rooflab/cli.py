@@ -371,8 +371,9 @@ def compare(a: str = typer.Argument(..., help="a lab report folder or its result
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Exit codes: 0 done, 2 bad input (one line on stderr), 130 interrupted; an
-    unexpected error is one line too (ROOFLAB_DEBUG=1 shows its traceback) with exit code 1."""
+    """Entry point. Exit codes: 0 done, 2 bad input (one line on stderr), 130 interrupted, 1 when
+    `rooflab check` finds an answer that does not hold; an unexpected error is one line too
+    (ROOFLAB_DEBUG=1 shows its traceback), also with exit code 1."""
     import logging
     import os
 
