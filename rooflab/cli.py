@@ -185,7 +185,16 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
           kv_len: Optional[int] = KV_LEN,
           dtype: Optional[str] = typer.Option(None, "--dtype", help="override the config's dtype"),
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
-          tp: int = TP, as_json: bool = JSON):
+          tp: int = TP,
+          weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype",
+                                                     help="fp32, bf16, fp16, fp8, int8 or int4"),
+          act_dtype: Optional[str] = typer.Option(None, "--act-dtype",
+                                                  help="activations: fp32, bf16, fp16, fp8, int8"),
+          kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype",
+                                                 help="the KV cache (default: --act-dtype)"),
+          group_size: Optional[int] = typer.Option(None, "--group-size",
+                                                   help="weights per fp16 scale (int4, int8)"),
+          as_json: bool = JSON):
     """Every component of one decoder layer: MACs, FLOPs, bytes, intensity, bound, time floor."""
     from dataclasses import replace
 
@@ -198,8 +207,10 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
     if layer_index is not None and layer_type is not None:
         raise I.UserError("give --layer or --layer-type, not both")
     lt = M.layer_type_of(cfg, layer_index, layer_type)
-    data = decoder.analyze(cfg, I.phase(phase, batch, seq, kv_len), lt, _roof_for(gpu, cfg.dtype),
-                           tp, _hw_for(gpu))
+    prec = I.precision(cfg.dtype, weight_dtype, act_dtype, kv_dtype, group_size)
+    data = decoder.analyze(cfg, I.phase(phase, batch, seq, kv_len), lt,
+                           _roof_for(gpu, prec.act if prec else cfg.dtype), tp, _hw_for(gpu),
+                           prec)
     _emit(data, as_json, console.layer)
 
 

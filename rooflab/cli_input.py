@@ -130,3 +130,27 @@ def seq_range(text: str) -> list[int]:
         seqs.append(n)
         n *= 2
     return seqs
+
+
+def precision(default: str, weight: Optional[str], act: Optional[str], kv: Optional[str],
+              group_size: Optional[int]):
+    """--weight-dtype/--act-dtype/--kv-dtype/--group-size as a Precision, or None when none is
+    given (the config's dtype for everything)."""
+    from rooflab import precision as Q
+
+    if weight is None and act is None and kv is None and group_size is None:
+        return None
+    positive(group_size, "--group-size")
+
+    def name(d: Optional[str], flag: str, allowed) -> Optional[str]:
+        if d is None:
+            return None
+        key = "int4" if str(d).lower() == "int4" else C.DTYPE_ALIASES.get(str(d).lower(),
+                                                                           str(d).lower())
+        if key not in allowed:
+            raise UserError(f"{flag} must be one of {', '.join(allowed)}, got {d!r}")
+        return key
+
+    a = name(act, "--act-dtype", Q.ACT_DTYPES) or default
+    return Q.Precision(name(weight, "--weight-dtype", Q.WEIGHT_BITS) or default, a,
+                       name(kv, "--kv-dtype", Q.ACT_DTYPES) or a, group_size)

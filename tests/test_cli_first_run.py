@@ -188,7 +188,7 @@ def test_resume_with_a_damaged_results_file(tmp_path):
 VALUES = st.sampled_from(["", "0", "-1", "1", "3", "64", "10..5", "64..128", "1e99", "nan",
                           "x", "fp7", "bf16", "fp32", "cuda", "cpu", "auto", "H200", "nope.json",
                           "/proc/x", "/tmp", "a,b", "1,2,3", "--json", "99999999999999999999",
-                          "decode", "prefill", "sliding", "full", "eager", "standard", "é"])
+                          "decode", "prefill", "sliding", "full", "eager", "standard", "é", "int4"])
 COMMANDS = {
     ("specs",): [],
     ("cost", "gemm"): ["--m", "--k", "--n", "--dtype"],
@@ -199,7 +199,8 @@ COMMANDS = {
     ("roofline", "gemv"): ["--gpu", "--dtype", "--sizes", "--plot", "--roofs"],
     ("ceilings",): ["--device", "--refresh", "--quick"],
     ("layer",): ["--model", "--layer", "--layer-type", "--phase", "--batch", "--seq", "--kv-len",
-                 "--dtype", "--gpu", "--tp"],
+                 "--dtype", "--gpu", "--tp", "--weight-dtype", "--act-dtype", "--kv-dtype",
+                 "--group-size"],
     ("model",): ["--model", "--phase", "--batch", "--seq", "--kv-len", "--gpu", "--tp"],
     ("lab",): ["--device", "--parts", "--gpu", "--quick", "--out", "--resume"],
     ("fusion", "gelu"): ["--numel", "--dtype", "--device", "--trace"],

@@ -6,6 +6,7 @@ from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import models as M
 from rooflab import parallel as P
+from rooflab import precision as Q
 from rooflab import roofline as R
 
 DECODE_BATCHES = (1, 4, 16, 64)
@@ -22,11 +23,14 @@ def row(c: C.Cost, roof: R.Roof | None) -> dict:
 
 
 def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | None = None,
-            tp: int = 1, hw: H.Hardware | None = None) -> dict:
+            tp: int = 1, hw: H.Hardware | None = None,
+            precision: Q.Precision | None = None) -> dict:
     """The `rooflab layer` result: components, groups, total (placed under ``roof`` if given).
-    Under ``tp``-way tensor parallelism: one GPU's share, and the all-reduces on ``hw``'s link."""
+    Under ``tp``-way tensor parallelism: one GPU's share, and the all-reduces on ``hw``'s link;
+    with a ``precision``: each tensor role's bytes in its own dtype."""
     full, cfg = cfg, P.shard(cfg, tp)
-    parts = M.layer_costs(cfg, phase, layer_type)
+    parts = (Q.layer_costs(cfg, phase, layer_type, precision) if precision
+             else M.layer_costs(cfg, phase, layer_type))
     core = next(p for p in parts if p.name == "attn.core")
     return {
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
@@ -40,7 +44,28 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
         "kv_cache_write_bytes": core.detail["kv_cache_write_bytes"],
         "causal": {"macs": core.detail["macs_causal"], "flops": core.detail["flops_causal"]},
         "tp": tp, "communication": _comms(full, phase, tp, 1, hw),
+        "precision": precision.label if precision else None,
     }
+
+
+def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1024,
+            layer_type: str | None = None) -> list[dict]:
+    """The MLP at decode under each serving recipe (W16A16, W8A8, W4A16, FP8) on ``hw``'s
+    datasheet roof for the recipe's compute dtype: intensity, bound and time floor per token."""
+    lt = layer_type or M.layer_type_of(cfg)
+    rows = []
+    for name, p in Q.RECIPES.items():
+        if p.act not in hw.peak_flops_per_s:
+            continue  # the card has no such peak: the recipe does not apply
+        roof = R.Roof.of(hw, p.act)
+        for b in batches:
+            mlp = M.groups(Q.layer_costs(cfg, M.Phase.decode(b, kv_len), lt, p))["mlp"]
+            pl = R.place(roof, mlp)
+            rows.append({"recipe": name, "precision": p.label, "batch": b,
+                         "intensity": pl.intensity, "bound": pl.bound, "ridge": roof.ridge,
+                         "time_floor_s": pl.time_floor_s,
+                         "time_floor_per_token_s": pl.time_floor_s / b})
+    return rows
 
 
 def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,

@@ -157,7 +157,7 @@ COST_COLUMNS = ["component", "MACs", "FLOPs", "bytes (eager)", "bytes (fused)", 
 def layer(d: dict) -> None:
     rows = _cost_rows(d["components"]) + _cost_rows(list(d["groups"].values()) + [d["total"]])
     where = f" on {d['roof']}" if d["roof"] else " (no roof: pass --gpu)"
-    kv = f"kv={d['kv_len']}"
+    kv = f"kv={d['kv_len']}" + (f" ({d['precision']})" if d.get("precision") else "")
     if d.get("kv_attended", d["kv_len"]) != d["kv_len"]:
         kv += f" (attends {d['kv_attended']}: sliding window)"
     table(f"{d['model']} {d['layer_type']} layer, {d['phase']} B={d['batch']} "

@@ -44,9 +44,10 @@ def run(ctx: Context) -> dict:
     tokens = PREFILL_BATCH * 1024
     mlp_fused = C.elem_bytes(cfg.dtype) * (2 * tokens * cfg.hidden + 3 * cfg.hidden *
                                            cfg.intermediate)
+    recipes = decoder.recipes(cfg, ctx.gpu, batches=(1, 64, 512))
     answers = {**questions_analytic(cfg.name, roof_spec(roof), dec, pre, sw,
-                                  R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,
-                                  mlp_fused),
+                                    R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,
+                                    mlp_fused, recipes),
                **questions_measured(measured, not_measured, ctx.device)}
     if measured:
         oc = measured[0]["op_costs"]
@@ -150,7 +151,8 @@ def _comp(analysis: dict, name: str) -> dict:
 
 
 def questions_analytic(cfg_name: str, roof: dict, dec: dict, pre: dict, sweeps: list[dict],
-                   measured_ridge: float | None, mlp_fused_bytes: int) -> dict:
+                       measured_ridge: float | None, mlp_fused_bytes: int,
+                       recipes: list[dict]) -> dict:
     """3.1, 3.2, 3.4.x and the whole-attention bonus, from the per-component costs."""
     out = {}
     for ph, a in (("decode", dec), ("prefill", pre)):
@@ -184,12 +186,30 @@ def questions_analytic(cfg_name: str, roof: dict, dec: dict, pre: dict, sweeps: 
                 f"{c['name']} {c[what]:,}" for c in parts) + f"; total {g[what]:,} "
             + ("MACs." if what == "macs" else f"bytes eager, {g['bytes_fused']:,} fused-ideal."),
             **{c["name"]: c[what] for c in parts}, total=g[what])
-    res.update(_shape_answers(roof, dec, pre, sweeps, measured_ridge, mlp_fused_bytes))
+    res.update(_shape_answers(roof, dec, pre, sweeps, measured_ridge, mlp_fused_bytes, recipes))
     return res
 
 
+def _recipes_text(recipes: list[dict]) -> str:
+    """Which serving recipe gives the MLP the lowest time floor at each batch, from the rows."""
+    if not recipes:
+        return ""
+    out = []
+    for b in sorted({r["batch"] for r in recipes}):
+        rows = sorted((r for r in recipes if r["batch"] == b), key=lambda r: r["time_floor_s"])
+        base = next((r for r in rows if r["recipe"] == "W16A16"), rows[-1])
+        out.append(f"B={b}: " + ", ".join(
+            f"{r['recipe']} {secs(r['time_floor_s'])} ({r['bound']})" for r in rows)
+            + f", fastest {rows[0]['recipe']} at {base['time_floor_s'] / rows[0]['time_floor_s']:.1f}"
+            "x W16A16")
+    return (" Quantised, the MLP's time floor on the datasheet roof of each recipe's compute "
+            "dtype: " + "; ".join(out) + ". The weights' bytes stay fixed while the activations' "
+            "grow with the batch, which is why the fastest recipe can change with it.")
+
+
 def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
-                   measured_ridge: float | None, mlp_fused_bytes: int) -> dict:
+                   measured_ridge: float | None, mlp_fused_bytes: int,
+                   recipes: list[dict]) -> dict:
     ridge = roof["ridge"]
     mlp = {s["label"]: s for s in sweeps if s["what"] == "mlp"}
     layer = {s["label"]: s for s in sweeps if s["what"] == "layer"}
@@ -234,9 +254,9 @@ def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
                 f"B={s['batch']} {s['intensity']:.1f}" for s in decode_rows) + " FLOP/byte; " + (
                 f"it turns compute-bound at B={crossing}." if crossing else
                 f"still memory-bound at B=64 (ridge {ridge:.0f}): batching helps, but not to the "
-                "ridge; this is why weight-only quantisation (W4A16) pays for single-user decode "
-                "while W8A8 suits batched serving."),
-            **{f"decode_B{s['batch']}_intensity": s["intensity"] for s in decode_rows}),
+                "ridge.") + _recipes_text(recipes),
+            **{f"decode_B{s['batch']}_intensity": s["intensity"] for s in decode_rows},
+            **{f"{r['recipe']}_B{r['batch']}_time_floor_s": r["time_floor_s"] for r in recipes}),
         "3.4.3": answer(
             f"Prefill at batch {pre_rows[0]['batch']}, length 64 -> 4096: the MLP point moves "
             f"right, " + ", ".join(f"L={s['seq']} {s['intensity']:.0f}" for s in pre_rows) +
