@@ -175,6 +175,10 @@ def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
 
 
 TP = typer.Option(1, "--tp", help="tensor-parallel GPUs: one GPU's share and its all-reduces")
+WEIGHT_DTYPE = typer.Option(None, "--weight-dtype", help="fp32, bf16, fp16, fp8, int8 or int4")
+ACT_DTYPE = typer.Option(None, "--act-dtype", help="activations: fp32, bf16, fp16, fp8, int8")
+KV_DTYPE = typer.Option(None, "--kv-dtype", help="the KV cache (default: --act-dtype)")
+GROUP_SIZE = typer.Option(None, "--group-size", help="weights per fp16 scale (int4, int8)")
 
 
 @app.command()
@@ -185,16 +189,9 @@ def layer(model: Optional[str] = typer.Option(None, "--model", help="preset name
           kv_len: Optional[int] = KV_LEN,
           dtype: Optional[str] = typer.Option(None, "--dtype", help="override the config's dtype"),
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
-          tp: int = TP,
-          weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype",
-                                                     help="fp32, bf16, fp16, fp8, int8 or int4"),
-          act_dtype: Optional[str] = typer.Option(None, "--act-dtype",
-                                                  help="activations: fp32, bf16, fp16, fp8, int8"),
-          kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype",
-                                                 help="the KV cache (default: --act-dtype)"),
-          group_size: Optional[int] = typer.Option(None, "--group-size",
-                                                   help="weights per fp16 scale (int4, int8)"),
-          as_json: bool = JSON):
+          tp: int = TP, weight_dtype: Optional[str] = WEIGHT_DTYPE,
+          act_dtype: Optional[str] = ACT_DTYPE, kv_dtype: Optional[str] = KV_DTYPE,
+          group_size: Optional[int] = GROUP_SIZE, as_json: bool = JSON):
     """Every component of one decoder layer: MACs, FLOPs, bytes, intensity, bound, time floor."""
     from dataclasses import replace
 
@@ -219,14 +216,18 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
           phase: str = PHASE, batch: int = BATCH, seq: Optional[int] = SEQ,
           kv_len: Optional[int] = KV_LEN,
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
-          tp: int = TP, as_json: bool = JSON):
+          tp: int = TP, weight_dtype: Optional[str] = WEIGHT_DTYPE,
+          act_dtype: Optional[str] = ACT_DTYPE, kv_dtype: Optional[str] = KV_DTYPE,
+          group_size: Optional[int] = GROUP_SIZE, as_json: bool = JSON):
     """Whole-model totals: all layers by type, embedding, final norm, lm_head, KV cache."""
     from rooflab import models as M
     from rooflab.lab import decoder
 
     cfg = M.load(model_name)
+    prec = I.precision(cfg.dtype, weight_dtype, act_dtype, kv_dtype, group_size)
     data = decoder.model_summary(cfg, I.phase(phase, batch, seq, kv_len),
-                                 _roof_for(gpu, cfg.dtype), tp, _hw_for(gpu))
+                                 _roof_for(gpu, prec.act if prec else cfg.dtype), tp,
+                                 _hw_for(gpu), prec)
     _emit(data, as_json, console.model)
 
 

@@ -301,25 +301,27 @@ def layer_type_of(cfg: ModelConfig, index: int | None = None, kind: str | None =
     return cfg.layer_types[0]
 
 
-def model_costs(cfg: ModelConfig, ph: Phase) -> dict:
+def model_costs(cfg: ModelConfig, ph: Phase, layers=None, kv_dtype: str | None = None) -> dict:
     """All layers by type + embedding + final norm + lm_head, and the KV-cache size.
 
     The embedding is a gather (read T rows, write T rows); the lm_head projects every token
-    entering it (HF's default forward computes logits for all positions).
+    entering it (HF's default forward computes logits for all positions). ``layers(cfg, ph,
+    layer_type)`` counts a layer (default ``layer_costs``); ``kv_dtype`` stores the KV cache.
     """
     t, dt, e = ph.tokens, cfg.dtype, C.elem_bytes(cfg.dtype)
+    layers = layers or layer_costs
     per_type = {}
     for lt in sorted(set(cfg.layer_types)):
         n = cfg.layer_types.count(lt)
-        per_type[lt] = (n, C.total(layer_costs(cfg, ph, lt), f"{lt} layer"))
+        per_type[lt] = (n, C.total(layers(cfg, ph, lt), f"{lt} layer"))
     emb = C.Cost("embedding", 0, 0, 2 * t * cfg.hidden * e, 2 * t * cfg.hidden * e)
     head = C.linear(t, cfg.hidden, cfg.vocab, dt).named("lm_head")
     final = C.rmsnorm(t, cfg.hidden, dt).named("final_norm")
     layers = C.total([c.scaled(n) for n, c in per_type.values()], "layers")
-    kv_bytes = 0
+    kv_bytes, ke = 0, C.elem_bytes(kv_dtype or dt)
     for lt in cfg.layer_types:
         pos = min(ph.kv_len, cfg.sliding_window) if lt == "sliding" else ph.kv_len
-        kv_bytes += 2 * ph.batch * cfg.kv_heads * cfg.head_dim * pos * e
+        kv_bytes += 2 * ph.batch * cfg.kv_heads * cfg.head_dim * pos * ke
     return {
         "layers_by_type": {lt: {"count": n, **c.as_dict()} for lt, (n, c) in per_type.items()},
         "parts": [layers, emb, final, head],

@@ -59,3 +59,15 @@ def test_cli_precision(capsys):
         code = main(["layer", *argv])
         err = capsys.readouterr().err
         assert code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_model_totals_under_a_recipe(capsys):
+    phase = M.Phase.decode(1, 8192)
+    base = decoder.model_summary(LLAMA, phase)
+    w4 = decoder.model_summary(LLAMA, phase, precision=Q.Precision("int4", "bf16", "fp8"))
+    assert w4["total"]["flops"] == base["total"]["flops"]  # the arithmetic is the same
+    assert w4["kv_cache_bytes"] * 2 == base["kv_cache_bytes"]  # fp8 KV: half of bf16
+    lm_head = {p["name"]: p for p in w4["parts"]}["lm_head"]
+    assert lm_head == {p["name"]: p for p in base["parts"]}["lm_head"]  # kept in bf16
+    code = main(["model", "--model", "Llama-3.1-8B", "--weight-dtype", "int4", "--gpu", "H200"])
+    assert code == 0 and "weights int4" in capsys.readouterr().out

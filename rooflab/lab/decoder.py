@@ -2,6 +2,8 @@
 layer (wall time, profiled kernel time) against the roofline prediction."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import models as M
@@ -75,16 +77,24 @@ def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
 
 
 def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None, tp: int = 1,
-                  hw: H.Hardware | None = None) -> dict:
+                  hw: H.Hardware | None = None, precision: Q.Precision | None = None) -> dict:
     """Whole-model totals for one GPU; under tensor parallelism its layers are its share, while
-    the embedding, final norm and lm_head stay whole on every GPU."""
+    the embedding, final norm and lm_head stay whole on every GPU. A ``precision`` applies to
+    the layers and the KV cache; the embedding, final norm and lm_head stay in the activation
+    dtype (as quantised models usually keep them)."""
     full, cfg = cfg, P.shard(cfg, tp)
-    mc = M.model_costs(cfg, phase)
+    if precision:
+        cfg = replace(cfg, dtype=precision.act)
+        mc = M.model_costs(cfg, phase, lambda c, ph, lt: Q.layer_costs(c, ph, lt, precision),
+                           precision.kv)
+    else:
+        mc = M.model_costs(cfg, phase)
     return {"model": cfg.name, "config": cfg.as_dict(), "phase": phase.kind, "batch": phase.batch,
             "seq": phase.seq, "kv_len": phase.kv_len, "params": mc["params"],
             "kv_cache_bytes": mc["kv_cache_bytes"], "layers_by_type": mc["layers_by_type"],
             "parts": [row(p, roof) for p in mc["parts"]], "total": row(mc["total"], roof),
             "tp": tp, "replicated": ["embedding", "final_norm", "lm_head"] if tp > 1 else [],
+            "precision": precision.label if precision else None,
             "communication": _comms(full, phase, tp, full.layers, hw)}
 
 

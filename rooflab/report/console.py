@@ -178,7 +178,8 @@ def _communication(d: dict) -> None:
 
 
 def model(d: dict) -> None:
-    table(f"{d['model']}: {d['phase']} B={d['batch']} L={d['seq']} kv={d['kv_len']}",
+    table(f"{d['model']}: {d['phase']} B={d['batch']} L={d['seq']} kv={d['kv_len']}"
+          + (f" ({d['precision']})" if d.get("precision") else ""),
           COST_COLUMNS, _cost_rows(d["parts"] + [d["total"]]))
     out.print(f"parameters {d['params']:,}; KV cache {d['kv_cache_bytes']:,} B")
     if d.get("replicated"):
