@@ -54,6 +54,12 @@ LAYERNORM_FLOPS = 7
 ROPE_FLOPS = 3
 
 
+# weights may be stored narrower than any activation: int4 packs two per byte, and with a group
+# size each group of that many weights carries one fp16 scale
+WEIGHT_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+SCALE_BYTES = 2
+
+
 class CostError(RooflabError, ValueError):
     """Bad input to a cost formula (a size that is not a positive integer, an unknown dtype)."""
 
@@ -171,9 +177,25 @@ def bmm(batch: int, m: int, k: int, n: int, dtype: str = "fp32") -> Cost:
 
 
 @register("linear")
-def linear(tokens: int, d_in: int, d_out: int, dtype: str = "fp32") -> Cost:
-    """x(T, d_in) @ W^T(d_in, d_out): a GEMM with M = tokens, K = d_in, N = d_out."""
-    return gemm(tokens, d_in, d_out, dtype).named("linear")
+def weight_bytes(n: int, dtype: str, group_size: int | None = None) -> int:
+    """n weights stored in ``dtype`` (int4 included), plus an fp16 scale per group if grouped."""
+    if dtype not in WEIGHT_BITS:
+        raise CostError(f"weights are stored in one of {', '.join(WEIGHT_BITS)}, got {dtype!r}")
+    scales = math.ceil(n / group_size) * SCALE_BYTES if group_size else 0
+    return math.ceil(n * WEIGHT_BITS[dtype] / 8) + scales
+
+
+def linear(tokens: int, d_in: int, d_out: int, dtype: str = "fp32",
+           weight_dtype: str | None = None, group_size: int | None = None) -> Cost:
+    """x(T, d_in) @ W^T(d_in, d_out): a GEMM with M = tokens, K = d_in, N = d_out; x and y in
+    ``dtype``, the weights in ``weight_dtype`` (default the same) with optional group scales.
+    bytes = e*(T*d_in + T*d_out) + weight_bytes(d_in*d_out)."""
+    c = gemm(tokens, d_in, d_out, dtype).named("linear")
+    if weight_dtype is None and group_size is None:
+        return c
+    io = elem_bytes(dtype) * tokens * (d_in + d_out) + weight_bytes(
+        d_in * d_out, weight_dtype or dtype_name(dtype), group_size)
+    return replace(c, bytes=io, bytes_fused=io)
 
 
 @register("elementwise")
@@ -264,7 +286,7 @@ def attention_pairs(q_len: int, kv_len: int, causal: bool = False, window: int |
 @register("attention")
 def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
               kv_heads: int | None = None, dtype: str = "fp32", causal: bool = False,
-              window: int | None = None) -> Cost:
+              window: int | None = None, kv_dtype: str | None = None) -> Cost:
     """softmax(Q K^T * scale) V with q (B,H,Lq,D), k/v (B,Hkv,Lkv,D).
 
     pairs P = B*H*(scores per head) (dense: Lq*Lkv), MACs = 2*P*D, FLOPs = 2*MACs + 6*P
@@ -278,11 +300,11 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
     if heads % kv_heads:
         raise CostError(f"kv_heads ({kv_heads}) must divide heads ({heads})")
     scores = batch * heads * attention_pairs(q_len, kv_len, causal, window)
-    e = elem_bytes(dtype)
+    e, ek = elem_bytes(dtype), elem_bytes(kv_dtype or dtype)  # K and V may be stored apart
     q = o = batch * heads * q_len * head_dim
     k = v = batch * kv_heads * kv_len * head_dim
     macs = 2 * scores * head_dim
-    eager = e * ((q + k + scores) + SOFTMAX_PASSES * scores + (scores + v + o))
+    eager = e * ((q + scores) + SOFTMAX_PASSES * scores + (scores + o)) + ek * (k + v)
     flops = 2 * macs + (SOFTMAX_FLOPS + SCALE_FLOPS) * scores
-    return Cost("attention", macs, flops, eager, e * (q + k + v + o),
+    return Cost("attention", macs, flops, eager, e * (q + o) + ek * (k + v),
                 kernels=3)

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, replace
 
 from rooflab import cost as C
 from rooflab.errors import RooflabError, read_json
+from rooflab.precision import Precision
 
 
 
@@ -212,22 +213,23 @@ class Phase:
         return self.batch * self.seq
 
 
-def _proj(name: str, t: int, d_in: int, d_out: int, dtype: str, bias: bool) -> C.Cost:
-    c = C.linear(t, d_in, d_out, dtype)
+def _proj(name: str, t: int, d_in: int, d_out: int, dtype: str, bias: bool,
+          p: Precision | None = None) -> C.Cost:
+    c = C.linear(t, d_in, d_out, dtype, p.weight if p else None, p.group_size if p else None)
     if bias:  # y += b: one add per output, read the bias vector once
         c = replace(c, flops=c.flops + t * d_out, bytes=c.bytes + C.elem_bytes(dtype) * d_out,
                     bytes_fused=c.bytes_fused + C.elem_bytes(dtype) * d_out)
     return c.named(name)
 
 
-def _core(cfg: ModelConfig, ph: Phase, layer_type: str) -> C.Cost:
+def _core(cfg: ModelConfig, ph: Phase, layer_type: str, dtype: str, kv_dtype: str) -> C.Cost:
     window = cfg.sliding_window if layer_type == "sliding" else None
     kv_len = min(ph.kv_len, window) if (window and ph.kind == "decode") else ph.kv_len
-    args = (ph.batch, cfg.heads, ph.seq, kv_len, cfg.head_dim, cfg.kv_heads, cfg.dtype)
-    dense = C.attention(*args)
-    causal = C.attention(*args, causal=True, window=window if ph.kind == "prefill" else None)
-    e = C.elem_bytes(cfg.dtype)
-    kv_token = 2 * ph.batch * cfg.kv_heads * cfg.head_dim * e  # K and V of one position
+    args = (ph.batch, cfg.heads, ph.seq, kv_len, cfg.head_dim, cfg.kv_heads, dtype)
+    dense = C.attention(*args, kv_dtype=kv_dtype)
+    causal = C.attention(*args, causal=True, window=window if ph.kind == "prefill" else None,
+                         kv_dtype=kv_dtype)
+    kv_token = 2 * ph.batch * cfg.kv_heads * cfg.head_dim * C.elem_bytes(kv_dtype)  # K and V
     detail = {
         "macs_causal": causal.macs, "flops_causal": causal.flops, "bytes_causal": causal.bytes,
         "kv_positions": kv_len,
@@ -237,11 +239,14 @@ def _core(cfg: ModelConfig, ph: Phase, layer_type: str) -> C.Cost:
     return replace(dense, name="attn.core", detail=detail)
 
 
-def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C.Cost]:
-    """Every component of one decoder layer of ``layer_type`` in phase ``ph``, in order."""
+def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
+                precision: Precision | None = None) -> list[C.Cost]:
+    """Every component of one decoder layer of ``layer_type`` in phase ``ph``, in order; with a
+    ``precision``, the weights, activations and KV cache in their own dtypes."""
     if layer_type not in ("full", "sliding"):
         raise ModelError(f"layer type must be 'full' or 'sliding', got {layer_type!r}")
-    t, h, dt = ph.tokens, cfg.hidden, cfg.dtype
+    p = precision
+    t, h, dt = ph.tokens, cfg.hidden, p.act if p else cfg.dtype
     q_out, kv_out = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     offset = cfg.family.startswith("gemma")  # Gemma's norms scale by (1 + w)
     norm = lambda name: C.rmsnorm(t, h, dt, offset).named(name)  # noqa: E731
@@ -250,28 +255,28 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full") -> list[C
            else C.elementwise(t * cfg.intermediate, dt, 1, 1, C.SILU_FLOPS))
     parts = [
         norm("input_norm"),
-        _proj("attn.q_proj", t, h, q_out, dt, cfg.attn_bias),
-        _proj("attn.k_proj", t, h, kv_out, dt, cfg.attn_bias),
-        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias),
+        _proj("attn.q_proj", t, h, q_out, dt, cfg.attn_bias, p),
+        _proj("attn.k_proj", t, h, kv_out, dt, cfg.attn_bias, p),
+        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias, p),
     ]
     if cfg.qk_norm:
         parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt, offset).named("attn.q_norm"),
                   C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt, offset).named("attn.k_norm")]
     parts += [
         C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
-        _core(cfg, ph, layer_type),
-        _proj("attn.o_proj", t, q_out, h, dt, False),
+        _core(cfg, ph, layer_type, dt, p.kv if p else dt),
+        _proj("attn.o_proj", t, q_out, h, dt, False, p),
     ]
     if cfg.sandwich_norm:
         parts.append(norm("post_attn_norm"))
     parts += [
         residual("residual.attn"),
         norm("pre_ffn_norm"),
-        _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False),
-        _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False),
+        _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False, p),
+        _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False, p),
         act.named("mlp.act"),
         C.elementwise(t * cfg.intermediate, dt, 2, 1, 1).named("mlp.mul"),
-        _proj("mlp.down_proj", t, cfg.intermediate, h, dt, False),
+        _proj("mlp.down_proj", t, cfg.intermediate, h, dt, False, p),
     ]
     if cfg.sandwich_norm:
         parts.append(norm("post_ffn_norm"))
@@ -301,24 +306,25 @@ def layer_type_of(cfg: ModelConfig, index: int | None = None, kind: str | None =
     return cfg.layer_types[0]
 
 
-def model_costs(cfg: ModelConfig, ph: Phase, layers=None, kv_dtype: str | None = None) -> dict:
+def model_costs(cfg: ModelConfig, ph: Phase, precision: Precision | None = None) -> dict:
     """All layers by type + embedding + final norm + lm_head, and the KV-cache size.
 
     The embedding is a gather (read T rows, write T rows); the lm_head projects every token
-    entering it (HF's default forward computes logits for all positions). ``layers(cfg, ph,
-    layer_type)`` counts a layer (default ``layer_costs``); ``kv_dtype`` stores the KV cache.
+    entering it (HF's default forward computes logits for all positions). A ``precision``
+    applies to the layers and the KV cache; the embedding, final norm and lm_head stay in the
+    activation dtype, as quantised models usually keep them.
     """
-    t, dt, e = ph.tokens, cfg.dtype, C.elem_bytes(cfg.dtype)
-    layers = layers or layer_costs
+    dt = precision.act if precision else cfg.dtype
+    t, e = ph.tokens, C.elem_bytes(dt)
     per_type = {}
     for lt in sorted(set(cfg.layer_types)):
         n = cfg.layer_types.count(lt)
-        per_type[lt] = (n, C.total(layers(cfg, ph, lt), f"{lt} layer"))
+        per_type[lt] = (n, C.total(layer_costs(cfg, ph, lt, precision), f"{lt} layer"))
     emb = C.Cost("embedding", 0, 0, 2 * t * cfg.hidden * e, 2 * t * cfg.hidden * e)
     head = C.linear(t, cfg.hidden, cfg.vocab, dt).named("lm_head")
     final = C.rmsnorm(t, cfg.hidden, dt).named("final_norm")
     layers = C.total([c.scaled(n) for n, c in per_type.values()], "layers")
-    kv_bytes, ke = 0, C.elem_bytes(kv_dtype or dt)
+    kv_bytes, ke = 0, C.elem_bytes(precision.kv if precision else dt)
     for lt in cfg.layer_types:
         pos = min(ph.kv_len, cfg.sliding_window) if lt == "sliding" else ph.kv_len
         kv_bytes += 2 * ph.batch * cfg.kv_heads * cfg.head_dim * pos * ke

@@ -132,3 +132,12 @@ def test_attention_properties(b, h, lq, extra, d, causal):
     assert a.bytes > a.bytes_fused  # eager always moves the score matrix
     assert a.macs <= C.attention(b, h, lq, lkv, d).macs  # masking never adds work
     assert a.flops == 2 * a.macs + (5 + 1) * (a.macs // (2 * d))  # softmax and scale per score
+
+
+def test_linear_and_attention_with_their_own_storage_dtypes():
+    # x (2x3) and y (2x4) in bf16: 2 * 2 * (3 + 4) = 28; 12 int4 weights: 6; 6 groups of 2: 12
+    assert C.linear(2, 3, 4, "bf16", "int4", 2).bytes == 28 + 6 + 12
+    assert C.linear(2, 3, 4, "bf16", "bf16").bytes == C.linear(2, 3, 4, "bf16").bytes == 2 * 26
+    a = C.attention(1, 1, 2, 2, 4, dtype="fp32", kv_dtype="fp8")
+    # the docstring example's 240 bytes, with K and V (8 elements each) at 1 byte, not 4
+    assert a.bytes == 240 - (4 - 1) * 16 and a.bytes_fused == 128 - (4 - 1) * 16

@@ -13,12 +13,12 @@ LLAMA = M.load("Llama-3.1-8B")  # hidden 4096, 32 heads, 8 KV heads, MLP 14336, 
 
 
 def by_name(p, phase=M.Phase.decode(1, 1024)):
-    return {c.name: c for c in Q.layer_costs(LLAMA, phase, "full", p)}
+    return {c.name: c for c in M.layer_costs(LLAMA, phase, "full", p)}
 
 
 @pytest.mark.parametrize("phase", [M.Phase.prefill(2, 64), M.Phase.decode(3, 100)])
 def test_the_models_own_dtype_changes_nothing(phase):
-    same = Q.layer_costs(LLAMA, phase, "full", Q.Precision("bf16", "bf16", "bf16"))
+    same = M.layer_costs(LLAMA, phase, "full", Q.Precision("bf16", "bf16", "bf16"))
     assert same == M.layer_costs(LLAMA, phase, "full")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from rooflab import roofline as R
 from rooflab.errors import RooflabError, read_json
 
 
@@ -29,7 +30,7 @@ def figures(res: dict) -> dict[str, float]:
     out = {"copy bandwidth (B/s)": c["mem_bandwidth_bytes_per_s"]}
     for dt, v in c["peak_flops_per_s"].items():
         out[f"matmul {dt} (FLOP/s)"] = v
-        out[f"ridge {dt} (FLOP/B)"] = v / c["mem_bandwidth_bytes_per_s"]
+        out[f"ridge {dt} (FLOP/B)"] = R.ridge(v, c["mem_bandwidth_bytes_per_s"])
     for q, a in res["answers"].items():
         for k, v in a["figures"].items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -2,8 +2,6 @@
 layer (wall time, profiled kernel time) against the roofline prediction."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import models as M
@@ -31,8 +29,7 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
     Under ``tp``-way tensor parallelism: one GPU's share, and the all-reduces on ``hw``'s link;
     with a ``precision``: each tensor role's bytes in its own dtype."""
     full, cfg = cfg, P.shard(cfg, tp)
-    parts = (Q.layer_costs(cfg, phase, layer_type, precision) if precision
-             else M.layer_costs(cfg, phase, layer_type))
+    parts = M.layer_costs(cfg, phase, layer_type, precision)
     core = next(p for p in parts if p.name == "attn.core")
     return {
         "model": cfg.name, "layer_type": layer_type, "phase": phase.kind, "batch": phase.batch,
@@ -61,7 +58,7 @@ def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1
             continue  # the card has no such peak: the recipe does not apply
         roof = R.Roof.of(hw, p.act)
         for b in batches:
-            mlp = M.groups(Q.layer_costs(cfg, M.Phase.decode(b, kv_len), lt, p))["mlp"]
+            mlp = M.groups(M.layer_costs(cfg, M.Phase.decode(b, kv_len), lt, p))["mlp"]
             pl = R.place(roof, mlp)
             rows.append({"recipe": name, "precision": p.label, "batch": b,
                          "intensity": pl.intensity, "bound": pl.bound, "ridge": roof.ridge,
@@ -79,16 +76,10 @@ def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
 def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None, tp: int = 1,
                   hw: H.Hardware | None = None, precision: Q.Precision | None = None) -> dict:
     """Whole-model totals for one GPU; under tensor parallelism its layers are its share, while
-    the embedding, final norm and lm_head stay whole on every GPU. A ``precision`` applies to
-    the layers and the KV cache; the embedding, final norm and lm_head stay in the activation
-    dtype (as quantised models usually keep them)."""
+    the embedding, final norm and lm_head stay whole on every GPU (``models.model_costs`` says
+    what a ``precision`` applies to)."""
     full, cfg = cfg, P.shard(cfg, tp)
-    if precision:
-        cfg = replace(cfg, dtype=precision.act)
-        mc = M.model_costs(cfg, phase, lambda c, ph, lt: Q.layer_costs(c, ph, lt, precision),
-                           precision.kv)
-    else:
-        mc = M.model_costs(cfg, phase)
+    mc = M.model_costs(cfg, phase, precision)
     return {"model": cfg.name, "config": cfg.as_dict(), "phase": phase.kind, "batch": phase.batch,
             "seq": phase.seq, "kv_len": phase.kv_len, "params": mc["params"],
             "kv_cache_bytes": mc["kv_cache_bytes"], "layers_by_type": mc["layers_by_type"],

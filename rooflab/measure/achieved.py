@@ -6,23 +6,26 @@ from rooflab.cost import Cost
 from rooflab.measure.timer import Timing, time
 
 
-def point(timing: Timing, c: Cost, roof: R.Roof, fused: bool = False) -> dict:
-    """Achieved FLOP/s and bandwidth of a measured op, and its fraction of the roof at its
-    intensity (the roofline's attainable FLOP/s, or bandwidth when it does no FLOPs)."""
-    nbytes = c.bytes_fused if fused else c.bytes
-    t = timing.median_s
-    i = R.intensity(c.flops, nbytes)
+def place(flops: int, nbytes: int, seconds: float, roof: R.Roof) -> dict:
+    """Achieved FLOP/s and bandwidth of work measured at ``seconds``, and its fraction of the
+    roof at its intensity (the roofline's attainable FLOP/s, or bandwidth when it does no FLOPs)."""
+    i = R.intensity(flops, nbytes)
     attainable = R.attainable(roof, i)
-    achieved_flops = c.flops / t
-    achieved_bw = nbytes / t
-    frac = achieved_flops / attainable if c.flops else achieved_bw / roof.mem_bandwidth_bytes_per_s
+    achieved_flops, achieved_bw = flops / seconds, nbytes / seconds
+    frac = achieved_flops / attainable if flops else achieved_bw / roof.mem_bandwidth_bytes_per_s
     return {
-        "name": c.name, "flops": c.flops, "bytes": nbytes, "intensity": i,
-        "measured_s": t, "time_floor_s": R.time_floor_s(roof, c.flops, nbytes),
+        "flops": flops, "bytes": nbytes, "intensity": i, "measured_s": seconds,
+        "time_floor_s": R.time_floor_s(roof, flops, nbytes),
         "achieved_flops_per_s": achieved_flops, "achieved_bandwidth_bytes_per_s": achieved_bw,
         "attainable_flops_per_s": attainable, "fraction_of_roof": frac,
-        "bound": R.bound(roof, i), "unstable": timing.unstable, "roof": roof.label,
+        "bound": R.bound(roof, i), "roof": roof.label,
     }
+
+
+def point(timing: Timing, c: Cost, roof: R.Roof, fused: bool = False) -> dict:
+    """A measured op placed under ``roof`` (eager bytes, or fused-ideal ones)."""
+    return {"name": c.name, **place(c.flops, c.bytes_fused if fused else c.bytes,
+                                    timing.median_s, roof), "unstable": timing.unstable}
 
 
 def counted(fn, *args, name: str = "") -> Cost:
@@ -50,15 +53,6 @@ def hold(roof: R.Roof, points: list[dict], cache_bytes: int | None = None,
     under it again (``above_roof`` says why where one still is), and one note per change."""
     new, notes, why = R.hold(roof, [(p["name"], p["intensity"], p["achieved_flops_per_s"],
                                      p["bytes"]) for p in points], cache_bytes, tolerance)
-    placed = []
-    for p in points:
-        i = p["intensity"]
-        q = {**p, "attainable_flops_per_s": R.attainable(new, i), "bound": R.bound(new, i),
-             "time_floor_s": R.time_floor_s(new, p["flops"], p["bytes"]), "roof": new.label}
-        q["fraction_of_roof"] = (q["achieved_flops_per_s"] / q["attainable_flops_per_s"]
-                                 if p["flops"] else
-                                 q["achieved_bandwidth_bytes_per_s"] / new.mem_bandwidth_bytes_per_s)
-        if p["name"] in why:
-            q["above_roof"] = why[p["name"]]
-        placed.append(q)
+    placed = [{**p, **place(p["flops"], p["bytes"], p["measured_s"], new),
+               **({"above_roof": why[p["name"]]} if p["name"] in why else {})} for p in points]
     return new, placed, notes

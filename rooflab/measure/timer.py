@@ -170,30 +170,20 @@ def _busy_queue(issue_s: float):
     return lambda: torch.cuda._sleep(cycles)
 
 
-def _device_samples(call, args, kwargs, name, reps, flush, cuda: bool,
-                    issue_s: float) -> list[float]:
-    """Device time of each call. CUDA: events behind a busy queue (see the module docstring);
-    CPU: the host clock."""
-    out = []
-    if cuda:
-        spin = _busy_queue(issue_s)
-        pairs = []
-        for _ in range(reps):
-            flush()
-            spin()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            _call(call, args, kwargs, name)
-            b.record()
-            pairs.append((a, b))
-        torch.cuda.synchronize()
-        return [a.elapsed_time(b) / 1e3 for a, b in pairs]
+def _event_samples(call, args, kwargs, name, reps, flush, issue_s: float) -> list[float]:
+    """Device time of each call on CUDA: events behind a busy queue (see the module docstring)."""
+    spin = _busy_queue(issue_s)
+    pairs = []
     for _ in range(reps):
         flush()
-        t0 = _time.perf_counter_ns()
+        spin()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
         _call(call, args, kwargs, name)
-        out.append((_time.perf_counter_ns() - t0) / 1e9)
-    return out
+        b.record()
+        pairs.append((a, b))
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) / 1e3 for a, b in pairs]
 
 
 def _cupti_samples(call, args, kwargs, name, reps, flush) -> list[float] | None:
@@ -292,16 +282,18 @@ def time(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 
         one = max(_time.perf_counter() - t0, 1e-7)
         reps = reps or int(min(max_reps, max(5, budget_s / one)))
     _sync(dev)
-    cuda = dev == "cuda"
-    samples = _device_samples(call, args, kwargs, name, reps, flush, cuda, issue_s)
-    method = "CUDA events behind a busy queue" if cuda else "host clock"
-    if cuda and statistics.median(samples) < CUPTI_BELOW_S:
+    label = "graph" if cuda_graph else ("cold" if flush_l2 else "warm")
+    if dev != "cuda":  # the device is the host: one clock for both figures
+        walls = _wall_samples(call, args, kwargs, name, reps, flush, dev)
+        return Timing(walls, dev, label, warmup, cv_threshold, name, {"method": "host clock"},
+                      wall_samples_s=walls)
+    samples = _event_samples(call, args, kwargs, name, reps, flush, issue_s)
+    method = "CUDA events behind a busy queue"
+    if statistics.median(samples) < CUPTI_BELOW_S:
         cupti = _cupti_samples(call, args, kwargs, name, min(reps, 300), flush)
         if cupti:
             samples, method = cupti, "CUPTI kernel durations (short call)"
-    walls = _wall_samples(call, args, kwargs, name, reps, flush, dev) if cuda and wall \
-        else (list(samples) if not cuda else [])
-    label = "graph" if cuda_graph else ("cold" if flush_l2 else "warm")
+    walls = _wall_samples(call, args, kwargs, name, reps, flush, dev) if wall else []
     return Timing(samples, dev, label, warmup, cv_threshold, name, {"method": method},
                   wall_samples_s=walls)
 
