@@ -206,3 +206,22 @@ def test_device_time_leaves_launch_overhead_out():
     kernel_s = prof.device_time_us / 50 / 1e6
     assert t.device_s < t.wall_s
     assert 0.75 < t.device_s / kernel_s < 1.33, (t.device_s, kernel_s)
+
+
+def test_beaten_ceilings_are_forgotten(tmp_path, monkeypatch):
+    """A lab run whose points beat the cached roof drops the cache: measured again next time."""
+    from rooflab.lab import run as LR
+    from rooflab.lab.parts import PARTS
+    monkeypatch.setenv("ROOFLAB_CACHE", str(tmp_path / "cache"))
+    ceilings.get("cpu", quick=True)
+    cache = tmp_path / "cache"
+    if not cache.exists() or not list(cache.iterdir()):
+        pytest.skip("this machine's ceilings were unstable: nothing was cached")
+
+    def beats(ctx):
+        ctx.beaten(["GEMM n=8 reached more than the measured peak"])
+        return PARTS[1][1](ctx)
+
+    monkeypatch.setitem(PARTS, 1, (PARTS[1][0], beats))
+    res = LR.run("cpu", parts=(1,), quick=True, out_dir=str(tmp_path / "out"))
+    assert res["meta"]["ceilings_forgotten"] and not list(cache.iterdir())

@@ -3,7 +3,7 @@ specifications, answers, tables) that the views draw."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from rooflab import hardware as H
@@ -19,6 +19,13 @@ class Context:
     out_dir: str
     quick: bool = False
     progress: Callable[[str, int], Callable[[], None]] = lambda desc, total: (lambda: None)
+    raised: list[str] = field(default_factory=list)  # roofs this run's points beat
+
+    def beaten(self, notes: list[str]) -> list[str]:
+        """Record a part's roof raises (the cached ceilings were low: run.py measures them
+        again next time) and pass the notes on."""
+        self.raised += notes
+        return notes
 
     @property
     def measured(self) -> H.Hardware:

@@ -13,6 +13,7 @@ from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import release
 from rooflab.measure.timer import overhead, time
+from rooflab.units import secs
 
 DTYPES = ("fp32", "fp16", "bf16")
 AUTOTUNE_MIN_SMS = 68  # below this, inductor skips GEMM autotuning in max-autotune
@@ -114,7 +115,7 @@ def explain_gelu(rows: list[dict]) -> str:
         f"kernel: each one reads its inputs from memory and writes its result back); F.gelu "
         f"launched {f['kernels_per_call']:.0f} and moved {f['bytes_predicted'] / 1e6:.1f} MB. "
         f"Traffic ratio {traffic:.1f}x; measured time ratio {u['device_s'] / f['device_s']:.1f}x "
-        f"({u['device_s'] * 1e6:.0f} us vs {f['device_s'] * 1e6:.0f} us). ")
+        f"({secs(u['device_s'])} vs {secs(f['device_s'])}). ")
     frac = f.get("fraction_of_copy_bw")
     if frac is None or frac >= 0.6:
         return text + ("Both are memory-bound (8 FLOPs per element against 2 elements of "

@@ -195,6 +195,15 @@ def get(device: str | None = None, refresh: bool = False, quick: bool = False,
     return c
 
 
+def forget(device: str, quick: bool = False) -> bool:
+    """Drop the cached ceilings (a run's own points beat them): the next run measures again."""
+    path = cache_path(device_of(device), quick)
+    if os.path.exists(path):
+        os.remove(path)
+        return True
+    return False
+
+
 def merge(a: Ceilings, b: Ceilings) -> Ceilings:
     """Figure by figure, the better of two measurements (stable first, then faster)."""
     details = {}

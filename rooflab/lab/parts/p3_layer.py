@@ -35,7 +35,7 @@ def run(ctx: Context) -> dict:
               "roofs": [roof_spec(roof)], "points": pts}]
     if measured:
         plots.append(measured_layer_plot(ctx, measured))
-        roof_notes = hold_roofline(plots[-1], ctx.cache_bytes)
+        roof_notes = ctx.beaten(hold_roofline(plots[-1], ctx.cache_bytes))
     else:
         roof_notes = []
     d1 = next(s for s in sw if s["label"] == "decode B=1" and s["what"] == "mlp")

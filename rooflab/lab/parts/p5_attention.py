@@ -22,7 +22,7 @@ def run(ctx: Context) -> dict:
     view = ATT.profile_view(4096 if cuda else 512, ctx.device, trace_dir=ctx.trace_dir, **kw)
     roof_dt = kw["dtype"] if kw["dtype"] in ctx.ceilings.peak_flops_per_s else ctx.measured_dtype
     plots = attention_plots(sw, R.Roof.of(ctx.measured, roof_dt))
-    answers = questions(sw, view, kw, hold_roofline(plots[-1], ctx.cache_bytes))
+    answers = questions(sw, view, kw, ctx.beaten(hold_roofline(plots[-1], ctx.cache_bytes)))
     oom = sw["analysis"]["oom_seq"].get("standard")
     headline = (f"standard attention: no room at {oom:,} tokens" if oom else
                 f"standard attention fit up to {sw['seqs'][-1]:,} tokens") + \
