@@ -9,6 +9,7 @@ triton = pytest.importorskip("triton", reason="Triton is not installed")
 
 from rooflab import count  # noqa: E402
 from rooflab.kernels import flash_attention as FA  # noqa: E402
+from rooflab.kernels import flash_decoding as FD  # noqa: E402
 from rooflab.kernels import gelu as G  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -128,3 +129,54 @@ def test_flash_attention_extra_memory_is_linear():
     # O (n*8*128*2 B) and LSE (n*8*4 B) only: 4x the tokens, 4x the bytes, never 16x
     assert extra[16384] <= 4.5 * extra[4096]
     assert extra[16384] <= 16384 * 8 * (128 * 2 + 4) * 1.1
+
+
+DECODE_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv, splits)
+    (2, 8, 1, 100, 64, 2, None),    # GQA 4:1, ragged cache, chunks chosen by the launcher
+    (1, 4, 3, 37, 32, 1, 3),        # MQA, three queries (speculative decoding)
+    (1, 8, 16, 20, 64, 8, 2),       # causal rows that see no key of the last chunk
+    (2, 2, 1, 1, 16, 2, None),      # a cache of one token
+    (1, 4, 2, 290, 256, 2, 5),      # gemma's head_dim
+]
+
+
+@pytest.mark.parametrize("shape", DECODE_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_decode_matches_fp64(device, shape, dtype, causal):
+    b, h, lq, lkv, d, hkv, splits = shape
+    e = FD.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lkv, splits=splits)
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
+def test_flash_decode_strided_inputs_and_limits(device):
+    """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
+    g = torch.Generator(device="cpu").manual_seed(1)
+    mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
+    q, k, v = mk(2, 1, 8, 64).transpose(1, 2), mk(2, 50, 2, 64).transpose(1, 2), \
+        mk(2, 50, 2, 64).transpose(1, 2)
+    o, _ = FD.flash_decode(q, k, v, splits=3)
+    ref = FD.standard_attention(q.double(), k.double(), v.double(), True)
+    assert float((o.double() - ref).abs().max()) < 2e-3
+    with pytest.raises(ValueError, match="rows"):
+        FD.flash_decode(mk(1, 8, 32, 64), mk(1, 1, 40, 64), mk(1, 1, 40, 64))
+    with pytest.raises(TypeError, match="fp16 or bf16"):
+        FD.flash_decode(q.float(), k.float(), v.float())
+
+
+def test_flash_decode_splits_fill_the_gpu():
+    assert FD.splits_for(8, 8, 4096, 128, 528) == 9      # 64 pairs x 9 chunks >= 528 programs
+    assert FD.splits_for(64, 8, 4096, 128, 528) == 2
+    assert FD.splits_for(1, 1, 100, 128, 528) == 1       # too short to split
+    assert FD.splits_for(1, 1, 1 << 20, 64, 528) == 64   # the merge's limit
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(8, 32, 1, 4096, 128, 8), (1, 8, 4, 32771, 256, 1),
+                                   (64, 16, 1, 1031, 64, 16)])
+def test_flash_decode_gpu_large(shape):
+    b, h, lq, lkv, d, hkv = shape
+    e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, True, device="cuda", seed=lkv)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4

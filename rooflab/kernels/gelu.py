@@ -48,16 +48,28 @@ except ImportError as _e:  # pragma: no cover - exercised where Triton is missin
 
 if triton is not None:
     @triton.jit
-    def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: > 2^31 elements work
-        mask = offs < n                                         # the ragged last block
-        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)     # read x once (HBM -> registers)
+    def _gelu(x):
+        x = x.to(tl.float32)
         inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
         # 0.5 * (1 + tanh(z)) == sigmoid(2z): one exp, no tanh intrinsic needed; the exponent is
         # capped so exp never overflows (x / (1 + e^80) is already 0 to fp32 precision)
-        y = x / (1.0 + tl.exp(tl.minimum(-2.0 * inner, 80.0)))
-        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)  # write y once
+        return x / (1.0 + tl.exp(tl.minimum(-2.0 * inner, 80.0)))
+
+    @triton.jit
+    def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        start = pid.to(tl.int64) * BLOCK                        # int64: > 2^31 elements work
+        offs = start + tl.arange(0, BLOCK)
+        if start + BLOCK <= n:
+            # a full block, no mask: the compiler can prove 16-byte runs and issues vector
+            # loads. With a mask `offs < n` it can do so only when n is a multiple of 16; at
+            # any other length every element would be its own load (bf16: 25% of copy speed)
+            x = tl.load(x_ptr + offs)                            # read x once (HBM -> registers)
+            tl.store(y_ptr + offs, _gelu(x).to(y_ptr.dtype.element_ty))  # write y once
+        else:                                                    # the ragged last block
+            mask = offs < n
+            x = tl.load(x_ptr + offs, mask=mask)
+            tl.store(y_ptr + offs, _gelu(x).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 # --- 3. the launcher -------------------------------------------------------------------------

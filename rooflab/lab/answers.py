@@ -7,7 +7,8 @@ from __future__ import annotations
 
 IDS = ("1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "3.3", "3.4.1", "3.4.2", "3.4.3", "4.1", "4.2",
        "4.3", "4.4", "4.4.2", "5.1", "5.2", "B.attention_macs", "B.attention_io",
-       "B.decode_profile", "B.cuda_graph_profile", "B.flash_vs_sdpa", "B.flash_analysis")
+       "B.decode_profile", "B.cuda_graph_profile", "B.flash_vs_sdpa", "B.flash_analysis",
+       "B.flash_decoding")
 
 
 def answer(text: str, **figures) -> dict:

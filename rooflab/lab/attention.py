@@ -15,6 +15,8 @@ from rooflab.measure.timer import time
 
 DTYPES = ("fp16", "bf16", "fp32")
 IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "flash_attn")
+# decode (one query per head against a cache): the same, plus rooflab's split-KV kernel
+DECODE_IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "triton_decode")
 
 
 def _sdpa(backend_name: str):
@@ -50,6 +52,13 @@ def implementation(name: str, device: str):
         if FA.triton is None:
             return None, FA.TRITON_MISSING
         return (lambda q, k, v, causal: FA.flash_attention(q, k, v, causal)[0]), None
+    if name == "triton_decode":
+        if device != "cuda":
+            return None, "rooflab's Triton kernel needs a GPU (CI checks it under the interpreter)"
+        from rooflab.kernels import flash_decoding as FD
+        if FD.triton is None:
+            return None, FD.TRITON_MISSING
+        return (lambda q, k, v, causal: FD.flash_decode(q, k, v, causal)[0]), None
     if name == "flash_attn":
         try:
             from flash_attn import flash_attn_func
@@ -132,6 +141,50 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
     return {**row, "status": "ok", "extra_peak_bytes": mem.extra_peak_bytes,
             "device_s": t.device_s, "cv": t.cv, "tflops_per_s": c.flops / t.device_s / 1e12,
             "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
+
+
+def decode_sweep(kv_lens, impls=DECODE_IMPLS, batch=8, heads=32, kv_heads=8, head_dim=128,
+                 dtype="bf16", device="cuda", bandwidth_bytes_per_s=None, progress=None) -> dict:
+    """One new token per sequence against a cache of each length: every implementation's device
+    time and the bandwidth it reached on the bytes it must move (Q, K, V, O once). One query
+    sees the whole cache, so no mask is needed (SDPA's is_causal would align it top-left)."""
+    rows, skipped = [], {}
+    e = C.elem_bytes(dtype)
+    for name in impls:
+        fn, why = implementation(name, device)
+        if fn is None:
+            skipped[name] = why
+            if progress:
+                for _ in kv_lens:
+                    progress()
+            continue
+        for n in kv_lens:
+            row = {"impl": name, "kv_len": n}
+            c = C.attention(batch, heads, 1, n, head_dim, kv_heads, dtype)
+            try:
+                g = torch.Generator(device=device).manual_seed(n)
+                q = torch.randn(batch, heads, 1, head_dim, device=device, generator=g,
+                                dtype=torch_dtype(dtype))
+                k, v = (torch.randn(batch, kv_heads, n, head_dim, device=device, generator=g,
+                                    dtype=torch_dtype(dtype)) for _ in range(2))
+                # the cache is read from memory, as when each layer reads its own: L2 flushed
+                t = time(fn, q, k, v, False, warmup=3, budget_s=0.2, max_reps=100,
+                         flush_l2=True, wall=False, device=device)
+                row.update(status="ok", device_s=t.device_s, cv=t.cv, flops=c.flops,
+                           bytes_fused=c.bytes_fused, cache_bytes=2 * e * batch * kv_heads * n
+                           * head_dim, bandwidth_bytes_per_s=c.bytes_fused / t.device_s)
+                if bandwidth_bytes_per_s:
+                    row["fraction_of_copy_bw"] = row["bandwidth_bytes_per_s"] / bandwidth_bytes_per_s
+            except Exception as ex:  # noqa: BLE001 - a backend refusing a shape is a result
+                release(device)
+                row.update(status="oom" if is_oom(ex) else "unsupported",
+                           error=str(ex).splitlines()[0][:200])
+            rows.append(row)
+            if progress:
+                progress()
+    return {"batch": batch, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+            "dtype": dtype, "device": device, "kv_lens": list(kv_lens), "rows": rows,
+            "skipped": skipped}
 
 
 def fit_slope(points: list[tuple[float, float]]) -> float | None:

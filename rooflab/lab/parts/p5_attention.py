@@ -4,6 +4,7 @@ from __future__ import annotations
 from rooflab import roofline as R
 from rooflab.lab import attention as ATT
 from rooflab.lab.answers import answer, names
+from rooflab.units import secs
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 
 TITLE = "Attention and FlashAttention"
@@ -20,23 +21,37 @@ def run(ctx: Context) -> dict:
     tick = ctx.progress("part 5: attention sweep", len(seqs) * len(ATT.IMPLS))
     sw = ATT.sweep(seqs, ATT.IMPLS, device=ctx.device, progress=tick, **kw)
     view = ATT.profile_view(4096 if cuda else 512, ctx.device, trace_dir=ctx.trace_dir, **kw)
+    # decode: one new token per sequence against a cache (the issue's shape: 8 x 32 heads, GQA 4:1)
+    kv_lens = [512 << i for i in range(0, 7, 2 if ctx.quick else 1)] if cuda else [256, 1024]
+    dkw = (dict(batch=8, heads=32, kv_heads=8, head_dim=128, dtype="bf16") if cuda else
+           dict(batch=2, heads=4, kv_heads=2, head_dim=64, dtype="fp32"))
+    tick = ctx.progress("part 5: decode attention", len(kv_lens) * len(ATT.DECODE_IMPLS))
+    dec = ATT.decode_sweep(kv_lens, device=ctx.device, progress=tick,
+                           bandwidth_bytes_per_s=ctx.ceilings.mem_bandwidth_bytes_per_s, **dkw)
     roof_dt = kw["dtype"] if kw["dtype"] in ctx.ceilings.peak_flops_per_s else ctx.measured_dtype
-    plots = attention_plots(sw, R.Roof.of(ctx.measured, roof_dt))
+    roof = R.Roof.of(ctx.measured, roof_dt)
+    plots = attention_plots(sw, roof, dec)
     answers = questions(sw, view, kw, ctx.beaten(hold_roofline(plots[-1], ctx.cache_bytes)))
+    answers["B.flash_decoding"] = decode_answer(dec, roof)
     oom = sw["analysis"]["oom_seq"].get("standard")
     headline = (f"standard attention: no room at {oom:,} tokens" if oom else
                 f"standard attention fit up to {sw['seqs'][-1]:,} tokens") + \
         f"; memory slope {sw['analysis']['memory_slope'].get('standard') or 0:.2f}"
-    return result(headline, {"sweep": sw, "profile_view": view}, plots, answers,
-                  [f"{k}: {why}" for k, why in sw["skipped"].items()],
+    return result(headline, {"sweep": sw, "profile_view": view, "decode": dec}, plots, answers,
+                  [f"{k}: {why}" for k, why in {**sw["skipped"], **dec["skipped"]}.items()],
                   tables=[table("p5_sweep", "Attention sweep", sw["rows"],
                                 ["impl", "seq", "status", "extra_peak_bytes", "device_s",
-                                 "tflops_per_s", "error"])])
+                                 "tflops_per_s", "error"]),
+                          table("p5_decode", "Decode attention (one query per head)",
+                                dec["rows"], ["impl", "kv_len", "status", "device_s",
+                                              "bandwidth_bytes_per_s", "fraction_of_copy_bw",
+                                              "error"])])
 
 
-def attention_plots(sw: dict, roof: R.Roof) -> list[dict]:
-    """Memory and latency against length (OOM marked), and the roofline view: eager bytes (the
-    N x N round trips) against fused bytes, each with its measured point."""
+def attention_plots(sw: dict, roof: R.Roof, dec: dict) -> list[dict]:
+    """Memory and latency against length (OOM marked), decode bandwidth against cache length, and
+    the roofline view: eager bytes (the N x N round trips) against fused bytes, each with its
+    measured point, decode's at the longest cache beside them."""
     ok = [r for r in sw["rows"] if r["status"] == "ok"]
     impls = sorted({r["impl"] for r in ok})
     marks = {i: [[n, "OOM"]] for i, n in sw["analysis"]["oom_seq"].items() if n}
@@ -53,6 +68,13 @@ def attention_plots(sw: dict, roof: R.Roof) -> list[dict]:
         rpts.append(pt(label, i, R.attainable(roof, i), "predicted", group, **hover))
         rpts.append(pt(label, i, r["flops"] / r["device_s"], "measured", group,
                        measured_s=r["device_s"], **hover))
+    dok = [r for r in dec["rows"] if r["status"] == "ok"]
+    for r in (r for r in dok if r["kv_len"] == max(x["kv_len"] for x in dok)):
+        i = r["flops"] / r["bytes_fused"]
+        rpts.append(pt(f"decode {r['impl']} kv={r['kv_len']}", i, r["flops"] / r["device_s"],
+                       "measured", "decode", measured_s=r["device_s"], flops=r["flops"],
+                       bytes=r["bytes_fused"]))
+    dimpls = sorted({r["impl"] for r in dok})
     return [
         {"kind": "lines", "name": "p5_memory", "title": "Extra peak memory of one attention call",
          "xlabel": "sequence length", "ylabel": "MiB", "logx": True, "logy": True,
@@ -60,6 +82,11 @@ def attention_plots(sw: dict, roof: R.Roof) -> list[dict]:
         {"kind": "lines", "name": "p5_time", "title": "Device time of one attention call",
          "xlabel": "sequence length", "ylabel": "device time", "yunit": "s", "logx": True,
          "logy": True, "series": series("device_s", 1), "marks": marks},
+        {"kind": "lines", "name": "p5_decode", "title": "Decode attention: bandwidth reached on "
+         "the bytes it must move (B={batch}, H={heads}, Hkv={kv_heads})".format(**dec),
+         "xlabel": "KV cache length", "ylabel": "fraction of measured copy bandwidth",
+         "logx": True, "series": {i: [[r["kv_len"], r.get("fraction_of_copy_bw")] for r in dok
+                                      if r["impl"] == i] for i in dimpls}},
         {"kind": "roofline", "name": "p5_roofline", "title": "Attention on the measured roof: "
          "eager bytes (N x N round trips) vs fused bytes", "roofs": [roof_spec(roof)],
          "points": rpts},
@@ -148,3 +175,30 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
             f"{k} {v:.2f}" for k, v in sorted(slope.items()) if k in fused and v is not None)
         + ".", **{f"{v['impl']}_kernels": v["kernels_per_call"] for v in prof})
     return out
+
+
+def decode_answer(dec: dict, roof: R.Roof) -> dict:
+    """Split-KV decoding against the others, from the decode sweep."""
+    ok = [r for r in dec["rows"] if r["status"] == "ok" and r.get("fraction_of_copy_bw")]
+    if not ok:
+        return answer("Decode attention did not run here.")
+    longest = max(r["kv_len"] for r in ok)
+    at = sorted((r for r in ok if r["kv_len"] == longest), key=lambda r: r["device_s"])
+    mine = {r["kv_len"]: r for r in ok if r["impl"] == "triton_decode"}
+    intensity = at[0]["flops"] / at[0]["bytes_fused"]
+    text = (f"One new token per sequence (B={dec['batch']}, H={dec['heads']}, "
+            f"Hkv={dec['kv_heads']}, d={dec['head_dim']}, {dec['dtype']}) reads the whole cache "
+            f"once for {intensity:.1f} FLOP per byte, "
+            f"{R.bound(roof, intensity)}-bound against the ridge of {roof.ridge:.0f} here; the figure "
+            f"that counts is the bandwidth reached. At {longest:,} cached tokens, fastest first: " + ", ".join(f"{r['impl']} {secs(r['device_s'])} "
+                                  f"({r['fraction_of_copy_bw']:.0%} of copy bandwidth)"
+                                  for r in at) + ".")
+    if mine:
+        text += (" rooflab's split-KV kernel cuts each cache into chunks so that every SM streams "
+                 "one, then merges the partial softmaxes: " + ", ".join(
+                     f"{n:,} tokens {r['fraction_of_copy_bw']:.0%}" for n, r in sorted(mine.items()))
+                 + " of copy bandwidth.")
+    else:
+        text += " " + dec["skipped"].get("triton_decode", "") + "."
+    return answer(text, **{f"{r['impl']}_kv{r['kv_len']}_fraction_of_copy_bw":
+                           r["fraction_of_copy_bw"] for r in ok})

@@ -1,0 +1,161 @@
+"""rooflab's kernels against their peers on one GPU, same run (ratios):
+- GeLU-tanh at powers of two and odd lengths, fp32/fp16/bf16, against F.gelu and a copy of the
+  same bytes (L2 flushed: each call reads from HBM);
+- flash-decoding (split-KV) against every SDPA backend and rooflab's FlashAttention at decode
+  shapes, with a search over how many programs it launches;
+- the FlashAttention forward rows of the kernels issue against SDPA's flash and cuDNN backends.
+Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,flash]"""
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from rooflab.kernels import flash_attention as FA
+from rooflab.kernels import flash_decoding as FD
+from rooflab.kernels import gelu as G
+from rooflab.lab import attention as A
+from rooflab.measure import ceilings as CE
+from rooflab.measure.timer import time
+
+from common import write
+
+DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def t_s(fn, *args) -> float:
+    return time(fn, *args, warmup=3, budget_s=0.1, max_reps=200, flush_l2=True, wall=False,
+                device="cuda").device_s
+
+
+def gelu(bw: float) -> list[dict]:
+    rows = []
+    for base in (20, 22, 24, 26, 28):
+        for extra in (0, 1, 3, 7, 1000):
+            n = (1 << base) + extra
+            for dt in ("fp32", "fp16", "bf16"):
+                x = torch.randn(n, device="cuda", dtype=DT[dt])
+                y = torch.empty_like(x)
+                nbytes = 2 * n * x.element_size()
+                tri = t_s(G.gelu_triton, x, y)
+                ref = t_s(lambda: F.gelu(x, approximate="tanh"))
+                cp = t_s(y.copy_, x)
+                r = {"numel": n, "dtype": dt, "triton_s": tri, "fgelu_s": ref, "copy_s": cp,
+                     "triton_over_fgelu": ref / tri, "triton_over_copy": cp / tri,
+                     "triton_fraction_of_copy_ceiling": nbytes / tri / bw,
+                     "fgelu_fraction_of_copy_ceiling": nbytes / ref / bw,
+                     "copy_fraction_of_copy_ceiling": nbytes / cp / bw}
+                r["meets_095_fgelu"] = r["triton_over_fgelu"] >= 0.95
+                r["meets_090_copy"] = r["triton_over_copy"] >= 0.90
+                rows.append(r)
+                print(f"gelu {dt} n={n}: {r['triton_over_fgelu']:.2f}x F.gelu, "
+                      f"{r['triton_over_copy']:.2f} of a copy, "
+                      f"{r['triton_fraction_of_copy_ceiling']:.2f} of the ceiling")
+                del x, y
+    return rows
+
+
+DECODE_SHAPES = [  # (B, H, Hkv, Lq, Lkv, D): the issue's row first, then batch, length, q_len
+    (8, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 4096, 128), (64, 32, 8, 1, 4096, 128),
+    (8, 32, 8, 1, 16384, 128), (1, 32, 8, 1, 131072, 128), (8, 32, 8, 4, 4096, 128),
+    (8, 32, 8, 16, 4096, 128), (8, 8, 1, 1, 8192, 256), (32, 16, 16, 1, 4096, 64),
+]
+
+
+def decode(bw: float) -> list[dict]:
+    rows = []
+    impls = {n: A.implementation(n, "cuda")[0] for n in A.DECODE_IMPLS}
+    for b, h, hkv, lq, lkv, d in DECODE_SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(lkv)
+        q = torch.randn(b, h, lq, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        k, v = (torch.randn(b, hkv, lkv, d, device="cuda", dtype=torch.bfloat16, generator=g)
+                for _ in range(2))
+        c = FD.cost(b, h, lq, lkv, d, hkv, "bf16", causal=lq > 1)
+        r = {"batch": b, "heads": h, "kv_heads": hkv, "q_len": lq, "kv_len": lkv, "head_dim": d,
+             "bytes": c.bytes, "floor_s": c.bytes / bw, "errors": FD.errors(
+                 b, h, lq, lkv, d, hkv, torch.bfloat16, lq > 1, "cuda", seed=1)}
+        causal = lq > 1  # SDPA aligns is_causal top-left: with Lq > 1 only the kernels agree
+        for name, fn in impls.items():
+            if fn is None or (causal and name not in ("triton", "triton_decode")):
+                continue
+            try:
+                r[name + "_s"] = t_s(fn, q, k, v, causal)
+            except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
+                r[name + "_error"] = str(e).splitlines()[0][:160]
+        best = {}
+        for mult in (1, 2, 4, 8):  # programs = mult x SMs: the launcher's choice is 4
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            for cfg in ({"BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+                        {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
+                        {"BLOCK_N": 128, "num_warps": 8, "num_stages": 4}):
+                if d > 128 and cfg["BLOCK_N"] > 64:
+                    continue
+                sp = FD.splits_for(b, hkv, lkv, cfg["BLOCK_N"], mult * sms)
+                s = t_s(lambda: FD.flash_decode(q, k, v, causal, splits=sp, cfg=cfg))
+                key = f"x{mult} n{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
+                best[key] = s
+        r["search_s"] = best
+        r["search_best"] = min(best, key=best.get)
+        mine = r.get("triton_decode_s")
+        if mine:
+            r["triton_decode_fraction_of_copy_ceiling"] = c.bytes / mine / bw
+            peers = {k[:-2]: s for k, s in r.items() if k.endswith("_s") and k not in (
+                "triton_decode_s", "floor_s", "search_s")}
+            r["fastest_peer"] = min(peers, key=peers.get) if peers else None
+            if peers:
+                r["triton_decode_over_fastest_peer"] = peers[r["fastest_peer"]] / mine
+        rows.append(r)
+        print("decode", (b, h, hkv, lq, lkv, d), {k: (round(v * 1e6, 1) if k.endswith("_s")
+              else v) for k, v in r.items() if k.endswith("_s") or "fraction" in k or
+              k.endswith("peer")}, "best", r["search_best"], round(best[r["search_best"]] * 1e6, 1))
+        del q, k, v
+    return rows
+
+
+FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table
+    (1, 16, 16, 16384, 128, "fp16", False), (2, 32, 4, 1000, 128, "bf16", True),
+    (1, 8, 8, 4096, 256, "bf16", True), (4, 32, 32, 2048, 64, "fp16", False),
+    (4, 32, 32, 2048, 64, "bf16", True), (2, 16, 16, 4096, 128, "bf16", False),
+]
+
+
+def flash() -> list[dict]:
+    rows = []
+    peers = {"sdpa_flash": A._sdpa("flash"), "sdpa_cudnn": A._sdpa("cudnn")}
+    for b, h, hkv, n, d, dt, causal in FLASH_ROWS:
+        g = torch.Generator(device="cuda").manual_seed(n)
+        q = torch.randn(b, h, n, d, device="cuda", dtype=DT[dt], generator=g)
+        k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=DT[dt], generator=g)
+                for _ in range(2))
+        flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
+        r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
+             "causal": causal}
+        for name, fn in [("triton", lambda: FA.flash_attention(q, k, v, causal)),
+                         *[(p, (lambda f=f: f(q, k, v, causal))) for p, f in peers.items()]]:
+            try:
+                s = time(fn, warmup=3, budget_s=0.2, max_reps=50, wall=False,
+                         device="cuda").device_s
+                r[name + "_tflops_per_s"] = flops / s / 1e12
+            except Exception as e:  # noqa: BLE001
+                r[name + "_error"] = str(e).splitlines()[0][:160]
+        for p in peers:
+            if p + "_tflops_per_s" in r and "triton_tflops_per_s" in r:
+                r[f"triton_over_{p}"] = r["triton_tflops_per_s"] / r[p + "_tflops_per_s"]
+        rows.append(r)
+        print("flash", r)
+    return rows
+
+
+def main(out_dir: str, what: str = "gelu,decode,flash") -> None:
+    bw = CE.get("cuda").mem_bandwidth_bytes_per_s
+    data = {"copy_ceiling_bytes_per_s": bw}
+    for name, fn in (("gelu", lambda: gelu(bw)), ("decode", lambda: decode(bw)),
+                     ("flash", flash)):
+        if name in what.split(","):
+            data[name] = fn()
+    write(out_dir, "kernels", data)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *sys.argv[2:3])

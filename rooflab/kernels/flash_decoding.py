@@ -1,0 +1,211 @@
+"""Flash-decoding in Triton: a few queries against a long KV cache, the cache split across programs.
+
+At decode a (batch, KV head) pair has one query per head of its group (GQA) and thousands of keys.
+FlashAttention's grid (one program per query tile) would give the GPU B*H programs, each walking
+the whole cache alone: too few to keep HBM busy. Here the cache is cut into chunks; each program
+takes one (batch, KV head, chunk), reads that chunk of K and V exactly once for all the query heads
+that share it, and leaves a partial softmax (its output and log-sum-exp). A second, small kernel
+merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse).
+
+Read in order: the reference, the two kernels, the launcher (how many chunks), the cost, the check.
+Shapes: q (B, H, Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the
+queries are the last Lq of Lkv positions when causal.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from rooflab import cost as C
+from rooflab.kernels.flash_attention import standard_attention  # the reference
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _e:  # pragma: no cover - exercised where Triton is missing
+    triton = None
+    TRITON_MISSING = f"Triton is not installed ({_e}); pip install 'rooflab[triton]'"
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+MAX_ROWS = 128  # query heads per KV head x query positions, held by one program
+
+__all__ = ["standard_attention", "flash_decode", "splits_for", "cost", "errors"]
+
+if triton is not None:
+    @triton.jit
+    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
+                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+                     HKV, GROUP, n_q, n_kv, chunk, n_splits,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+        split = tl.program_id(0)
+        bhk = tl.program_id(1)                           # (batch, KV head)
+        b, hk = bhk // HKV, bhk % HKV
+        rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
+        g, i = rows // n_q, rows % n_q
+        valid = rows < GROUP * n_q
+        offs_d = tl.arange(0, HEAD_DIM)
+        q_ptr = (Q + b.to(tl.int64) * sqb + (hk * GROUP + g).to(tl.int64)[:, None] * sqh
+                 + i[:, None] * sqm + offs_d[None, :])
+        q = tl.load(q_ptr, mask=valid[:, None], other=0.0)      # the group's queries, once
+        k_base = K + b.to(tl.int64) * skb + hk.to(tl.int64) * skh
+        v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
+        if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
+            q = q.to(tl.float32)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        lo = split * chunk
+        hi = tl.minimum(lo + chunk, n_kv)
+        last_key = n_kv - n_q + i                        # causal: row i sees keys <= this
+        for start in range(lo, hi, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            inside = cols < hi
+            k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :], mask=inside[:, None],
+                        other=0.0)                       # this chunk of K: read once
+            v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :], mask=inside[:, None],
+                        other=0.0)                       # and of V
+            if UPCAST:
+                k = k.to(tl.float32)
+                v = v.to(tl.float32)
+            qk = tl.dot(q, tl.trans(k)) * qk_scale       # scores in log2 units
+            keep = inside[None, :]
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= last_key[:, None])
+            qk = tl.where(keep, qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing seen yet
+            p = tl.math.exp2(qk - m_ref[:, None])
+            alpha = tl.math.exp2(m_i - m_ref)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        seen = l_i > 0                                   # causal rows may see no key of a chunk
+        acc = acc / tl.where(seen, l_i, 1.0)[:, None]
+        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
+        part = (bhk.to(tl.int64) * n_splits + split) * BLOCK_M + rows
+        tl.store(LSE_PART + part, lse)                   # partials: fp32, a few KB in all
+        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc)
+
+    @triton.jit
+    def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_splits,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, SPLITS: tl.constexpr):
+        row = tl.program_id(0)                           # one query row of one head
+        bh = row // n_q
+        i = row % n_q
+        b, h = bh // H, bh % H
+        bhk = b * (H // GROUP) + h // GROUP
+        r = (h % GROUP) * n_q + i
+        s = tl.arange(0, SPLITS)
+        offs_d = tl.arange(0, HEAD_DIM)
+        part = (bhk.to(tl.int64) * n_splits + s) * BLOCK_M + r
+        lse = tl.load(LSE_PART + part, mask=s < n_splits, other=float("-inf"))
+        m = tl.max(lse, 0)
+        w = tl.math.exp2(lse - m)                        # empty splits weigh exp2(-inf) = 0
+        o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=(s < n_splits)[:, None], other=0.0)
+        total = tl.sum(w, 0)
+        out = tl.sum(o * w[:, None], 0) / total
+        tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)  # natural log
+        tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
+                 out.to(O.dtype.element_ty))
+
+
+# --- the launcher ----------------------------------------------------------------------------
+def config(head_dim: int) -> dict:
+    """Keys per loop step and warps (benchmarks/attention.py's decode search on the H200)."""
+    if INTERPRET:
+        return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
+    return {"BLOCK_N": 64 if head_dim > 128 else 128, "num_warps": 4, "num_stages": 3}
+
+
+def splits_for(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> int:
+    """Chunks per (batch, KV head): enough programs (``programs``, a few per SM) to keep HBM busy,
+    each chunk at least two loop steps long, at most 64 chunks (the merge holds them at once)."""
+    want = -(-programs // (b * hkv))
+    most = max(1, min(64, n_kv // (2 * block_n)))
+    return max(1, min(want, most))
+
+
+def _programs() -> int:
+    if torch.cuda.is_available():
+        return 4 * torch.cuda.get_device_properties(0).multi_processor_count
+    return 8
+
+
+def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
+                 splits: int | None = None, cfg: dict | None = None):
+    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
+    if triton is None:
+        raise RuntimeError(TRITON_MISSING)
+    b, h, n_q, d = q.shape
+    _, hkv, n_kv, _ = k.shape
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"flash_decode takes fp16 or bf16 q, k, v of one dtype, got "
+                        f"{q.dtype}, {k.dtype}, {v.dtype}")
+    if d not in (16, 32, 64, 128, 256) or k.shape[-1] != d or v.shape[-1] != d:
+        raise ValueError(f"head_dim must be one of 16, 32, 64, 128, 256 (got {d})")
+    if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
+        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
+    group = h // hkv
+    if group * n_q > MAX_ROWS:
+        raise ValueError(f"flash_decode holds (heads per KV head) x q_len <= {MAX_ROWS} rows "
+                         f"(got {group} x {n_q}); use flash_attention for longer queries")
+    if causal and n_q > n_kv:
+        raise ValueError("causal attention needs q_len <= kv_len")
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    c = dict(cfg or config(d))
+    block_n = c.pop("BLOCK_N")
+    block_m = max(16, triton.next_power_of_2(group * n_q))
+    n_splits = splits or splits_for(b, hkv, n_kv, block_n, _programs())
+    per_split = -(-n_kv // n_splits)
+    chunk = -(-per_split // block_n) * block_n  # whole loop steps per chunk
+    n_splits = -(-n_kv // chunk)
+    o_part = torch.empty(b * hkv * n_splits * block_m * d, device=q.device, dtype=torch.float32)
+    lse_part = torch.empty(b * hkv * n_splits * block_m, device=q.device, dtype=torch.float32)
+    scale = scale if scale is not None else d ** -0.5
+    split_kv_fwd[(n_splits, b * hkv)](
+        q, k, v, o_part, lse_part, scale * 1.4426950408889634,  # log2(e) folded in: exp2
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, chunk, n_splits,
+        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+        UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
+                                 h, group, n_q, n_splits, HEAD_DIM=d, BLOCK_M=block_m,
+                                 SPLITS=max(2, triton.next_power_of_2(n_splits)), num_warps=4)
+    return o, lse
+
+
+# --- the cost --------------------------------------------------------------------------------
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True) -> C.Cost:
+    """Attention's count; bytes fused-ideal (K and V read once per KV head, Q and O once, the
+    LSE 4 bytes a row). The partials (fp32, B*Hkv*splits*rows*(D+1)*4 bytes written and read)
+    are left out: at the lab's shapes they are under 1% of the cache."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal)
+    return C.Cost("flash decoding (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
+                  c.bytes_fused + 4 * b * h * n_q)
+
+
+# --- the check -------------------------------------------------------------------------------
+def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.bfloat16, causal=True, device="cuda",
+           seed=0, splits=None) -> dict:
+    """Relative error of the kernel and of PyTorch's low-precision attention against fp64 on fresh
+    random inputs, the LSE error, and whether every output was finite."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    hkv = hkv or h
+    mk = lambda heads, n: torch.randn(b, heads, n, d, generator=g).to(device, dtype)  # noqa: E731
+    q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv)
+    ref = standard_attention(q.double(), k.double(), v.double(), causal)
+    torch_lp = standard_attention(q, k, v, causal)
+    o, lse = flash_decode(q, k, v, causal, splits=splits)
+    s = (q.double() @ k.double().repeat_interleave(h // hkv, 1).transpose(-2, -1)) * d ** -0.5
+    if causal:
+        keep = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).tril(n_kv - n_q)
+        s = s.masked_fill(~keep, float("-inf"))
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    return {"triton_rel_err": rel(o), "torch_rel_err": rel(torch_lp),
+            "lse_max_abs_err": float((lse.double() - torch.logsumexp(s, -1)).abs().max()),
+            "all_finite": bool(torch.isfinite(o).all() and torch.isfinite(lse).all())}
