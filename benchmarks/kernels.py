@@ -52,7 +52,6 @@ def gelu(bw: float) -> list[dict]:
                 print(f"gelu {dt} n={n}: {r['triton_over_fgelu']:.2f}x F.gelu, "
                       f"{r['triton_over_copy']:.2f} of a copy, "
                       f"{r['triton_fraction_of_copy_ceiling']:.2f} of the ceiling")
-                del x, y
     return rows
 
 
@@ -109,7 +108,6 @@ def decode(bw: float) -> list[dict]:
         print("decode", (b, h, hkv, lq, lkv, d), {k: (round(v * 1e6, 1) if k.endswith("_s")
               else v) for k, v in r.items() if k.endswith("_s") or "fraction" in k or
               k.endswith("peer")}, "best", r["search_best"], round(best[r["search_best"]] * 1e6, 1))
-        del q, k, v
     return rows
 
 
