@@ -225,3 +225,13 @@ def test_beaten_ceilings_are_forgotten(tmp_path, monkeypatch):
     monkeypatch.setitem(PARTS, 1, (PARTS[1][0], beats))
     res = LR.run("cpu", parts=(1,), quick=True, out_dir=str(tmp_path / "out"))
     assert res["meta"]["ceilings_forgotten"] and not list(cache.iterdir())
+
+
+def test_busy_time_is_the_union_of_kernels_inside_the_range():
+    """CUPTI's per-call figure: overlapping kernels count once, idle gaps and work outside the
+    call's range not at all."""
+    from rooflab.measure.timer import busy_us
+    spans = [(0.0, 2.0), (3.0, 5.0), (4.0, 6.0), (6.5, 7.0), (10.0, 11.0)]
+    assert busy_us(spans, 2.5, 8.0) == 3.0 + 0.5      # [3, 6] and [6.5, 7]
+    assert busy_us(spans, 1.0, 3.5) == 1.0 + 0.5      # cut at both ends
+    assert busy_us(spans, 7.5, 9.0) == 0.0
