@@ -114,14 +114,15 @@ if triton is not None:
 
 # --- the launcher ----------------------------------------------------------------------------
 def config(head_dim: int) -> dict:
-    """Keys per loop step and warps (benchmarks/attention.py's decode search on the H200)."""
+    """Keys per loop step, warps and pipeline depth: the best of benchmarks/kernels.py's decode
+    search on the H200 at 7 of its 9 shapes (benchmarks/results/h200_kernels.json)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
-    return {"BLOCK_N": 64 if head_dim > 128 else 128, "num_warps": 4, "num_stages": 3}
+    return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
 
 
 def splits_for(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> int:
-    """Chunks per (batch, KV head): enough programs (``programs``, a few per SM) to keep HBM busy,
+    """Chunks per (batch, KV head): enough programs (``programs``, one per SM) to keep HBM busy,
     each chunk at least two loop steps long, at most 64 chunks (the merge holds them at once)."""
     want = -(-programs // (b * hkv))
     most = max(1, min(64, n_kv // (2 * block_n)))
@@ -129,8 +130,9 @@ def splits_for(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> int:
 
 
 def _programs() -> int:
+    """One program per SM: the search's best at 6 of 9 shapes (two per SM at the others)."""
     if torch.cuda.is_available():
-        return 4 * torch.cuda.get_device_properties(0).multi_processor_count
+        return torch.cuda.get_device_properties(0).multi_processor_count
     return 8
 
 
