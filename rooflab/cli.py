@@ -218,12 +218,40 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
           gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name or spec file"),
           tp: int = TP, weight_dtype: Optional[str] = WEIGHT_DTYPE,
           act_dtype: Optional[str] = ACT_DTYPE, kv_dtype: Optional[str] = KV_DTYPE,
-          group_size: Optional[int] = GROUP_SIZE, as_json: bool = JSON):
-    """Whole-model totals: all layers by type, embedding, final norm, lm_head, KV cache."""
+          group_size: Optional[int] = GROUP_SIZE,
+          measure: bool = typer.Option(False, "--measure", help="build the model with random "
+                                       "weights and generate: TTFT, TPOT, tokens/s, memory"),
+          new_tokens: int = typer.Option(32, "--new-tokens", help="--measure: tokens to generate"),
+          lm_head: str = typer.Option("last", "--lm-head", help="--measure: logits at prefill "
+                                      "for the last position (generation) or all"),
+          device: str = DEVICE,
+          graph: bool = typer.Option(True, "--graph/--no-graph",
+                                     help="--measure: also replay decode as a CUDA graph"),
+          as_json: bool = JSON):
+    """Whole-model totals: all layers by type, embedding, final norm, lm_head, KV cache; with
+    --measure, the model itself generating, against the prediction."""
     from rooflab import models as M
     from rooflab.lab import decoder
 
     cfg = M.load(model_name)
+    if measure:
+        from rooflab.lab import generate as GN
+        from rooflab.measure import ceilings as CE
+
+        I.positive(batch, "--batch"), I.positive(seq, "--seq"), I.positive(new_tokens,
+                                                                             "--new-tokens")
+        I.choices(lm_head, GN.LM_HEAD, "--lm-head")
+        for flag, value in (("--phase", phase != "prefill"), ("--kv-len", kv_len), ("--tp", tp > 1),
+                            ("--weight-dtype", weight_dtype), ("--act-dtype", act_dtype),
+                            ("--kv-dtype", kv_dtype), ("--gpu", gpu)):
+            if value:
+                raise I.UserError(f"{flag} is for the analytic view; --measure runs prefill of "
+                                  "--seq tokens, then --new-tokens decode steps, on this device")
+        dev = I.device(device)
+        data = GN.measure(cfg, batch, seq or 512, new_tokens, CE.get(dev), dev, lm_head=lm_head,
+                          graph=graph)
+        _emit(data, as_json, console.generation)
+        return
     prec = I.precision(cfg.dtype, weight_dtype, act_dtype, kv_dtype, group_size)
     data = decoder.model_summary(cfg, I.phase(phase, batch, seq, kv_len),
                                  _roof_for(gpu, prec.act if prec else cfg.dtype), tp,

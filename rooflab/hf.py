@@ -15,13 +15,13 @@ from rooflab.errors import RooflabError
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.models import ModelConfig
 
-CLASSES = {  # family -> (module, config class, decoder-layer class)
-    "gemma3": ("gemma3", "Gemma3TextConfig", "Gemma3DecoderLayer"),
-    "gemma2": ("gemma2", "Gemma2Config", "Gemma2DecoderLayer"),
-    "llama": ("llama", "LlamaConfig", "LlamaDecoderLayer"),
-    "mistral": ("mistral", "MistralConfig", "MistralDecoderLayer"),
-    "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer"),
-    "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer"),
+CLASSES = {  # family -> (module, config class, decoder-layer class, causal-LM class)
+    "gemma3": ("gemma3", "Gemma3TextConfig", "Gemma3DecoderLayer", "Gemma3ForCausalLM"),
+    "gemma2": ("gemma2", "Gemma2Config", "Gemma2DecoderLayer", "Gemma2ForCausalLM"),
+    "llama": ("llama", "LlamaConfig", "LlamaDecoderLayer", "LlamaForCausalLM"),
+    "mistral": ("mistral", "MistralConfig", "MistralDecoderLayer", "MistralForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer", "Qwen3ForCausalLM"),
 }
 
 
@@ -29,7 +29,7 @@ class HFUnavailable(RooflabError):
     """transformers is missing or lacks the family's classes."""
 
 
-def _classes(family: str):
+def _classes(family: str, causal_lm: bool = False):
     try:
         import importlib
 
@@ -38,19 +38,22 @@ def _classes(family: str):
         import transformers
     except ImportError as e:
         raise HFUnavailable(f"transformers is not installed ({e}); pip install 'rooflab[hf]'") from None
-    return getattr(transformers, CLASSES[family][1]), getattr(mod, CLASSES[family][2])
+    return (getattr(transformers, CLASSES[family][1]),
+            getattr(mod, CLASSES[family][3 if causal_lm else 2]))
 
 
-def hf_fields(cfg: ModelConfig, layer_type: str) -> dict:
-    """Fields of a one-layer HF config of ``layer_type`` (layer_idx 0 has that type)."""
-    t = "sliding_attention" if layer_type == "sliding" else "full_attention"
+def hf_fields(cfg: ModelConfig, layer_type: str | None) -> dict:
+    """Fields of a one-layer HF config of ``layer_type`` (layer_idx 0 has that type), or of the
+    whole model with every layer in its type when ``layer_type`` is None."""
+    kinds = [layer_type] if layer_type else list(cfg.layer_types)
     d = dict(
-        hidden_size=cfg.hidden, intermediate_size=cfg.intermediate, num_hidden_layers=1,
+        hidden_size=cfg.hidden, intermediate_size=cfg.intermediate, num_hidden_layers=len(kinds),
         num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim,
         vocab_size=cfg.vocab, max_position_embeddings=cfg.max_positions,
         rms_norm_eps=cfg.rms_norm_eps, rope_theta=cfg.rope_theta, attention_bias=cfg.attn_bias,
-        tie_word_embeddings=cfg.tie_embeddings, layer_types=[t],
-        sliding_window=cfg.sliding_window if layer_type == "sliding" else None,
+        tie_word_embeddings=cfg.tie_embeddings,
+        layer_types=["sliding_attention" if k == "sliding" else "full_attention" for k in kinds],
+        sliding_window=cfg.sliding_window if "sliding" in kinds else None,
     )
     if cfg.family in ("gemma2", "gemma3"):
         d.update(hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh",
@@ -60,9 +63,21 @@ def hf_fields(cfg: ModelConfig, layer_type: str) -> dict:
             d["rope_local_base_freq"] = cfg.rope_local_theta
     else:
         d["hidden_act"] = "silu"
-    if cfg.family == "qwen2" and layer_type == "sliding":
+    if cfg.family == "qwen2" and "sliding" in kinds:
         d["use_sliding_window"] = True
     return d
+
+
+def build_model(cfg: ModelConfig, device="meta", dtype=None, attn: str = "sdpa"):
+    """(model, hf_config): the family's causal LM (every layer, embedding, final norm, lm_head)
+    with random weights made on ``device`` (no host copy)."""
+    config_cls, model_cls = _classes(cfg.family, causal_lm=True)
+    config = config_cls(**hf_fields(cfg, None))
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = model_cls(config)
+    return model.to(dtype or torch_dtype(cfg.dtype)).eval(), config
 
 
 def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype=None,

@@ -86,6 +86,10 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
     ModelConfig("Qwen2.5-7B", "qwen2", hidden=3584, intermediate=18944, layers=28, heads=28,
                 kv_heads=4, head_dim=128, vocab=152064, layer_types=("full",) * 28,
                 attn_bias=True, rope_theta=1e6, max_positions=131072),
+    # Qwen/Qwen3-8B config.json (per-head RMSNorm on q and k)
+    ModelConfig("Qwen3-8B", "qwen3", hidden=4096, intermediate=12288, layers=36, heads=32,
+                kv_heads=8, head_dim=128, vocab=151936, layer_types=("full",) * 36,
+                qk_norm=True, rope_theta=1e6, max_positions=40960, rms_norm_eps=1e-6),
     # mistralai/Mistral-7B-v0.3 config.json
     ModelConfig("Mistral-7B", "mistral", hidden=4096, intermediate=14336, layers=32, heads=32,
                 kv_heads=8, head_dim=128, vocab=32768, layer_types=("full",) * 32,

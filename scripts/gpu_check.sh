@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
 # Usage: scripts/gpu_check.sh OUT [parts]
-#   parts: any of tests,kernel_tests,measure,fusion,kernels,decoder,attn_tiles,attn_ratios,
+#   parts: any of tests,kernel_tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,
 #          attn_sweep,lab,notebook
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
@@ -17,6 +17,7 @@ has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider te
 has measure && run measure python3 benchmarks/measurement.py "$out/bench"
 has fusion && run fusion python3 benchmarks/fusion.py "$out/bench"
 has kernels && run kernels python3 benchmarks/kernels.py "$out/bench"
+has generate && run generate python3 benchmarks/generate.py "$out/bench"
 has decoder && run decoder python3 benchmarks/decoder.py "$out/bench"
 for a in tiles ratios sweep; do
   has attn_$a && run attn_$a python3 benchmarks/attention.py "$out/bench" $a

@@ -187,6 +187,36 @@ def model(d: dict) -> None:
     _communication(d)
 
 
+def generation(d: dict) -> None:
+    p, dec = d["prefill"], d["decode"]
+    ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
+    rows = [["prefill (TTFT)", secs(p["wall_s"]), secs(p["device_s"]), secs(p["predicted_s"]),
+             ratio(p["predicted_over_device"]), ratio(p["roofline_over_device"])],
+            ["decode step, eager", secs(dec["eager_wall_s"]), secs(dec["eager_device_s"]),
+             secs(dec["predicted_s"]), ratio(dec["predicted_s"] / dec["eager_device_s"]),
+             ratio(dec["roofline_s"] / dec["eager_device_s"])]]
+    if dec.get("graph_device_s"):
+        rows.append(["decode step, CUDA graph", secs(dec["graph_wall_s"]),
+                     secs(dec["graph_device_s"]), secs(dec["predicted_s"]),
+                     ratio(dec["predicted_s"] / dec["graph_device_s"]),
+                     ratio(dec["roofline_s"] / dec["graph_device_s"])])
+    table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
+          f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
+          ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)
+    out.print(f"TTFT {secs(d['ttft_s'])}, TPOT {secs(d['tpot_s'])} (a loop of "
+              f"{d['new_tokens']} steps), {d['tokens_per_s']:,.0f} tokens/s")
+    if dec.get("graph_error"):
+        out.print(f"CUDA graph: not captured ({dec['graph_error']})")
+    m = d["memory_predicted"]
+    line = (f"memory predicted {m['total_bytes'] / 2**30:.2f} GiB (weights "
+            f"{m['weights_bytes'] / 2**30:.2f}, KV cache {m['kv_cache_bytes'] / 2**30:.2f}, "
+            f"activations {m['activation_bytes'] / 2**30:.2f})")
+    if d.get("memory_measured_peak_bytes"):
+        line += (f"; measured peak {d['memory_measured_peak_bytes'] / 2**30:.2f} GiB "
+                 f"(predicted/measured {d['memory_predicted_over_measured']:.2f})")
+    out.print(line)
+
+
 def sweep(d: dict) -> None:
     rows = [[r["n"], f"{r['intensity']:.4g}", si(r["attainable_flops_per_s"], "FLOP/s"),
              r["bound"], secs(r["time_floor_s"])] for r in d["rows"]]

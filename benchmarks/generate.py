@@ -1,0 +1,50 @@
+"""Whole models generating on one GPU, measured against rooflab's prediction: gemma-3-270m-it,
+Llama-3.1-8B and Qwen3-8B at prefill B 1, 8 x L 512, 4096 and decode B 1, 8, 64 (random weights,
+bf16, a static KV cache, 32 new tokens, eager and CUDA graph).
+Usage: python benchmarks/generate.py OUT_DIR [model,model,...]"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from rooflab import hf
+from rooflab import models as M
+from rooflab.lab import generate as GN
+from rooflab.measure import ceilings as CE
+from rooflab.measure import op_classes as OC
+
+from common import write
+
+MODELS = ("gemma-3-270m-it", "Llama-3.1-8B", "Qwen3-8B")
+SHAPES = [(1, 512), (1, 4096), (8, 512), (8, 4096), (64, 512)]  # (batch, prompt tokens)
+
+
+def main(out_dir: str, models: str = ",".join(MODELS)) -> None:
+    ceil, costs = CE.get("cuda"), OC.measure("cuda")
+    rows = []
+    for name in models.split(","):
+        cfg = M.load(name)
+        built = hf.build_model(cfg, "cuda", torch.bfloat16, attn="sdpa")
+        for batch, seq in SHAPES:
+            try:
+                r = GN.measure(cfg, batch, seq, 32, ceil, "cuda", costs=costs, built=built)
+            except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
+                r = {"model": name, "batch": batch, "seq": seq,
+                     "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+            rows.append(r)
+            p, d = r.get("prefill", {}), r.get("decode", {})
+            print(name, batch, seq, "TTFT", p.get("device_s"), "pred/meas",
+                  round(p.get("predicted_over_device", 0), 3), "| decode", d.get("eager_device_s"),
+                  d.get("graph_device_s"), "pred/meas", round(d.get("predicted_over_device", 0), 3),
+                  "| roof", round(p.get("roofline_over_device", 0), 3),
+                  round(d.get("roofline_over_device", 0), 3), "| mem", round(
+                      r.get("memory_predicted_over_measured", 0), 3), r.get("error", ""),
+                  d.get("graph_error", ""), flush=True)
+            write(out_dir, "generate", {"op_costs": costs.as_dict(), "rows": rows})
+        del built
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *sys.argv[2:3])

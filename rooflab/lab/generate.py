@@ -1,0 +1,247 @@
+"""A whole model generating tokens, measured and predicted.
+
+Measured (random weights made on the device, a static KV cache, greedy tokens):
+- time to first token (TTFT): one prefill of B sequences of L tokens, logits for the last
+  position only (what generation needs) or for all of them (what a plain forward does);
+- time per output token (TPOT): one decode step at the end of the prompt, eager and replayed as
+  a CUDA graph where the model can be captured, and a real loop of N steps;
+- tokens per second (B / TPOT) and the peak memory of the run.
+Predicted: every op the model ran, counted by rooflab's dispatch counter, costed on this device's
+measured ceilings and op floors (measure/op_classes.py, as for one layer), summed layer by layer;
+beside it the plain roofline sum. Memory: weights + KV cache + the largest prefill transient.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import time as _time
+
+import torch
+
+from rooflab import count, hf
+from rooflab import cost as C
+from rooflab import models as M
+from rooflab.errors import RooflabError
+from rooflab.measure import op_classes as OC
+from rooflab.measure.ceilings import Ceilings
+from rooflab.measure.dtypes import torch_dtype
+from rooflab.measure.memory import free_bytes
+from rooflab.measure.timer import capture_graph, time
+
+LM_HEAD = ("last", "all")
+
+
+class DoesNotFit(RooflabError):
+    """The model, its cache and its activations need more memory than the device has free."""
+
+
+def predicted_memory(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, dtype: str,
+                     lm_head: str = "last") -> dict:
+    """Bytes: weights (every parameter), the static KV cache (sliding layers keep a window), and
+    the largest prefill transient: the MLP's gate, up and product (3 x B*L*I), four hidden-size
+    tensors of the residual stream, and the logits kept (in the dtype and again in fp32)."""
+    e = C.elem_bytes(dtype)
+    max_len = seq + new_tokens
+    kv = sum(2 * batch * cfg.kv_heads * cfg.head_dim * e *
+             (min(max_len, cfg.sliding_window) if lt == "sliding" and cfg.sliding_window
+              else max_len) for lt in cfg.layer_types)
+    rows = batch * seq
+    logits = batch * (seq if lm_head == "all" else 1) * cfg.vocab * (e + 4)
+    activations = rows * (3 * cfg.intermediate + 4 * cfg.hidden) * e + logits
+    weights = M.param_count(cfg) * e
+    return {"weights_bytes": weights, "kv_cache_bytes": kv, "activation_bytes": activations,
+            "total_bytes": weights + kv + activations}
+
+
+def _static_cache(config, batch: int, max_len: int, device: str, dtype):
+    from transformers import StaticCache
+
+    params = inspect.signature(StaticCache.__init__).parameters
+    kw = {"config": config, "max_cache_len": max_len}
+    for name, value in (("max_batch_size", batch), ("device", device), ("dtype", dtype)):
+        if name in params:
+            kw[name] = value
+    return StaticCache(**kw)
+
+
+class Generation:
+    """A model, its static cache and its inputs. prefill() and step() are repeatable: each first
+    rewinds the cache to where it starts (one small fill kernel, counted with the call);
+    advance() moves on by one greedy token."""
+
+    def __init__(self, cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, device: str,
+                 dtype: str, lm_head: str = "last", built=None):
+        tdt = torch_dtype(dtype)
+        self.model, self.config = built or hf.build_model(cfg, device, tdt, attn="sdpa")
+        self.cache = _static_cache(self.config, batch, seq + new_tokens, device, tdt)
+        g = torch.Generator(device="cpu").manual_seed(0)
+        self.ids = torch.randint(cfg.vocab, (batch, seq), generator=g).to(device)
+        self.tok = torch.randint(cfg.vocab, (batch, 1), generator=g).to(device)
+        self.prompt_pos = torch.arange(seq, device=device)
+        self.pos = torch.tensor([seq], device=device)  # a buffer: a CUDA graph reads it
+        self.seq = seq
+        params = inspect.signature(self.model.forward).parameters
+        self.cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in 5.x
+        keep = 1 if lm_head == "last" else 0  # 0: every position
+        self.keep = next(({k: keep} for k in ("logits_to_keep", "num_logits_to_keep")
+                          if k in params), {})
+        self._forward_prefill()  # the cache allocates itself on its first update
+        # The cache counts its own length per layer (a device tensor, or a Python int for
+        # sliding layers). The tensors become views of one buffer, so a rewind is one kernel.
+        self.layers = getattr(self.cache, "layers", [])
+        counted = [la for la in self.layers if torch.is_tensor(getattr(la, "cumulative_length",
+                                                                             None))]
+        self.counters = torch.zeros(len(counted), dtype=torch.long, device=device)
+        for i, la in enumerate(counted):
+            la.cumulative_length = self.counters[i]
+
+    def rewind(self, position: int):
+        if len(self.counters):
+            self.counters.fill_(position)
+        for la in self.layers:
+            if hasattr(la, "cumulative_length_int"):
+                la.cumulative_length_int = position
+        self.pos.fill_(position)
+
+    def _forward_prefill(self):
+        return self.model(input_ids=self.ids, use_cache=True, cache_position=self.prompt_pos,
+                          **{self.cache_kw: self.cache}, **self.keep).logits
+
+    def _forward_step(self):
+        return self.model(input_ids=self.tok, use_cache=True, cache_position=self.pos,
+                          **{self.cache_kw: self.cache}).logits
+
+    def prefill(self):
+        self.rewind(0)
+        return self._forward_prefill()
+
+    def step(self):
+        self.rewind(self.seq)
+        return self._forward_step()
+
+    def advance(self):
+        self.tok.copy_(self._forward_step()[:, -1:].argmax(-1))
+        self.pos.add_(1)
+
+
+def _group(module: str) -> str:
+    m = re.search(r"layers\.(\d+)\.", module + ".")
+    if m:
+        return f"layer {m.group(1)}"
+    for key, name in (("embed", "embedding"), ("lm_head", "lm_head"), ("norm", "final norm")):
+        if key in module:
+            return name
+    return "other"
+
+
+def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str,
+            costs: OC.OpCosts) -> dict:
+    """Counted ops on measured costs: the total, the plain roofline sum, and per layer."""
+    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
+    bw = ceil.mem_bandwidth_bytes_per_s
+    groups: dict[str, dict] = {}
+    for r in records:
+        if r.bytes == 0:
+            continue  # a view: no kernel
+        d = groups.setdefault(_group(r.module), {"kernels": 0, "flops": 0, "bytes": 0,
+                                                 "predicted_s": 0.0, "roofline_s": 0.0})
+        d["kernels"] += 1
+        d["flops"] += r.flops
+        d["bytes"] += r.bytes
+        d["predicted_s"] += costs.predict_s(r, peak, bw)
+        d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
+    total = {k: sum(d[k] for d in groups.values())
+             for k in ("kernels", "flops", "bytes", "predicted_s", "roofline_s")}
+    return {**total, "groups": groups}
+
+
+def _loop_s(fn, n: int, device: str) -> float:
+    """Host clock around n calls, synchronized at both ends: per call."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = _time.perf_counter()
+    for _ in range(n):
+        fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (_time.perf_counter() - t0) / n
+
+
+def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Ceilings,
+            device: str, dtype: str | None = None, lm_head: str = "last", graph: bool = True,
+            costs: OC.OpCosts | None = None, built=None) -> dict:
+    """Measure and predict one (batch, prompt length); ``built`` reuses a (model, config) from
+    hf.build_model for several shapes (the memory check then counts the weights as present)."""
+    dtype = dtype or cfg.dtype
+    mem = predicted_memory(cfg, batch, seq, new_tokens, dtype, lm_head)
+    free = free_bytes(device)
+    need = mem["total_bytes"] - (mem["weights_bytes"] if built else 0)
+    if free is not None and need > free:
+        raise DoesNotFit(
+            f"{cfg.name} at batch {batch}, {seq}+{new_tokens} tokens needs ~"
+            f"{mem['total_bytes'] / 2**30:.1f} GiB (weights {mem['weights_bytes'] / 2**30:.1f}, "
+            f"KV cache {mem['kv_cache_bytes'] / 2**30:.1f}, activations "
+            f"{mem['activation_bytes'] / 2**30:.1f}); {free / 2**30:.1f} GiB free here")
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        # the peak is measured from what was allocated before (the weights, when reused)
+        base = torch.cuda.memory_allocated() - (mem["weights_bytes"] if built else 0)
+    costs = costs or OC.measure(device)
+    out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
+                 "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,
+                 "memory_predicted": mem}
+    with torch.inference_mode():
+        gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
+        with count.Counter(gen.model) as c:
+            gen.prefill()
+        pre = predict(c.records, ceil, dtype, costs)
+        with count.Counter(gen.model) as c:
+            gen.step()
+        dec = predict(c.records, ceil, dtype, costs)
+        ttft = time(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
+                    name="prefill")
+        step = time(gen.step, warmup=2, budget_s=0.5, max_reps=50, device=device,
+                    name="decode step")
+        gen.rewind(seq)
+        loop_eager = _loop_s(gen.advance, new_tokens, device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+            out["memory_measured_peak_bytes"] = torch.cuda.max_memory_allocated() - base
+        out["prefill"] = {"wall_s": ttft.wall_s, "device_s": ttft.device_s, "cv": ttft.cv,
+                          "predicted_s": pre["predicted_s"], "roofline_s": pre["roofline_s"],
+                          "flops": pre["flops"], "bytes": pre["bytes"],
+                          "kernels_counted": pre["kernels"]}
+        out["decode"] = {"eager_wall_s": step.wall_s, "eager_device_s": step.device_s,
+                         "eager_loop_s": loop_eager, "predicted_s": dec["predicted_s"],
+                         "roofline_s": dec["roofline_s"], "flops": dec["flops"],
+                         "bytes": dec["bytes"], "kernels_counted": dec["kernels"]}
+        if graph and device == "cuda":
+            try:
+                replay = capture_graph(gen.step)
+                g = time(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
+                         name="decode step (graph)")
+                out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
+                adv = capture_graph(gen.advance)
+                gen.rewind(seq)
+                out["decode"]["graph_loop_s"] = _loop_s(adv, new_tokens, device)
+            except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
+                out["decode"]["graph_error"] = str(e).splitlines()[0][:200]
+    p, d = out["prefill"], out["decode"]
+    p["predicted_over_device"] = p["predicted_s"] / p["device_s"]
+    p["roofline_over_device"] = p["roofline_s"] / p["device_s"]
+    best = d.get("graph_device_s") or d["eager_device_s"]
+    d["predicted_over_device"] = d["predicted_s"] / best
+    d["roofline_over_device"] = d["roofline_s"] / best
+    tpot = d.get("graph_loop_s") or d["eager_loop_s"]
+    out["ttft_s"] = p["wall_s"] if p["wall_s"] is not None else p["device_s"]
+    out["tpot_s"] = tpot
+    out["tokens_per_s"] = batch / tpot
+    if "memory_measured_peak_bytes" in out:
+        out["memory_predicted_over_measured"] = (mem["total_bytes"] /
+                                                 out["memory_measured_peak_bytes"])
+    out["layers_predicted"] = {
+        "prefill": {k: v["predicted_s"] for k, v in pre["groups"].items()},
+        "decode": {k: v["predicted_s"] for k, v in dec["groups"].items()}}
+    del gen
+    return out

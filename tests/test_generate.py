@@ -1,0 +1,82 @@
+"""A whole model: built from its config (meta device, exact parameter counts), its memory
+predicted (exact integers), generating on the CPU with its prediction beside it."""
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from rooflab import count, hf  # noqa: E402
+from rooflab import models as M  # noqa: E402
+from rooflab.lab import generate as GN  # noqa: E402
+from rooflab.measure import ceilings as CE  # noqa: E402
+from rooflab.measure import op_classes as OC  # noqa: E402
+
+TINY = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 32, "vocab_size": 1000, "max_position_embeddings": 256, "sliding_window": 16,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "query_pre_attn_scalar": 32}
+CEIL = CE.Ceilings("cpu", "test", 1e10, {"fp32": 1e11, "bf16": 1e11})
+COSTS = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {2: 1e9, 4: 1e9})
+
+
+@pytest.mark.parametrize("name", list(M.PRESETS))
+def test_whole_model_built_on_meta_has_every_parameter(name):
+    cfg = M.load(name)
+    model, config = hf.build_model(cfg, "meta")
+    assert sum(p.numel() for p in model.parameters()) == M.param_count(cfg)
+    assert len(model.model.layers) == cfg.layers
+    assert [t.split("_")[0] for t in config.layer_types] == list(cfg.layer_types)
+
+
+def test_memory_prediction_exact():
+    cfg = M.load("gemma-3-270m-it")  # 15 sliding layers (window 512), 3 full ones, 1 KV head
+    m = GN.predicted_memory(cfg, batch=2, seq=1000, new_tokens=24, dtype="bf16")
+    assert m["weights_bytes"] == 268098176 * 2
+    per_position = 2 * 2 * 1 * 256 * 2  # K and V, batch 2, one head of 256, bf16
+    assert m["kv_cache_bytes"] == per_position * (15 * 512 + 3 * 1024)
+    logits = 2 * 262144 * (2 + 4)  # the last position only, bf16 and its fp32 copy
+    assert m["activation_bytes"] == 2 * 1000 * (3 * 2048 + 4 * 640) * 2 + logits
+    assert m["total_bytes"] == m["weights_bytes"] + m["kv_cache_bytes"] + m["activation_bytes"]
+
+
+def test_prefill_lm_head_last_or_all_positions():
+    cfg = M.from_hf_dict(TINY, "tiny")
+    for keep, rows in (("last", 1), ("all", 12)):
+        with torch.inference_mode():
+            g = GN.Generation(cfg, 2, 12, 2, "cpu", "fp32", keep)
+            with count.Counter(g.model) as c:
+                g.prefill()
+        head = [r for r in c.records if GN._group(r.module) == "lm_head" and r.macs]
+        assert sum(r.macs for r in head) == 2 * rows * 64 * 1000
+
+
+def test_generation_measured_and_predicted_on_cpu():
+    cfg = M.from_hf_dict(TINY, "tiny")
+    r = GN.measure(cfg, 2, 24, 3, CEIL, "cpu", dtype="fp32", costs=COSTS)
+    p, d = r["prefill"], r["decode"]
+    assert p["device_s"] > 0 and d["eager_device_s"] > 0 and d["eager_loop_s"] > 0
+    assert p["predicted_over_device"] == p["predicted_s"] / p["device_s"]
+    assert r["tokens_per_s"] == 2 / r["tpot_s"]
+    # every layer predicted, plus the embedding, the final norm and the head
+    assert {"layer 0", "layer 1", "layer 2", "embedding", "final norm", "lm_head"} <= set(
+        r["layers_predicted"]["decode"])
+    assert d["flops"] < p["flops"] and "graph_device_s" not in d  # no CUDA graph on a CPU
+
+
+def test_model_measure_cli(tmp_path, monkeypatch):
+    from rooflab.cli import main
+
+    cfg_path = tmp_path / "tiny.json"
+    cfg_path.write_text(json.dumps(TINY))
+    monkeypatch.setattr(CE, "get", lambda device, **kw: CEIL)
+    monkeypatch.setattr(OC, "measure", lambda device: COSTS)
+    assert main(["model", "--model", str(cfg_path), "--measure", "--seq", "8", "--new-tokens",
+                 "2", "--device", "cpu"]) == 0  # the console view renders
+    assert main(["model", "--measure", "--tp", "2"]) == 2
+    assert main(["model", "--measure", "--lm-head", "first"]) == 2
+    monkeypatch.setattr(GN, "free_bytes", lambda device: 1 << 20)
+    assert main(["model", "--measure", "--device", "cpu"]) == 2  # will not fit: one line
