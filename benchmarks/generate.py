@@ -48,3 +48,25 @@ def main(out_dir: str, models: str = ",".join(MODELS)) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], *sys.argv[2:3])
+
+
+def diagnose(name: str, batch: int, seq: int) -> list[dict]:
+    """Where a decode step's kernel time goes, op by op, beside the prediction."""
+    from rooflab import count
+    from rooflab.lab import layer_measure as LM
+    from rooflab.measure import profile as P
+
+    cfg = M.load(name)
+    ceil, costs = CE.get("cuda"), OC.measure("cuda")
+    with torch.inference_mode():
+        g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16")
+        with count.Counter(g.model) as c:
+            g.step()
+        prof = P.profile(g.step, iters=3, warmup=2, device="cuda")
+    ops = LM.by_op(c.records, ceil, "bf16", costs, prof.by_op_us, prof.iters)
+    print(name, batch, seq, "kernel time", prof.device_time_us / prof.iters, "us, launches",
+          prof.launches_per_iter, "timeline", prof.timeline)
+    for o in ops[:12]:
+        print(f"  {o['op'][:70]:70s} calls {o['calls']:4d} measured "
+              f"{(o['kernel_s'] or 0) * 1e6:9.1f} us predicted {o['predicted_s'] * 1e6:9.1f} us")
+    return ops

@@ -80,3 +80,16 @@ def test_model_measure_cli(tmp_path, monkeypatch):
     assert main(["model", "--measure", "--lm-head", "first"]) == 2
     monkeypatch.setattr(GN, "free_bytes", lambda device: 1 << 20)
     assert main(["model", "--measure", "--device", "cpu"]) == 2  # will not fit: one line
+
+
+def test_prediction_adds_the_gap_between_kernels_once_per_kernel():
+    cfg = M.from_hf_dict(TINY, "tiny")
+    with torch.inference_mode():
+        g = GN.Generation(cfg, 1, 8, 2, "cpu", "fp32")
+        with count.Counter(g.model) as c:
+            g.step()
+    gapped = OC.OpCosts("test", COSTS.floor_s, COSTS.generic_elements_per_s, gap_s=1e-6)
+    plain, with_gap = GN.predict(c.records, CEIL, "fp32", COSTS), GN.predict(c.records, CEIL,
+                                                                            "fp32", gapped)
+    assert with_gap["kernels"] == plain["kernels"] > 50  # a whole model: many kernels
+    assert abs(with_gap["predicted_s"] - plain["predicted_s"] - plain["kernels"] * 1e-6) < 1e-12

@@ -7,8 +7,11 @@ Measured (random weights made on the device, a static KV cache, greedy tokens):
   a CUDA graph where the model can be captured, and a real loop of N steps;
 - tokens per second (B / TPOT) and the peak memory of the run.
 Predicted: every op the model ran, counted by rooflab's dispatch counter, costed on this device's
-measured ceilings and op floors (measure/op_classes.py, as for one layer), summed layer by layer;
-beside it the plain roofline sum. Memory: weights + KV cache + the largest prefill transient.
+measured ceilings and op floors (measure/op_classes.py, as for one layer), summed layer by layer,
+plus the measured idle gap between two kernels once per kernel (a whole model launches about
+1,800 kernels per decode step; its measured times are device times of back-to-back kernels,
+not kernel durations alone); beside it the plain roofline sum. Memory: weights + KV cache + the
+largest prefill transient.
 """
 from __future__ import annotations
 
@@ -148,7 +151,7 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str,
         d["kernels"] += 1
         d["flops"] += r.flops
         d["bytes"] += r.bytes
-        d["predicted_s"] += costs.predict_s(r, peak, bw)
+        d["predicted_s"] += costs.predict_s(r, peak, bw) + costs.gap_s
         d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
     total = {k: sum(d[k] for d in groups.values())
              for k in ("kernels", "flops", "bytes", "predicted_s", "roofline_s")}
@@ -190,7 +193,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
     costs = costs or OC.measure(device)
     out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
                  "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,
-                 "memory_predicted": mem}
+                 "memory_predicted": mem, "op_costs": costs.as_dict()}
     with torch.inference_mode():
         gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
         with count.Counter(gen.model) as c:

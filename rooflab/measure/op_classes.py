@@ -67,6 +67,9 @@ class OpCosts:
     device: str
     floor_s: dict[str, float]  # class -> device time of one tiny kernel of that class
     generic_elements_per_s: dict[int, float]  # element size (bytes) -> generic-loop rate
+    # between two kernels of a CUDA graph the device idles a little (the next one's launch);
+    # a stream of n kernels takes the sum of their times plus n of these
+    gap_s: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -123,13 +126,28 @@ def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     return a.numel() / t.device_s
 
 
+def graph_gap_s(fn) -> float:
+    """Per kernel, a CUDA-graph replay of a chain of tiny kernels (events around the replay)
+    less the kernels' own time (the profiler's): the idle time between two kernels."""
+    def chain():
+        return [fn() for _ in range(CHAIN)]
+
+    replay = capture_graph(chain)
+    span = time(replay, warmup=3, budget_s=0.05, wall=False, device="cuda").device_s
+    kernels = P.profile(replay, iters=10, warmup=3, device="cuda")
+    return max(0.0, span - kernels.device_time_us / kernels.iters / 1e6) / CHAIN
+
+
 def measure(device: str) -> OpCosts:
-    """The floors (median of three chains per class) and the generic-loop rates, here; a few
-    seconds, measured afresh each time (they are cheap beside the layer they explain)."""
+    """The floors (median of three chains per class), the generic-loop rates and, on a GPU, the
+    gap between kernels, here; a few seconds, measured afresh each time (they are cheap beside
+    the layer they explain)."""
     floors = {}
-    for cls, fn in _tiny_ops(device).items():
+    ops = _tiny_ops(device)
+    for cls, fn in ops.items():
         floors[cls] = statistics.median(tiny_kernel_s(fn, device) for _ in range(3))
     n = (1 << 26) if device == "cuda" else (1 << 22)  # GPU: 128 MB+ per operand, past any L2
     rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n)
              for dt in (torch.float32, torch.bfloat16)}
-    return OpCosts(device, floors, rates)
+    gap = graph_gap_s(ops["elementwise"]) if device == "cuda" else 0.0
+    return OpCosts(device, floors, rates, gap)
