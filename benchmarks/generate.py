@@ -1,7 +1,7 @@
 """Whole models generating on one GPU, measured against rooflab's prediction: gemma-3-270m-it,
 Llama-3.1-8B and Qwen3-8B at prefill B 1, 8 x L 512, 4096 and decode B 1, 8, 64 (random weights,
 bf16, a static KV cache, 32 new tokens, eager and CUDA graph).
-Usage: python benchmarks/generate.py OUT_DIR [model,model,...]"""
+Usage: python benchmarks/generate.py OUT_DIR [model,model,...] [BxL,BxL,...]"""
 from __future__ import annotations
 
 import sys
@@ -20,13 +20,15 @@ MODELS = ("gemma-3-270m-it", "Llama-3.1-8B", "Qwen3-8B")
 SHAPES = [(1, 512), (1, 4096), (8, 512), (8, 4096), (64, 512)]  # (batch, prompt tokens)
 
 
-def main(out_dir: str, models: str = ",".join(MODELS)) -> None:
+def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "") -> None:
+    """shapes: e.g. 1x512,8x4096 (batch x prompt tokens); all of SHAPES by default."""
     ceil, costs = CE.get("cuda"), OC.measure("cuda")
+    chosen = [tuple(map(int, s.split("x"))) for s in shapes.split(",") if s] or SHAPES
     rows = []
     for name in models.split(","):
         cfg = M.load(name)
         built = hf.build_model(cfg, "cuda", torch.bfloat16, attn="sdpa")
-        for batch, seq in SHAPES:
+        for batch, seq in chosen:
             try:
                 r = GN.measure(cfg, batch, seq, 32, ceil, "cuda", costs=costs, built=built)
             except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
@@ -47,7 +49,7 @@ def main(out_dir: str, models: str = ",".join(MODELS)) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *sys.argv[2:3])
+    main(sys.argv[1], *sys.argv[2:4])
 
 
 def diagnose(name: str, batch: int, seq: int) -> list[dict]:

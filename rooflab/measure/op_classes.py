@@ -126,16 +126,26 @@ def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     return a.numel() / t.device_s
 
 
-def graph_gap_s(fn) -> float:
-    """Per kernel, a CUDA-graph replay of a chain of tiny kernels (events around the replay)
-    less the kernels' own time (the profiler's): the idle time between two kernels."""
+def graph_gap_s(fn, kernels: int = 256) -> float:
+    """Per kernel, one CUDA-graph replay of ``kernels`` tiny kernels timed by a pair of events
+    (the span, gaps included), less the kernels' own time (the profiler's): the idle time
+    between two kernels. (The timer would time so short a call by CUPTI, which leaves the gaps
+    out by design.)"""
     def chain():
-        return [fn() for _ in range(CHAIN)]
+        return [fn() for _ in range(kernels)]
 
     replay = capture_graph(chain)
-    span = time(replay, warmup=3, budget_s=0.05, wall=False, device="cuda").device_s
-    kernels = P.profile(replay, iters=10, warmup=3, device="cuda")
-    return max(0.0, span - kernels.device_time_us / kernels.iters / 1e6) / CHAIN
+    spans = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        replay()
+        end.record()
+        torch.cuda.synchronize()
+        spans.append(start.elapsed_time(end) / 1e3)
+    busy = P.profile(replay, iters=3, warmup=1, device="cuda")
+    return max(0.0, statistics.median(spans) - busy.device_time_us / busy.iters / 1e6) / kernels
 
 
 def measure(device: str) -> OpCosts:
@@ -149,5 +159,6 @@ def measure(device: str) -> OpCosts:
     n = (1 << 26) if device == "cuda" else (1 << 22)  # GPU: 128 MB+ per operand, past any L2
     rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n)
              for dt in (torch.float32, torch.bfloat16)}
-    gap = graph_gap_s(ops["elementwise"]) if device == "cuda" else 0.0
+    gap = (statistics.median(graph_gap_s(fn) for fn in ops.values()) if device == "cuda"
+           else 0.0)
     return OpCosts(device, floors, rates, gap)
