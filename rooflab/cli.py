@@ -382,6 +382,31 @@ def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) ->
 
 
 @app.command()
+def analyze(target: str = typer.Argument(..., help="FILE.py:FUNCTION, where FUNCTION returns "
+                                         "(module, (tensor, ...))"),
+            device: str = DEVICE,
+            html: Optional[str] = typer.Option(None, "--html", help="also write this HTML page"),
+            profile: bool = typer.Option(True, "--profile/--no-profile",
+                                         help="time each op (off: counts only)"),
+            as_json: bool = JSON):
+    """Your own module, op by op, on this device's measured roofline."""
+    from rooflab import analyze as A
+    from rooflab.measure import ceilings as CE
+
+    dev = I.device(device)
+    page = I.writable_file(html, "--html") if html else None
+    module, inputs = A.load_target(target)
+    data = A.analyze(module, inputs, dev, CE.get(dev), profile=profile)
+    if page:
+        from rooflab.report import html as H_
+
+        with open(page, "w") as f:
+            f.write(H_.analysis_page(data))
+        data["html"] = page
+    _emit(data, as_json, console.analysis)
+
+
+@app.command()
 def check(answers: Optional[str] = typer.Argument(None, help="your answers file (JSON)"),
           template: bool = typer.Option(False, "--template",
                                         help="print an empty answers file to fill in"),

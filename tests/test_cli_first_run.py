@@ -202,7 +202,9 @@ COMMANDS = {
                  "--dtype", "--gpu", "--tp", "--weight-dtype", "--act-dtype", "--kv-dtype",
                  "--group-size"],
     ("model",): ["--model", "--phase", "--batch", "--seq", "--kv-len", "--gpu", "--tp",
-                 "--weight-dtype", "--act-dtype", "--kv-dtype", "--group-size"],
+                 "--weight-dtype", "--act-dtype", "--kv-dtype", "--group-size", "--measure",
+                 "--new-tokens", "--lm-head", "--device", "--graph", "--no-graph"],
+    ("analyze",): ["--device", "--html", "--profile", "--no-profile"],
     ("lab",): ["--device", "--parts", "--gpu", "--quick", "--out", "--resume"],
     ("fusion", "gelu"): ["--numel", "--dtype", "--device", "--trace"],
     ("fusion", "mlp"): ["--modes", "--tokens", "--dtype", "--device", "--trace"],
@@ -211,9 +213,9 @@ COMMANDS = {
     ("check",): ["--template"],
     ("compare",): [],
 }
-POSITIONAL = {("check",): 1, ("compare",): 2}  # how many file arguments, at most
+POSITIONAL = {("check",): 1, ("compare",): 2, ("analyze",): 1}  # file arguments, at most
 FLAGS = {"--causal", "--fused", "--measured", "--refresh", "--quick", "--resume", "--json",
-         "--template"}
+         "--template", "--measure", "--graph", "--no-graph", "--profile", "--no-profile"}
 
 
 @st.composite

@@ -187,6 +187,29 @@ def model(d: dict) -> None:
     _communication(d)
 
 
+def analysis(d: dict) -> None:
+    t = d["total"]
+    rows = [[o["op"][:60], o["calls"], si(o["flops"], "FLOP"), si(o["bytes"], "B"),
+             f"{o['intensity']:.3g}", o["bound"], secs(o["floor_s"]),
+             secs(o["measured_s"]) if o.get("measured_s") else "-",
+             f"{o['fraction_of_roof']:.0%}" if o.get("fraction_of_roof") else "-"]
+            for o in d["ops"][:20]]
+    table(f"{d['module']} on {d['device']} ({d['dtype']}): ops, most time lost first",
+          ["op", "calls", "FLOPs", "bytes", "FLOP/B", "bound", "roof floor", "measured",
+           "of roof"], rows)
+    table("modules (roll-ups)", ["module", "type", "MACs", "FLOPs", "bytes", "measured"],
+          [["  " * m["depth"] + m["module"], m["type"], f"{m['macs']:,}", si(m["flops"], "FLOP"),
+            si(m["bytes"], "B"), secs(m["measured_s"]) if m.get("measured_s") else "-"]
+           for m in d["modules"]])
+    out.print(f"total {t['macs']:,} MACs, {t['flops']:,} FLOPs, {t['bytes']:,} bytes; roofline "
+              f"floor {secs(t['floor_s'])}" + (f", measured {secs(t['measured_s'])}"
+                                                if t.get("measured_s") else ""))
+    if d.get("unsupported_ops"):
+        out.print("no FLOP formula (counted as 0 FLOPs): " + ", ".join(d["unsupported_ops"]))
+    if d.get("html"):
+        out.print(f"page: {d['html']}")
+
+
 def generation(d: dict) -> None:
     p, dec = d["prefill"], d["decode"]
     ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731

@@ -116,3 +116,33 @@ Chrome traces (open in Perfetto) in <code>traces/</code>.</p>
 {body}
 <div id="tip"></div><script>{JS}</script></body></html>
 """
+
+
+def analysis_page(d: dict) -> str:
+    """`rooflab analyze --html`: the per-op roofline, the ops by time lost, the module tree."""
+    from rooflab.analyze import roofline_spec
+
+    op_cols = ["op", "calls", "flops", "bytes", "intensity", "bound", "floor_s", "measured_s",
+               "fraction_of_roof", "lost_s"]
+    mod_cols = ["module", "type", "macs", "flops", "bytes", "measured_s"]
+    ops = {"title": "Ops, most time lost against the roof first", "columns": op_cols,
+           "rows": [[o.get(c) for c in op_cols] for o in d["ops"]]}
+    mods = {"title": "Modules (roll-ups: a module includes its children)", "columns": mod_cols,
+            "rows": [["\u00a0\u00a0" * m["depth"] + m["module"], *[m.get(c) for c in mod_cols[1:]]]
+                     for m in d["modules"]]}
+    t = d["total"]
+    plot = svg.render(roofline_spec(d)) if any(o.get("measured_s") for o in d["ops"]) else (
+        "<p>Not profiled (--no-profile): counts only.</p>")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>rooflab analyze: {esc(d['module'])}</title>
+<style>{CSS}</style></head><body>
+<h1>rooflab analyze: {esc(d['module'])}</h1>
+<p>Inputs {esc(d['inputs'])} on {esc(d['device'])} ({esc(d['dtype'])}); roof: {esc(d['roof']['label'])},
+ridge {d['roof']['ridge']:.4g} FLOP/B. Total {t['macs']:,} MACs, {t['flops']:,} FLOPs,
+{t['bytes']:,} bytes; roofline floor {esc(fmt(t['floor_s'], 'floor_s'))}, measured
+{esc(fmt(t['measured_s'], 'measured_s'))}.</p>
+{plot}
+{table_html(ops)}
+{table_html(mods)}
+<div id="tip"></div><script>{JS}</script></body></html>
+"""

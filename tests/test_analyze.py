@@ -1,0 +1,92 @@
+"""`rooflab analyze`: a user's module op by op (counted, profiled, placed on the roof) and its
+module tree; the totals cross-checked against PyTorch's own FlopCounterMode."""
+import json
+
+import pytest
+import torch
+
+from rooflab import analyze as A
+from rooflab.measure import ceilings as CE
+
+CEIL = CE.Ceilings("cpu", "test cpu", 1e10, {"fp32": 1e11})
+TARGET = '''
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.up = torch.nn.Linear(d, 4 * d)
+        self.down = torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(Block(), Block()), (torch.randn(4, 16, 32),)
+
+
+def not_a_pair():
+    return 3
+'''
+
+
+@pytest.fixture
+def target(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(TARGET)
+    return str(path)
+
+
+def test_ops_modules_and_totals(target):
+    module, inputs = A.load_target(target + ":build")
+    d = A.analyze(module, inputs, "cpu", CEIL)
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as fc:
+        module(*inputs)
+    assert 2 * d["total"]["macs"] == fc.get_total_flops()  # matmul FLOPs, counted independently
+    assert d["total"]["macs"] == 2 * 2 * 64 * 32 * 128  # two blocks, up and down, 64 rows
+    for o in d["ops"]:
+        assert o["floor_s"] == max(o["flops"] / 1e11, o["bytes"] / 1e10)
+        assert o["measured_s"] and o["lost_s"] == o["measured_s"] - o["floor_s"]
+    lost = [o["lost_s"] for o in d["ops"]]
+    assert lost == sorted(lost, reverse=True)
+    mods = {m["module"]: m for m in d["modules"]}
+    assert mods["(root)"]["flops"] == d["total"]["flops"] == mods["0"]["flops"] + mods["1"]["flops"]
+    assert mods["0"]["macs"] == mods["0.up"]["macs"] + mods["0.down"]["macs"]
+    assert mods["0.up"]["type"] == "Linear" and mods["0.up"]["depth"] == 2
+    assert mods["(root)"]["measured_s"] == pytest.approx(
+        mods["0"]["measured_s"] + mods["1"]["measured_s"])
+
+
+def test_cli_json_html_and_counts_only(target, tmp_path, monkeypatch, capsys):
+    from rooflab.cli import main
+
+    monkeypatch.setattr(CE, "get", lambda device, **kw: CEIL)
+    page = tmp_path / "page.html"
+    assert main(["analyze", target + ":build", "--device", "cpu", "--json", "--html",
+                 str(page)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["total"]) >= {"macs", "flops", "bytes"} and d["ops"] and d["modules"]
+    text = page.read_text()
+    assert "<svg" in text and "addmm" in text and "0.up" in text
+    assert main(["analyze", target + ":build", "--device", "cpu", "--no-profile"]) == 0
+    assert "Sequential on cpu" in capsys.readouterr().out  # the console view renders
+    d = A.analyze(*A.load_target(target + ":build"), "cpu", CEIL, profile=False)
+    assert all(o["measured_s"] is None for o in d["ops"])
+    assert "not profiled" in __import__("rooflab.report.html", fromlist=["x"]).analysis_page(
+        d).lower()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nofile.py:build", "no such file"), ("{t}", "FILE.py:FUNCTION"),
+    ("{t}:missing", "no function"), ("{t}:not_a_pair", "must return")])
+def test_bad_targets_are_one_line_exit_2(target, spec, message, capsys):
+    from rooflab.cli import main
+
+    assert main(["analyze", spec.format(t=target), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
