@@ -3,14 +3,12 @@ module tree; the totals cross-checked against PyTorch's own FlopCounterMode."""
 import json
 
 import pytest
-import torch
 
 from rooflab import analyze as A
 from rooflab.measure import ceilings as CE
 
 CEIL = CE.Ceilings("cpu", "test cpu", 1e10, {"fp32": 1e11})
 TARGET = '''
-import torch
 
 
 class Block(torch.nn.Module):
