@@ -382,6 +382,31 @@ def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) ->
 
 
 @app.command()
+def collectives(device: str = typer.Option("auto", "--device",
+                                           help="auto or cuda (NCCL between the GPUs present), "
+                                           "cpu (gloo between processes)"),
+                world_size: Optional[int] = typer.Option(None, "--world-size",
+                                                         help="ranks (default: every GPU; 2 "
+                                                         "on the CPU)"),
+                sizes: Optional[str] = typer.Option(None, "--sizes", help="message sizes in "
+                                                    "bytes, comma-separated (default 1 KiB..1 GiB)"),
+                refresh: bool = typer.Option(False, "--refresh", help="measure again"),
+                as_json: bool = JSON):
+    """The collective ceiling: all-reduce, all-gather, reduce-scatter against message size."""
+    from rooflab.measure import collectives as K
+
+    I.positive(world_size, "--world-size")
+    chosen = I.sizes(sizes) if sizes else None
+    dev = "cuda" if device == "auto" else device
+    if dev not in ("cuda", "cpu"):
+        raise I.UserError(f"--device must be auto, cuda or cpu, got {device!r}")
+    if dev == "cuda" and K.gpu_count() < 2:
+        raise I.UserError(f"collectives need two or more GPUs; this machine has "
+                          f"{K.gpu_count()} (--device cpu measures gloo between processes)")
+    _emit(K.get(dev, world_size, refresh, chosen), as_json, console.collectives)
+
+
+@app.command()
 def analyze(target: str = typer.Argument(..., help="FILE.py:FUNCTION, where FUNCTION returns "
                                          "(module, (tensor, ...))"),
             device: str = DEVICE,

@@ -54,14 +54,22 @@ def all_reduce_s(message_bytes: int, n_gpus: int, bus_bandwidth_bytes_per_s: flo
 
 
 def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
-                  link_bytes_per_s: float | None = None, link_source: str = "") -> dict:
+                  link_bytes_per_s: float | None = None, link_source: str = "",
+                  measured: dict | None = None) -> dict:
     """The all-reduces of ``layers`` layers under ``tp``-way tensor parallelism, per GPU, and
-    their time floor on the datasheet link where one is known."""
+    their time: on a collective measurement of ``tp`` ranks (measure/collectives.py) where one
+    is given, else the floor on the datasheet link where one is known."""
     message = phase.tokens * cfg.hidden * C.elem_bytes(cfg.dtype)  # (T, hidden) partial sums
     n = ALL_REDUCES_PER_LAYER * layers if tp > 1 else 0
     out = {"tp": tp, "all_reduces": n, "message_bytes": message,
            "all_reduce_bytes": n * message, "predicted_s": None, "link": None}
-    if tp > 1 and link_bytes_per_s:
+    if tp > 1 and measured and measured["world_size"] == tp:
+        from rooflab.measure.collectives import time_s
+        out["predicted_s"] = n * time_s(measured, "all_reduce", message)
+        out["link"] = (f"measured: {measured['backend']} all-reduce on {tp} x "
+                       f"{measured['device_name']} ({measured['date']}), latency floor "
+                       f"{measured['latency_floor_s']['all_reduce'] * 1e6:.1f} us")
+    elif tp > 1 and link_bytes_per_s:
         one_way = link_bytes_per_s / 2
         out["predicted_s"] = n * all_reduce_s(message, tp, one_way)
         out["link"] = (f"{link_source}; {one_way / 1e9:.0f} GB/s each way as the bus bandwidth, "

@@ -205,6 +205,7 @@ COMMANDS = {
                  "--weight-dtype", "--act-dtype", "--kv-dtype", "--group-size", "--measure",
                  "--new-tokens", "--lm-head", "--device", "--graph", "--no-graph"],
     ("analyze",): ["--device", "--html", "--profile", "--no-profile"],
+    ("collectives",): ["--device", "--world-size", "--sizes", "--refresh"],
     ("lab",): ["--device", "--parts", "--gpu", "--quick", "--out", "--resume"],
     ("fusion", "gelu"): ["--numel", "--dtype", "--device", "--trace"],
     ("fusion", "mlp"): ["--modes", "--tokens", "--dtype", "--device", "--trace"],
@@ -234,13 +235,13 @@ def no_heavy_work(monkeypatch):
     """Past validation, the measuring commands would start work: there the stand-ins raise
     Ctrl-C, so a valid line ends in 130 within milliseconds and an invalid one must end in 2."""
     from rooflab.lab import attention, fusion
-    from rooflab.measure import ceilings
+    from rooflab.measure import ceilings, collectives
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
     for mod, name in ((LR, "run"), (attention, "sweep"), (fusion, "gelu_study"),
-                      (fusion, "mlp_study"), (ceilings, "get")):
+                      (fusion, "mlp_study"), (ceilings, "get"), (collectives, "get")):
         monkeypatch.setattr(mod, name, interrupt)
 
 

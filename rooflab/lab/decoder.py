@@ -69,8 +69,15 @@ def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1
 
 def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
            hw: H.Hardware | None) -> dict:
+    """On the collectives measured here (rooflab collectives) when the GPUs asked about are the
+    ones present, else on the datasheet link."""
+    measured = None
+    if tp > 1:
+        from rooflab.measure import collectives as K
+        if K.gpu_count() >= tp and (hw is None or hw.name == H.detect().name):
+            measured = K.cached("cuda", tp)
     return P.communication(cfg, phase, tp, layers, hw.link_bytes_per_s if hw else None,
-                           hw.link_source if hw else "")
+                           hw.link_source if hw else "", measured)
 
 
 def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None, tp: int = 1,

@@ -187,6 +187,19 @@ def model(d: dict) -> None:
     _communication(d)
 
 
+def collectives(d: dict) -> None:
+    rows = [[r["op"], si(r["message_bytes"], "B"), secs(r["time_s"]),
+             si(r["algbw_bytes_per_s"], "B/s"), si(r["busbw_bytes_per_s"], "B/s")]
+            for r in d["rows"]]
+    table(f"{d['backend']} collectives, {d['world_size']} x {d['device_name']} ({d['dtype']})"
+          + (" [cached]" if d.get("cached") else ""),
+          ["op", "message", "time", "algorithm bw", "bus bw"], rows)
+    for op in d["latency_floor_s"]:
+        floor, peak = d["latency_floor_s"][op], d["peak_busbw_bytes_per_s"][op]
+        out.print(f"{op}: latency floor {secs(floor) if floor else '-'}, peak bus bandwidth "
+                  f"{si(peak, 'B/s') if peak else '-'}")
+
+
 def analysis(d: dict) -> None:
     t = d["total"]
     rows = [[o["op"][:60], o["calls"], si(o["flops"], "FLOP"), si(o["bytes"], "B"),
