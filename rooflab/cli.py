@@ -261,7 +261,8 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
 
 @app.command()
 def lab(device: str = DEVICE,
-        parts: str = typer.Option("1,2,3,4,5", "--parts", help="which parts, e.g. 1,2,5"),
+        parts: str = typer.Option("1,2,3,4,5,6", "--parts", help="which parts, e.g. 1,2,5 "
+                                  "(6 runs where two GPUs are)"),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for the analytic answers"),
         quick: bool = typer.Option(False, "--quick", help="smaller sizes"),
         out: str = typer.Option("rooflab-report", "--out", help="report directory"),

@@ -110,10 +110,11 @@ def parts(text: str) -> list[int]:
     try:
         nums = sorted({int(s) for s in text.split(",") if s.strip()})
     except ValueError:
-        raise UserError(f"--parts takes numbers 1-5 separated by commas, got {text!r}") from None
+        raise UserError(f"--parts takes numbers 1-{max(PARTS)} separated by commas, got "
+                        f"{text!r}") from None
     bad = [n for n in nums if n not in PARTS]
     if bad or not nums:
-        raise UserError(f"--parts takes numbers 1-5 separated by commas, got {text!r}")
+        raise UserError(f"--parts takes numbers 1-{max(PARTS)} separated by commas, got {text!r}")
     return nums
 
 

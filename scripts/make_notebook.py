@@ -286,9 +286,10 @@ for r in ok:
 `rooflab lab` runs all of this and more (the measured decode layer eager and in a CUDA graph,
 every SDPA backend, rooflab's Triton FlashAttention) and answers every question by its number,
 bonus items included (`B.attention_macs`, `B.attention_io`, `B.decode_profile`,
-`B.cuda_graph_profile`, `B.flash_vs_sdpa`, `B.flash_analysis`, `B.flash_decoding`), from your
-device's numbers, in `rooflab-report/index.html` and `results.json`. `rooflab check --template` writes the
-computable questions as a file to fill in; `rooflab check answers.json` checks it."""),
+`B.cuda_graph_profile`, `B.flash_vs_sdpa`, `B.flash_analysis`, `B.flash_decoding`, and
+`B.tensor_parallel` where two GPUs are), from your device's numbers, in
+`rooflab-report/index.html` and `results.json`. `rooflab check --template` writes the computable
+questions as a file to fill in; `rooflab check answers.json` checks it."""),
     ]
 
 

@@ -19,7 +19,10 @@ def cpu_report(tmp_path_factory):
 
 def test_all_parts_ok_and_outputs_written(cpu_report):
     out, res = cpu_report
-    assert {k: v["status"] for k, v in res["parts"].items()} == {str(n): "ok" for n in range(1, 6)}
+    assert {k: v["status"] for k, v in res["parts"].items()} == {
+        **{str(n): "ok" for n in range(1, 6)}, "6": "skipped"}  # part 6 needs two GPUs
+    assert res["parts"]["6"]["reason"] == "not run: no GPU (tensor parallelism needs 2)"
+    assert res["answers"]["B.tensor_parallel"]["text"].startswith("Not run: no GPU")
     on_disk = json.loads((out / "results.json").read_text())
     assert on_disk["parts"]["3"]["result"]["headline"] == res["parts"]["3"]["result"]["headline"]
     assert (out / "index.html").stat().st_size > 10_000
@@ -79,7 +82,8 @@ def test_resume_skips_finished_parts(cpu_report, tmp_path):
     seen = []
     LR.run("cpu", quick=True, out_dir=str(out), resume=True,
            on_part=lambda n, e: seen.append((n, e.get("resumed", False))))
-    assert seen == [(n, True) for n in range(1, 6)]
+    # finished parts are kept; a skipped one (6: no second GPU) is looked at again
+    assert seen == [(n, True) for n in range(1, 6)] + [(6, False)]
 
 
 def test_a_failing_part_leaves_the_others(tmp_path, monkeypatch):

@@ -69,7 +69,7 @@ def write_outputs(out_dir: str, results: dict) -> None:
         f.write(html.report(results, {int(n): t for n, t in results["meta"]["titles"].items()}))
 
 
-def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool = False,
+def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool = False,
         out_dir: str = "rooflab-report", resume: bool = False, progress=None,
         on_part=None) -> dict:
     """Run the parts; returns the results dict. ``progress(desc, total) -> advance`` draws bars;
@@ -111,8 +111,12 @@ def run(device: str, parts=(1, 2, 3, 4, 5), gpu: str | None = None, quick: bool 
                 on_part(num, {**old, "resumed": True})
             continue
         t0 = _time.perf_counter()
+        why_not = LP.NEEDS[num](ctx) if num in LP.NEEDS else None
         try:
-            entry = {"status": "ok", "result": LP.PARTS[num][1](ctx)}
+            entry = ({"status": "skipped", "reason": why_not,
+                      "answers": {q: LA.answer(why_not[0].upper() + why_not[1:] + ".")
+                                  for q in LP.QUESTIONS.get(num, ())}} if why_not else
+                     {"status": "ok", "result": LP.PARTS[num][1](ctx)})
         except Exception as e:  # noqa: BLE001 - one part failing leaves the others intact
             release(device)
             entry = {"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0],

@@ -80,7 +80,7 @@ def lab_summary(res: dict, out_dir: str) -> None:
         p = res["parts"].get(n)
         if p is None:
             continue
-        head = (p.get("result") or {}).get("headline") or p.get("error", "")
+        head = (p.get("result") or {}).get("headline") or p.get("error") or p.get("reason", "")
         rows.append([f"{n}. {title}", p["status"], f"{p.get('time_s', 0):.1f} s", head])
     table(f"rooflab lab on {res['meta']['device_name']}", ["part", "status", "time", "headline"],
           rows)

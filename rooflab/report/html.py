@@ -77,9 +77,12 @@ def part_html(num: str, title: str, p: dict) -> str:
     r = p.get("result") or {}
     if r:
         out.append(f"<p><b>{esc(r['headline'])}</b> ({fmt(p.get('time_s'))} s)</p>")
+    answers = r.get("answers") or p.get("answers")  # a skipped part answers with its reason
+    if answers:
         out.append("<h3>Answers from this run</h3><dl class='answers'>" + "".join(
             f"<dt id='q{esc(q)}'>{esc(q)}</dt><dd>{esc(a['text'])}</dd>"
-            for q, a in r["answers"].items()) + "</dl>")
+            for q, a in answers.items()) + "</dl>")
+    if r:
         if r["not_measured"]:
             out.append("<h3>Not measured here, and why</h3><ul class='notes'>" +
                        "".join(f"<li>{esc(a)}</li>" for a in r["not_measured"]) + "</ul>")
