@@ -1,10 +1,12 @@
-"""Writes notebooks/lab1.ipynb (to hand in) and, with --solutions, notebooks/lab1_solutions.ipynb
-(for instructors): the lab's questions in its order and numbering, each with a cell to work in
-(a TODO checked against rooflab's public self-checks), rooflab's measurement, and an answer cell.
+"""Writes notebooks/lab1.ipynb (to hand in), notebooks/lab1_solutions.ipynb (for instructors)
+and notebooks/lab1_colab.ipynb (lab1 with a first cell that installs rooflab where it is
+missing, as on Colab): the lab's questions in its order and numbering, each with a cell to work
+in (a TODO checked against rooflab's public self-checks), rooflab's measurement, and an answer
+cell.
 
-Both come from this one source, so they stay in step with the package; edit this file, then run
-`python scripts/make_notebook.py` (both; `--solutions` for that one alone). tests/test_notebook.py
-executes both on the CPU.
+All come from this one source, so they stay in step with the package; edit this file, then run
+`python scripts/make_notebook.py` (all; `--solutions` or `--colab` for that one alone).
+tests/test_notebook.py executes each on the CPU.
 """
 from __future__ import annotations
 
@@ -293,17 +295,37 @@ questions as a file to fill in; `rooflab check answers.json` checks it."""),
     ]
 
 
-def build(solutions: bool = False) -> nbformat.NotebookNode:
-    nb = new_notebook(cells=cells(solutions))
+SETUP = md("""## Setup (Colab or any fresh machine)
+
+The next cell installs rooflab into this kernel when it is not importable yet, and does nothing
+where it is. Colab already has torch, Triton and transformers. rooflab is installed from
+`ROOFLAB_SOURCE` (a git URL of your copy of the repository, or the path of a wheel you
+uploaded, e.g. `ROOFLAB_SOURCE=/content/rooflab-0.1.0-py3-none-any.whl`), else by its name.""")
+
+SETUP_CODE = code("""import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("rooflab") is None:
+    source = os.environ.get("ROOFLAB_SOURCE", "rooflab")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", source + "[hf]"
+                           if not source.endswith(".whl") else source])
+import rooflab
+print("rooflab from", os.path.dirname(rooflab.__file__))""")
+
+
+def build(solutions: bool = False, colab: bool = False) -> nbformat.NotebookNode:
+    body = cells(solutions)
+    nb = new_notebook(cells=[body[0], SETUP, SETUP_CODE, *body[1:]] if colab else body)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 
 
-PATHS = {False: "lab1.ipynb", True: "lab1_solutions.ipynb"}
+VARIANTS = {"lab1.ipynb": {}, "lab1_solutions.ipynb": {"solutions": True},
+            "lab1_colab.ipynb": {"colab": True}}
+PATHS = {False: "lab1.ipynb", True: "lab1_solutions.ipynb"}  # by `solutions`
 
 if __name__ == "__main__":
     root = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-    for solutions in (("--solutions" in sys.argv,) if len(sys.argv) > 1 else (False, True)):
-        path = root / PATHS[solutions]
-        nbformat.write(build(solutions), str(path))
-        print(f"wrote {path}")
+    chosen = {"--solutions": "lab1_solutions.ipynb", "--colab": "lab1_colab.ipynb"}
+    names = [chosen[a] for a in sys.argv[1:] if a in chosen] or list(VARIANTS)
+    for name in names:
+        nbformat.write(build(**VARIANTS[name]), str(root / name))
+        print(f"wrote {root / name}")

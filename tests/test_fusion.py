@@ -62,3 +62,18 @@ def test_quiet_autotune_restores_what_it_silenced():
         assert sa.PRINT_AUTOTUNE is False
         assert logging.getLogger(sa.__name__).level == logging.CRITICAL
     assert (sa.PRINT_AUTOTUNE, logging.getLogger(sa.__name__).level) == before
+
+
+def test_why_the_compiled_kernel_time_moved():
+    """4.4's explanation: the kernel time by kind of kernel, eager against compiled."""
+    from rooflab.lab.parts import p4_fusion as F
+    eager = {"kernels": [{"name": "sm90_gemm", "category": "gemm", "us_per_call": 30.0},
+                         {"name": "gelu", "category": "elementwise", "us_per_call": 11.0}]}
+    comp = {"kernels": [{"name": "triton_tem_fused_addmm_gelu", "category": "gemm",
+                         "us_per_call": 52.0},
+                        {"name": "triton_poi_fused_mul", "category": "elementwise",
+                         "us_per_call": 3.0}]}
+    text = F.why_kernel_time(eager, comp)
+    assert "gemm 30 us -> 52 us" in text and "elementwise 11 us -> 3 us" in text
+    assert "largest change is in gemm" in text and "triton_tem_fused_addmm_gelu" in text
+    assert F.why_kernel_time({"kernels": []}, comp) == ""

@@ -184,7 +184,8 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
                      "wall_s": t.wall_s, "cv": t.cv, "kernel_s": kernel_s,
                      **overhead(t.wall_s, kernel_s),
                      "kernels_per_call": prof.launches_per_iter,
-                     "kernels": [{"name": k.name, "category": k.category, "calls": k.calls}
+                     "kernels": [{"name": k.name, "category": k.category, "calls": k.calls,
+                                  "us_per_call": k.total_us / prof.iters}
                                  for k in prof.kernels],
                      "notes": prof.notes, "trace": prof.trace_path})
         torch._dynamo.reset()

@@ -73,6 +73,29 @@ def run(ctx: Context) -> dict:
                                  "first_call_s", "error"])])
 
 
+def by_category_s(row: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in row["kernels"]:
+        if k.get("us_per_call") is not None:
+            out[k["category"]] = out.get(k["category"], 0.0) + k["us_per_call"] / 1e6
+    return out
+
+
+def why_kernel_time(eager: dict, compiled: dict) -> str:
+    """Where the kernel time moved between eager and compiled, by kernel category: the change
+    that decides, and the kernels that now do that work."""
+    a, b = by_category_s(eager), by_category_s(compiled)
+    if not a or not b:
+        return ""
+    moves = sorted(((b.get(c, 0.0) - a.get(c, 0.0), c) for c in set(a) | set(b)),
+                   key=lambda m: -abs(m[0]))
+    parts = [f"{c} {secs(a.get(c, 0.0))} -> {secs(b.get(c, 0.0))}" for _, c in moves]
+    top = moves[0][1]
+    doing = [k["name"] for k in compiled["kernels"] if k["category"] == top]
+    return (f" (by kind of kernel: {', '.join(parts)}; the largest change is in {top}, done "
+            f"after compiling by {names(doing, 3)})")
+
+
 def compile_verdict(rows: list[dict]) -> list[str]:
     """Where a compiled MLP is slower per call than eager although its kernels are not: the
     time went to the CPU side of the call (guards, wrapper, launches)."""
@@ -161,7 +184,8 @@ def questions(mm: dict, g: dict, m: dict, device: str, roof_notes: list[str]) ->
             f"{secs(eager['device_s'])} eager" + (
                 f": the fused kernels' time {'rose' if nog['kernel_s'] > eager['kernel_s'] else 'fell'}"
                 f" from {secs(eager['kernel_s'])} to {secs(nog['kernel_s'])}"
-                if nog.get("kernel_s") and eager.get("kernel_s") else ""))
+                + why_kernel_time(eager, nog) if nog.get("kernel_s") and eager.get("kernel_s")
+                else ""))
     out["4.4"] = answer("; ".join(text) + "." if text else
                         "torch.compile did not run here: " + "; ".join(
                             f"{r['mode']}: {r.get('error')}" for r in m["rows"] if "error" in r),
