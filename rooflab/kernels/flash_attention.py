@@ -140,15 +140,15 @@ SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
               {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}]
 
 
-def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
-                    cfg: dict | None = None, out: torch.Tensor | None = None):
-    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
+def checked(q, k, v, causal: bool, name: str):
+    """q, k, v as the kernels take them (unit stride in the head dim), or the one-line reason
+    they cannot: dtypes, head dim, GQA grouping, causal lengths."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
-    b, h, n_q, d = q.shape
-    _, hkv, n_kv, _ = k.shape
+    h, n_q, d = q.shape[1:]
+    hkv, n_kv = k.shape[1:3]
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"flash_attention takes fp16 or bf16 q, k, v of one dtype, got "
+        raise TypeError(f"{name} takes fp16 or bf16 q, k, v of one dtype, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
     if d not in (16, 32, 64, 128, 256) or k.shape[-1] != d or v.shape[-1] != d:
         raise ValueError(f"head_dim must be one of 16, 32, 64, 128, 256 (got {d})")
@@ -156,7 +156,15 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
     if causal and n_q > n_kv:
         raise ValueError("causal attention needs q_len <= kv_len")
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    return (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+
+
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
+                    cfg: dict | None = None, out: torch.Tensor | None = None):
+    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
+    q, k, v = checked(q, k, v, causal, "flash_attention")
+    b, h, n_q, d = q.shape
+    _, hkv, n_kv, _ = k.shape
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]

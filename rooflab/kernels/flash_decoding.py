@@ -18,7 +18,7 @@ import os
 import torch
 
 from rooflab import cost as C
-from rooflab.kernels.flash_attention import standard_attention  # the reference
+from rooflab.kernels.flash_attention import checked, standard_attention  # reference, checks
 
 try:
     import triton
@@ -139,24 +139,13 @@ def _programs() -> int:
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
                  splits: int | None = None, cfg: dict | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
-    if triton is None:
-        raise RuntimeError(TRITON_MISSING)
+    q, k, v = checked(q, k, v, causal, "flash_decode")
     b, h, n_q, d = q.shape
     _, hkv, n_kv, _ = k.shape
-    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"flash_decode takes fp16 or bf16 q, k, v of one dtype, got "
-                        f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if d not in (16, 32, 64, 128, 256) or k.shape[-1] != d or v.shape[-1] != d:
-        raise ValueError(f"head_dim must be one of 16, 32, 64, 128, 256 (got {d})")
-    if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
-        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
     group = h // hkv
     if group * n_q > MAX_ROWS:
         raise ValueError(f"flash_decode holds (heads per KV head) x q_len <= {MAX_ROWS} rows "
                          f"(got {group} x {n_q}); use flash_attention for longer queries")
-    if causal and n_q > n_kv:
-        raise ValueError("causal attention needs q_len <= kv_len")
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     c = dict(cfg or config(d))
     block_n = c.pop("BLOCK_N")
     block_m = max(16, triton.next_power_of_2(group * n_q))
