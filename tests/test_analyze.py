@@ -9,6 +9,7 @@ from rooflab.measure import ceilings as CE
 
 CEIL = CE.Ceilings("cpu", "test cpu", 1e10, {"fp32": 1e11})
 TARGET = '''
+import torch
 
 
 class Block(torch.nn.Module):
@@ -88,3 +89,12 @@ def test_bad_targets_are_one_line_exit_2(target, spec, message, capsys):
     assert main(["analyze", spec.format(t=target), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.gpu
+def test_analyze_on_the_gpu(target):
+    module, inputs = A.load_target(target + ":build")
+    d = A.analyze(module, inputs, "cuda", CE.get("cuda"))
+    timed = [o for o in d["ops"] if o["measured_s"]]
+    assert timed and all(o["achieved_flops_per_s"] > 0 for o in timed)
+    assert d["total"]["measured_s"] > 0

@@ -63,3 +63,19 @@ def test_gloo_between_two_processes(capsys, tmp_path, monkeypatch):
     assert d["latency_floor_s"]["all_reduce"] > 0
     assert not list(tmp_path.iterdir())  # a partial sweep is not cached
     assert main(["collectives", "--device", "cpu", "--sizes", "4097"]) == 2  # splits unevenly
+
+
+@pytest.mark.gpu
+def test_nccl_and_a_split_layer_on_two_gpus():
+    if K.gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    from rooflab.lab import tp_layer as T
+    from rooflab.measure import ceilings as CE
+    from rooflab.measure import op_classes as OC
+
+    coll = K.measure("cuda", 2, [1 << 20, 1 << 24], iters=5)
+    assert coll["backend"] == "nccl" and all(r["time_s"] > 0 for r in coll["rows"])
+    r = T.measure(M.load(), "full", M.Phase.decode(1, 1024), 2, coll, CE.get("cuda"),
+                  OC.measure("cuda"))
+    assert len(r["ranks"]) == 2 and r["predicted_s"] > r["predicted_communication_s"] > 0
+    assert all("device_s" in rank["eager"] for rank in r["ranks"])

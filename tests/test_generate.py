@@ -93,3 +93,15 @@ def test_prediction_adds_the_gap_between_kernels_once_per_kernel():
                                                                             "fp32", gapped)
     assert with_gap["kernels"] == plain["kernels"] > 50  # a whole model: many kernels
     assert abs(with_gap["predicted_s"] - plain["predicted_s"] - plain["kernels"] * 1e-6) < 1e-12
+
+
+@pytest.mark.gpu
+def test_generation_on_the_gpu_with_a_cuda_graph():
+    """A small llama generating on the GPU: decode replayed as a CUDA graph, memory measured."""
+    cfg = M.from_hf_dict({**TINY, "model_type": "llama", "layer_types": None,
+                          "sliding_window": None, "num_key_value_heads": 2}, "tiny-llama")
+    r = GN.measure(cfg, 2, 64, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
+    d = r["decode"]
+    assert "graph_error" not in d, d.get("graph_error")
+    assert d["graph_device_s"] > 0 and d["graph_loop_s"] > 0
+    assert r["memory_measured_peak_bytes"] > r["memory_predicted"]["weights_bytes"]
