@@ -27,3 +27,14 @@ def test_split_layer_equals_the_whole(config, layer_type):
 def test_without_the_all_reduces_it_differs():
     cfg = M.from_hf_dict(LLAMA, "tiny")
     assert T.check(cfg, "full", M.Phase.prefill(2, 24), tp=2, reduce=False) > 1e-2
+
+
+def test_part6_answer_follows_the_numbers():
+    from rooflab.lab.parts import p6_parallel as P6
+    rows = [{"model": "gemma", "phase": "decode", "batch": 1, "tp1_device_s": 1e-4,
+             "tp2_device_s": 1.5e-4, "tp2_communication_s": 9e-5, "speedup": 1e-4 / 1.5e-4},
+            {"model": "Llama", "phase": "prefill", "batch": 1, "tp1_device_s": 2e-3,
+             "tp2_device_s": 1.25e-3, "tp2_communication_s": 1e-4, "speedup": 1.6}]
+    a = P6._answer(rows, {"latency_floor_s": {"all_reduce": 45e-6}})
+    assert "It paid for Llama prefill B=1; it lost for gemma decode B=1." in a["text"]
+    assert "latency floor 45 us" in a["text"] and a["figures"]["Llama_prefill_B1_speedup"] == 1.6

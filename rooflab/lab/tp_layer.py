@@ -17,7 +17,7 @@ import torch
 from rooflab import count, hf
 from rooflab import models as M
 from rooflab import parallel as P
-from rooflab.measure.collectives import _free_port, time_s
+from rooflab.measure.collectives import free_port, time_s
 
 HOOKED = ("self_attn.o_proj", "mlp.down_proj")  # row-parallel: each rank holds a partial sum
 
@@ -114,7 +114,7 @@ def check(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int = 2,
     P.shard(cfg, tp)  # a split the shapes do not allow fails here, in one line
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "check.json")
-        mp.spawn(_check_worker, args=(tp, cfg, layer_type, phase, _free_port(), out, reduce),
+        mp.spawn(_check_worker, args=(tp, cfg, layer_type, phase, free_port(), out, reduce),
                  nprocs=tp)
         with open(out) as f:
             return json.load(f)["max_rel_err"]
@@ -176,7 +176,7 @@ def measure(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int, collec
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "tp.json")
         mp.spawn(_measure_worker, args=(tp, cfg, layer_type, phase, collective, ceil, costs,
-                                        _free_port(), out), nprocs=tp)
+                                        free_port(), out), nprocs=tp)
         with open(out) as f:
             ranks = json.load(f)
     slowest = max(ranks, key=lambda r: (r.get("graph") or {}).get("device_s") or 0)

@@ -38,7 +38,7 @@ def bus_bandwidth(op: str, message_bytes: int, seconds: float, n: int) -> float:
     return message_bytes / seconds * BUS_FACTOR[op](n)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -128,7 +128,7 @@ def measure(device: str = "cuda", world_size: int | None = None, sizes=None,
     backend = "nccl" if device == "cuda" else "gloo"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
-        mp.spawn(_worker, args=(world, backend, device, sizes, dtype, iters, _free_port(), out),
+        mp.spawn(_worker, args=(world, backend, device, sizes, dtype, iters, free_port(), out),
                  nprocs=world, join=True)
         with open(out) as f:
             rows = json.load(f)

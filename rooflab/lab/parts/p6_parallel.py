@@ -73,14 +73,19 @@ def _headline(rows: list[dict]) -> str:
 
 def _answer(rows: list[dict], coll: dict) -> dict:
     floor = coll["latency_floor_s"]["all_reduce"]
+    ran = [r for r in rows if r["speedup"]]
+    won = [f"{r['model']} {r['phase']} B={r['batch']}" for r in ran if r["speedup"] > 1]
+    lost = [f"{r['model']} {r['phase']} B={r['batch']}" for r in ran if r["speedup"] <= 1]
+    # what TP=2 saves (half the layer, at best) against what it adds (its all-reduces)
     parts = [f"{r['model']} {r['phase']} B={r['batch']}: TP=1 {secs(r['tp1_device_s'])}, TP=2 "
-             f"{secs(r['tp2_device_s'])} ({r['speedup']:.2f}x; all-reduces "
-             f"{secs(r['tp2_communication_s'])})" for r in rows if r["speedup"]]
+             f"{secs(r['tp2_device_s'])} ({r['speedup']:.2f}x), of which all-reduces "
+             f"{secs(r['tp2_communication_s'])} against the {secs(r['tp1_device_s'] / 2)} that "
+             "halving the layer could save" for r in ran]
     return answer(
-        f"Splitting a layer halves its weights and FLOPs per GPU but adds two all-reduces of "
-        f"tokens x hidden elements, each at least the measured latency floor of "
-        f"{secs(floor)}. " + "; ".join(parts) + ". It pays where the half of the layer saved "
-        "is longer than the two all-reduces: large layers and many tokens; a small layer or a "
-        "decode step of a few tokens is bound by the all-reduce floor.",
+        "Splitting a layer halves its weights and FLOPs per GPU and adds two all-reduces of "
+        f"tokens x hidden elements (measured latency floor {secs(floor)} each). "
+        + "; ".join(parts) + ". " +
+        (f"It paid for {', '.join(won)}" if won else "It paid for none of these shapes") +
+        (f"; it lost for {', '.join(lost)}" if lost else "") + ".",
         all_reduce_floor_s=floor, **{f"{r['model']}_{r['phase']}_B{r['batch']}_speedup":
-                                     r["speedup"] for r in rows})
+                                     r["speedup"] for r in ran})
