@@ -6,6 +6,8 @@ Measured (random weights made on the device, a static KV cache, greedy tokens):
 - time per output token (TPOT): one decode step at the end of the prompt, eager and replayed as
   a CUDA graph where the model can be captured, and a real loop of N steps;
 - tokens per second (B / TPOT) and the peak memory of the run.
+The kernels' own time (the profiler's) is kept beside the device time: where a step is bound by
+the host, its device time counts the host's time too.
 Predicted: every op the model ran, counted by rooflab's dispatch counter, costed on this device's
 measured ceilings and op floors (measure/op_classes.py, as for one layer), summed layer by layer,
 plus the measured idle gap between two kernels once per kernel (a whole model launches about
@@ -26,6 +28,7 @@ from rooflab import cost as C
 from rooflab import models as M
 from rooflab.errors import RooflabError
 from rooflab.measure import op_classes as OC
+from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import free_bytes
@@ -158,6 +161,11 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str,
     return {**total, "groups": groups}
 
 
+def _kernel_s(fn, device: str) -> float:
+    prof = P.profile(fn, iters=3, warmup=1, device=device)
+    return prof.device_time_us / prof.iters / 1e6
+
+
 def _loop_s(fn, n: int, device: str) -> float:
     """Host clock around n calls, synchronized at both ends: per call."""
     if device == "cuda":
@@ -206,16 +214,22 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
                     name="prefill")
         step = time(gen.step, warmup=2, budget_s=0.5, max_reps=50, device=device,
                     name="decode step")
+        # the kernels' own time, from the profiler: the figure that stays meaningful where a
+        # step is bound by the host (its device time then counts the host's time too)
+        kernels = {name: _kernel_s(fn, device)
+                   for name, fn in (("prefill", gen.prefill), ("decode", gen.step))}
         gen.rewind(seq)
         loop_eager = _loop_s(gen.advance, new_tokens, device)
         if device == "cuda":
             torch.cuda.synchronize()
             out["memory_measured_peak_bytes"] = torch.cuda.max_memory_allocated() - base
         out["prefill"] = {"wall_s": ttft.wall_s, "device_s": ttft.device_s, "cv": ttft.cv,
+                          "kernel_s": kernels["prefill"],
                           "predicted_s": pre["predicted_s"], "roofline_s": pre["roofline_s"],
                           "flops": pre["flops"], "bytes": pre["bytes"],
                           "kernels_counted": pre["kernels"]}
         out["decode"] = {"eager_wall_s": step.wall_s, "eager_device_s": step.device_s,
+                         "kernel_s": kernels["decode"],
                          "eager_loop_s": loop_eager, "predicted_s": dec["predicted_s"],
                          "roofline_s": dec["roofline_s"], "flops": dec["flops"],
                          "bytes": dec["bytes"], "kernels_counted": dec["kernels"]}
@@ -231,6 +245,8 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
                 out["decode"]["graph_error"] = str(e).splitlines()[0][:200]
     p, d = out["prefill"], out["decode"]
+    for x in (p, d):
+        x["predicted_over_kernel"] = x["predicted_s"] / x["kernel_s"] if x["kernel_s"] else None
     p["predicted_over_device"] = p["predicted_s"] / p["device_s"]
     p["roofline_over_device"] = p["roofline_s"] / p["device_s"]
     best = d.get("graph_device_s") or d["eager_device_s"]

@@ -239,6 +239,9 @@ def generation(d: dict) -> None:
     table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
           f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
           ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)
+    out.print(f"kernel time (profiler): prefill {secs(p['kernel_s'])}, decode step "
+              f"{secs(dec['kernel_s'])}; predicted/kernel {ratio(p['predicted_over_kernel'])} and "
+              f"{ratio(dec['predicted_over_kernel'])}")
     out.print(f"TTFT {secs(d['ttft_s'])}, TPOT {secs(d['tpot_s'])} (a loop of "
               f"{d['new_tokens']} steps), {d['tokens_per_s']:,.0f} tokens/s")
     if dec.get("graph_error"):
