@@ -150,14 +150,16 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str,
         if r.bytes == 0:
             continue  # a view: no kernel
         d = groups.setdefault(_group(r.module), {"kernels": 0, "flops": 0, "bytes": 0,
-                                                 "predicted_s": 0.0, "roofline_s": 0.0})
+                                                 "predicted_s": 0.0, "kernels_s": 0.0,
+                                                 "roofline_s": 0.0})
         d["kernels"] += 1
         d["flops"] += r.flops
         d["bytes"] += r.bytes
-        d["predicted_s"] += costs.predict_s(r, peak, bw) + costs.gap_s
+        d["kernels_s"] += costs.predict_s(r, peak, bw)  # the kernels alone
+        d["predicted_s"] += costs.predict_s(r, peak, bw) + costs.gap_s  # and the gaps
         d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
     total = {k: sum(d[k] for d in groups.values())
-             for k in ("kernels", "flops", "bytes", "predicted_s", "roofline_s")}
+             for k in ("kernels", "flops", "bytes", "predicted_s", "kernels_s", "roofline_s")}
     return {**total, "groups": groups}
 
 
@@ -226,11 +228,13 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
         out["prefill"] = {"wall_s": ttft.wall_s, "device_s": ttft.device_s, "cv": ttft.cv,
                           "kernel_s": kernels["prefill"],
                           "predicted_s": pre["predicted_s"], "roofline_s": pre["roofline_s"],
+                          "predicted_kernels_s": pre["kernels_s"],
                           "flops": pre["flops"], "bytes": pre["bytes"],
                           "kernels_counted": pre["kernels"]}
         out["decode"] = {"eager_wall_s": step.wall_s, "eager_device_s": step.device_s,
                          "kernel_s": kernels["decode"],
                          "eager_loop_s": loop_eager, "predicted_s": dec["predicted_s"],
+                         "predicted_kernels_s": dec["kernels_s"],
                          "roofline_s": dec["roofline_s"], "flops": dec["flops"],
                          "bytes": dec["bytes"], "kernels_counted": dec["kernels"]}
         if graph and device == "cuda":
@@ -245,8 +249,9 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
                 out["decode"]["graph_error"] = str(e).splitlines()[0][:200]
     p, d = out["prefill"], out["decode"]
-    for x in (p, d):
-        x["predicted_over_kernel"] = x["predicted_s"] / x["kernel_s"] if x["kernel_s"] else None
+    for x in (p, d):  # kernel time has no gaps between kernels: nor has this prediction
+        x["predicted_over_kernel"] = (x["predicted_kernels_s"] / x["kernel_s"] if x["kernel_s"]
+                                      else None)
     p["predicted_over_device"] = p["predicted_s"] / p["device_s"]
     p["roofline_over_device"] = p["roofline_s"] / p["device_s"]
     best = d.get("graph_device_s") or d["eager_device_s"]
