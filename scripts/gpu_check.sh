@@ -2,10 +2,10 @@
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,
-#          attn_sweep,lab,notebook
+#          attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,fusion,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
+parts=${2:-tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 mkdir -p "$out/bench"
@@ -23,6 +23,8 @@ for a in tiles ratios sweep; do
   has attn_$a && run attn_$a python3 benchmarks/attention.py "$out/bench" $a
 done
 has lab && run lab python3 -m rooflab lab --out "$out/bench/report"
+has collectives && run collectives bash -c "python3 -m rooflab collectives --json > $out/bench/collectives.json"
+has lab6 && run lab6 python3 -m rooflab lab --parts 6 --out "$out/bench/report6"
 # the notebook's code cells, in order, as one script (the device has no Jupyter kernel)
 has notebook && run notebook bash -c "cd $out/bench && MPLBACKEND=Agg python3 -c \"import json;
 cells = json.load(open('$PWD/notebooks/lab1.ipynb'))['cells'];
