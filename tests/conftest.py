@@ -23,3 +23,27 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def device():
     return "cuda" if HAS_CUDA else "cpu"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Debian chromium through selenium (skips where either is missing)."""
+    import shutil
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not (chrome and driver_bin):
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,2000",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    yield drv
+    drv.quit()

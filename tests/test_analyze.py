@@ -80,6 +80,26 @@ def test_cli_json_html_and_counts_only(target, tmp_path, monkeypatch, capsys):
         d).lower()
 
 
+def test_analyze_page_in_headless_chromium(target, tmp_path, browser):
+    """The page a user opens: the per-op roofline draws, hovering a point shows its numbers, no
+    console errors."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    from rooflab.report import html
+
+    page = tmp_path / "page.html"
+    page.write_text(html.analysis_page(A.analyze(*A.load_target(target + ":build"), "cpu",
+                                                 CEIL)))
+    browser.get(page.as_uri())
+    points = browser.find_elements(By.CSS_SELECTOR, "svg .pt")
+    assert points
+    ActionChains(browser).move_to_element(points[0]).perform()
+    tip = browser.find_element(By.ID, "tip")
+    assert tip.is_displayed() and "FLOP/s" in tip.text
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
 @pytest.mark.parametrize("spec, message", [
     ("nofile.py:build", "no such file"), ("{t}", "FILE.py:FUNCTION"),
     ("{t}:missing", "no function"), ("{t}:not_a_pair", "must return")])

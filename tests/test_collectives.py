@@ -63,6 +63,10 @@ def test_gloo_between_two_processes(capsys, tmp_path, monkeypatch):
     assert d["latency_floor_s"]["all_reduce"] > 0
     assert not list(tmp_path.iterdir())  # a partial sweep is not cached
     assert main(["collectives", "--device", "cpu", "--sizes", "4097"]) == 2  # splits unevenly
+    capsys.readouterr()
+    assert main(["collectives", "--device", "cpu", "--sizes", "4096"]) == 0  # the console view
+    out = capsys.readouterr().out
+    assert "gloo collectives, 2 x CPU processes" in out and "all_reduce: latency floor" in out
 
 
 @pytest.mark.gpu
