@@ -146,14 +146,3 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
         "ops": rows, "modules": modules, "unsupported_ops": counter.unsupported_ops(),
     }
 
-
-def roofline_spec(d: dict) -> dict:
-    """The per-op roofline (what Nsight Compute draws per kernel) as a report plot."""
-    from rooflab.lab.context import pt
-
-    points = [pt(o["op"][:48], o["intensity"], o["achieved_flops_per_s"], "measured", o["bound"],
-                 flops=o["flops"], bytes=o["bytes"], measured_s=o["measured_s"],
-                 floor_s=o["floor_s"]) for o in d["ops"] if o.get("achieved_flops_per_s")]
-    return {"kind": "roofline", "name": "analyze_roofline",
-            "title": f"{d['module']}: each op on the measured roof of {d['roof']['label']}",
-            "roofs": [d["roof"]], "points": points}

@@ -254,9 +254,13 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
                                       else None)
     p["predicted_over_device"] = p["predicted_s"] / p["device_s"]
     p["roofline_over_device"] = p["roofline_s"] / p["device_s"]
-    best = d.get("graph_device_s") or d["eager_device_s"]
-    d["predicted_over_device"] = d["predicted_s"] / best
-    d["roofline_over_device"] = d["roofline_s"] / best
+    for mode in ("eager", "graph"):
+        if d.get(f"{mode}_device_s"):
+            d[f"predicted_over_{mode}_device"] = d["predicted_s"] / d[f"{mode}_device_s"]
+            d[f"roofline_over_{mode}_device"] = d["roofline_s"] / d[f"{mode}_device_s"]
+    best = "graph" if d.get("graph_device_s") else "eager"  # the step without launch gaps
+    d["predicted_over_device"] = d[f"predicted_over_{best}_device"]
+    d["roofline_over_device"] = d[f"roofline_over_{best}_device"]
     tpot = d.get("graph_loop_s") or d["eager_loop_s"]
     out["ttft_s"] = p["wall_s"] if p["wall_s"] is not None else p["device_s"]
     out["tpot_s"] = tpot

@@ -229,13 +229,13 @@ def generation(d: dict) -> None:
     rows = [["prefill (TTFT)", secs(p["wall_s"]), secs(p["device_s"]), secs(p["predicted_s"]),
              ratio(p["predicted_over_device"]), ratio(p["roofline_over_device"])],
             ["decode step, eager", secs(dec["eager_wall_s"]), secs(dec["eager_device_s"]),
-             secs(dec["predicted_s"]), ratio(dec["predicted_s"] / dec["eager_device_s"]),
-             ratio(dec["roofline_s"] / dec["eager_device_s"])]]
+             secs(dec["predicted_s"]), ratio(dec["predicted_over_eager_device"]),
+             ratio(dec["roofline_over_eager_device"])]]
     if dec.get("graph_device_s"):
         rows.append(["decode step, CUDA graph", secs(dec["graph_wall_s"]),
                      secs(dec["graph_device_s"]), secs(dec["predicted_s"]),
-                     ratio(dec["predicted_s"] / dec["graph_device_s"]),
-                     ratio(dec["roofline_s"] / dec["graph_device_s"])])
+                     ratio(dec["predicted_over_graph_device"]),
+                     ratio(dec["roofline_over_graph_device"])])
     table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
           f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
           ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)

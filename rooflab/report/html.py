@@ -121,10 +121,20 @@ Chrome traces (open in Perfetto) in <code>traces/</code>.</p>
 """
 
 
+def analysis_roofline(d: dict) -> dict:
+    """The per-op roofline (what Nsight Compute draws per kernel) as a plot specification."""
+    points = [{"label": o["op"][:48], "intensity": o["intensity"],
+               "flops_per_s": o["achieved_flops_per_s"], "kind": "measured", "group": o["bound"],
+               "hover": {"flops": o["flops"], "bytes": o["bytes"], "measured_s": o["measured_s"],
+                         "floor_s": o["floor_s"]}}
+              for o in d["ops"] if o.get("achieved_flops_per_s")]
+    return {"kind": "roofline", "name": "analyze_roofline",
+            "title": f"{d['module']}: each op on the measured roof of {d['roof']['label']}",
+            "roofs": [d["roof"]], "points": points}
+
+
 def analysis_page(d: dict) -> str:
     """`rooflab analyze --html`: the per-op roofline, the ops by time lost, the module tree."""
-    from rooflab.analyze import roofline_spec
-
     op_cols = ["op", "calls", "flops", "bytes", "intensity", "bound", "floor_s", "measured_s",
                "fraction_of_roof", "lost_s"]
     mod_cols = ["module", "type", "macs", "flops", "bytes", "measured_s"]
@@ -134,7 +144,7 @@ def analysis_page(d: dict) -> str:
             "rows": [["\u00a0\u00a0" * m["depth"] + m["module"], *[m.get(c) for c in mod_cols[1:]]]
                      for m in d["modules"]]}
     t = d["total"]
-    plot = svg.render(roofline_spec(d)) if any(o.get("measured_s") for o in d["ops"]) else (
+    plot = svg.render(analysis_roofline(d)) if any(o.get("measured_s") for o in d["ops"]) else (
         "<p>Not profiled (--no-profile): counts only.</p>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>rooflab analyze: {esc(d['module'])}</title>
