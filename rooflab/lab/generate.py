@@ -185,7 +185,8 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             costs: OC.OpCosts | None = None, built=None) -> dict:
     """Measure and predict one (batch, prompt length); ``built`` reuses a (model, config) from
     hf.build_model for several shapes (the memory check then counts the weights as present)."""
-    dtype = dtype or cfg.dtype
+    # a CPU's measured roof is fp32 (its bf16 matmuls are emulated, far below it): run in fp32
+    dtype = dtype or (cfg.dtype if device == "cuda" else "fp32")
     mem = predicted_memory(cfg, batch, seq, new_tokens, dtype, lm_head)
     free = free_bytes(device)
     need = mem["total_bytes"] - (mem["weights_bytes"] if built else 0)
