@@ -337,34 +337,55 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
 
 
 @app.command()
-def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers of 2) or a,b,c"),
-              impl: str = typer.Option(",".join(("standard", "math", "efficient", "flash",
-                                                 "cudnn", "triton", "flash_attn")), "--impl",
-                                help="implementations, comma-separated"),
+def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers of 2) or a,b,c; "
+                                      "with --decode, the cache lengths"),
+              impl: Optional[str] = typer.Option(None, "--impl",
+                                                 help="implementations, comma-separated "
+                                                 "(default: all; triton_decode with --decode)"),
               batch: int = typer.Option(1, "--batch", help="sequences"),
               heads: int = typer.Option(16, "--heads", help="attention heads"),
+              kv_heads: Optional[int] = typer.Option(None, "--kv-heads",
+                                                     help="--decode: K/V heads (GQA; default "
+                                                     "--heads)"),
               head_dim: int = typer.Option(128, "--head-dim", help="per-head dimension"),
               dtype: str = typer.Option("fp16", "--dtype", help="fp16, bf16 or fp32"),
               causal: bool = typer.Option(False, "--causal", help="causal mask"),
+              decode: bool = typer.Option(False, "--decode", help="one new token per sequence "
+                                          "against a KV cache of each --seq length"),
               device: str = DEVICE,
               as_json: bool = JSON):
-    """Memory and time of attention implementations over sequence lengths (OOM recorded)."""
+    """Memory and time of attention implementations over sequence lengths (OOM recorded); with
+    --decode, the bandwidth each reaches reading a KV cache."""
     from rooflab.lab import attention as A
 
     C._sizes(batch=batch, heads=heads, head_dim=head_dim)
+    I.positive(kv_heads, "--kv-heads")
     seqs = I.seq_range(seq)
-    impls = I.choices(impl, A.IMPLS, "--impl")
+    allowed = A.DECODE_IMPLS if decode else A.IMPLS
+    impls = I.choices(impl or ",".join(allowed), allowed, "--impl")
     dt = I.dtype(dtype, A.DTYPES)
     dev = I.device(device)
-    _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal, dev)
+    if decode and causal:
+        raise I.UserError("--causal is for prefill: one new token sees the whole cache")
+    if not decode and kv_heads is not None:
+        raise I.UserError("--kv-heads is for --decode (the prefill sweep has K/V per head)")
+    if decode and heads % (kv_heads or heads):
+        raise I.UserError(f"--kv-heads {kv_heads} must divide --heads {heads}")
+    if not decode:
+        _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal, dev)
     try:
         with console.Progress() as prog:
             tick = prog.task("attention", len(seqs) * len(impls))
-            data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
+            if decode:
+                from rooflab.measure import ceilings as CE
+                data = A.decode_sweep(seqs, impls, batch, heads, kv_heads or heads, head_dim, dt,
+                                      dev, CE.get(dev).mem_bandwidth_bytes_per_s, tick)
+            else:
+                data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
     except KeyboardInterrupt:
         raise I.Interrupted("interrupted before the sweep finished; nothing was written") \
             from None
-    _emit(data, as_json, console.attention)
+    _emit(data, as_json, console.decode_attention if decode else console.attention)
 
 
 def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) -> None:

@@ -41,6 +41,9 @@ SMOKE = [
      "MLP 640->2048"),
     (["attention", "--seq", "64,128", "--impl", "standard,math", "--heads", "2", "--head-dim",
       "16", "--dtype", "fp32", "--device", "cpu"], "extra memory grows as N^slope"),
+    (["attention", "--decode", "--seq", "64", "--impl", "standard,triton_decode", "--heads", "4",
+      "--kv-heads", "2", "--head-dim", "16", "--dtype", "fp32", "--device", "cpu"],
+     "one query per head"),
 ]
 
 
@@ -210,13 +213,14 @@ COMMANDS = {
     ("fusion", "gelu"): ["--numel", "--dtype", "--device", "--trace"],
     ("fusion", "mlp"): ["--modes", "--tokens", "--dtype", "--device", "--trace"],
     ("attention",): ["--seq", "--impl", "--batch", "--heads", "--head-dim", "--dtype",
-                     "--causal", "--device"],
+                     "--causal", "--device", "--decode", "--kv-heads"],
     ("check",): ["--template"],
     ("compare",): [],
 }
 POSITIONAL = {("check",): 1, ("compare",): 2, ("analyze",): 1}  # file arguments, at most
 FLAGS = {"--causal", "--fused", "--measured", "--refresh", "--quick", "--resume", "--json",
-         "--template", "--measure", "--graph", "--no-graph", "--profile", "--no-profile"}
+         "--template", "--measure", "--graph", "--no-graph", "--profile", "--no-profile",
+         "--decode"}
 
 
 @st.composite
@@ -240,8 +244,9 @@ def no_heavy_work(monkeypatch):
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    for mod, name in ((LR, "run"), (attention, "sweep"), (fusion, "gelu_study"),
-                      (fusion, "mlp_study"), (ceilings, "get"), (collectives, "get")):
+    for mod, name in ((LR, "run"), (attention, "sweep"), (attention, "decode_sweep"),
+                      (fusion, "gelu_study"), (fusion, "mlp_study"), (ceilings, "get"),
+                      (collectives, "get")):
         monkeypatch.setattr(mod, name, interrupt)
 
 

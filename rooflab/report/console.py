@@ -127,6 +127,18 @@ def attention(d: dict) -> None:
     out.print(f"extra memory grows as N^slope (log-log fit): {slopes or '- (too few points)'}")
 
 
+def decode_attention(d: dict) -> None:
+    rows = [[r["impl"], r["kv_len"], r["status"], secs(r.get("device_s")),
+             si(r.get("bandwidth_bytes_per_s"), "B/s"),
+             f"{r['fraction_of_copy_bw']:.0%}" if r.get("fraction_of_copy_bw") else "-"]
+            for r in d["rows"]]
+    table(f"Decode attention: B={d['batch']} H={d['heads']} Hkv={d['kv_heads']} "
+          f"D={d['head_dim']} {d['dtype']}, one query per head",
+          ["impl", "cached tokens", "status", "device time", "bandwidth", "of copy"], rows)
+    for k, why in d["skipped"].items():
+        out.print(f"{k}: {why}")
+
+
 def ceilings(d: dict) -> None:
     st = d.get("stability", {})
     mark = lambda k: ("stable" if st[k]["stable"] else "UNSTABLE") if k in st else "-"  # noqa: E731
