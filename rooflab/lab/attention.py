@@ -2,7 +2,9 @@
 FlashAttention, over sequence lengths; OOM is a recorded point and the sweep goes on."""
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 
 import torch
 
@@ -33,6 +35,16 @@ def _sdpa(backend_name: str):
             return torch.nn.functional.scaled_dot_product_attention(
                 q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
     return run
+
+
+@contextlib.contextmanager
+def quiet_refusals():
+    """A forced SDPA backend that cannot run a shape warns why (several lines each time) and
+    then raises; the sweep records the error as that point's result, so the warnings go."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(kernel not used because|has been "
+                                r"runtime disabled|fused kernels require)", category=UserWarning)
+        yield
 
 
 def implementation(name: str, device: str):
@@ -143,45 +155,47 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
             "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
 
 
+def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, head_dim: int,
+                 dtype: str, device: str, bandwidth_bytes_per_s: float | None) -> dict:
+    """One (implementation, cache length) at decode: device time with the L2 flushed (each layer
+    reads its own cache from memory) and the bandwidth reached on the bytes it must move."""
+    row = {"impl": name, "kv_len": n}
+    c = C.attention(batch, heads, 1, n, head_dim, kv_heads, dtype)
+    try:
+        g = torch.Generator(device=device).manual_seed(n)
+        mk = lambda h, length: torch.randn(batch, h, length, head_dim, device=device,  # noqa: E731
+                                           generator=g, dtype=torch_dtype(dtype))
+        q, k, v = mk(heads, 1), mk(kv_heads, n), mk(kv_heads, n)
+        t = time(fn, q, k, v, False, warmup=3, budget_s=0.2, max_reps=100, flush_l2=True,
+                 wall=False, device=device)
+    except Exception as ex:  # noqa: BLE001 - a backend refusing a shape is a result
+        release(device)
+        return {**row, "status": "oom" if is_oom(ex) else "unsupported",
+                "error": str(ex).splitlines()[0][:200]}
+    row.update(status="ok", device_s=t.device_s, cv=t.cv, flops=c.flops,
+               bytes_fused=c.bytes_fused, bandwidth_bytes_per_s=c.bytes_fused / t.device_s,
+               cache_bytes=2 * C.elem_bytes(dtype) * batch * kv_heads * n * head_dim)
+    if bandwidth_bytes_per_s:
+        row["fraction_of_copy_bw"] = row["bandwidth_bytes_per_s"] / bandwidth_bytes_per_s
+    return row
+
+
 def decode_sweep(kv_lens, impls=DECODE_IMPLS, batch=8, heads=32, kv_heads=8, head_dim=128,
                  dtype="bf16", device="cuda", bandwidth_bytes_per_s=None, progress=None) -> dict:
-    """One new token per sequence against a cache of each length: every implementation's device
-    time and the bandwidth it reached on the bytes it must move (Q, K, V, O once). One query
-    sees the whole cache, so no mask is needed (SDPA's is_causal would align it top-left)."""
+    """One new token per sequence against a cache of each length, every implementation. One
+    query sees the whole cache, so no mask is needed (SDPA's is_causal would align it top-left)."""
     rows, skipped = [], {}
-    e = C.elem_bytes(dtype)
-    for name in impls:
-        fn, why = implementation(name, device)
-        if fn is None:
-            skipped[name] = why
-            if progress:
-                for _ in kv_lens:
+    with quiet_refusals():
+        for name in impls:
+            fn, why = implementation(name, device)
+            if fn is None:
+                skipped[name] = why
+            for n in kv_lens:
+                if fn is not None:
+                    rows.append(decode_point(name, fn, n, batch, heads, kv_heads, head_dim,
+                                             dtype, device, bandwidth_bytes_per_s))
+                if progress:
                     progress()
-            continue
-        for n in kv_lens:
-            row = {"impl": name, "kv_len": n}
-            c = C.attention(batch, heads, 1, n, head_dim, kv_heads, dtype)
-            try:
-                g = torch.Generator(device=device).manual_seed(n)
-                q = torch.randn(batch, heads, 1, head_dim, device=device, generator=g,
-                                dtype=torch_dtype(dtype))
-                k, v = (torch.randn(batch, kv_heads, n, head_dim, device=device, generator=g,
-                                    dtype=torch_dtype(dtype)) for _ in range(2))
-                # the cache is read from memory, as when each layer reads its own: L2 flushed
-                t = time(fn, q, k, v, False, warmup=3, budget_s=0.2, max_reps=100,
-                         flush_l2=True, wall=False, device=device)
-                row.update(status="ok", device_s=t.device_s, cv=t.cv, flops=c.flops,
-                           bytes_fused=c.bytes_fused, cache_bytes=2 * e * batch * kv_heads * n
-                           * head_dim, bandwidth_bytes_per_s=c.bytes_fused / t.device_s)
-                if bandwidth_bytes_per_s:
-                    row["fraction_of_copy_bw"] = row["bandwidth_bytes_per_s"] / bandwidth_bytes_per_s
-            except Exception as ex:  # noqa: BLE001 - a backend refusing a shape is a result
-                release(device)
-                row.update(status="oom" if is_oom(ex) else "unsupported",
-                           error=str(ex).splitlines()[0][:200])
-            rows.append(row)
-            if progress:
-                progress()
     return {"batch": batch, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
             "dtype": dtype, "device": device, "kv_lens": list(kv_lens), "rows": rows,
             "skipped": skipped}
@@ -210,20 +224,21 @@ def sweep(seqs, impls=IMPLS, batch=1, heads=16, kv_heads=None, head_dim=128, dty
         else:
             runnable[name] = fn
     stopped: set[str] = set()
-    for n in seqs:
-        for name, fn in runnable.items():
-            if name in stopped:  # past its OOM length, longer sequences cannot fit either
-                rows.append({"impl": name, "seq": n, "status": "oom", "error": "after OOM"})
-            else:
-                r = point(name, fn, n, batch, heads, hkv, head_dim, dtype, causal, device)
-                rows.append(r)
-                if r["status"] == "oom":
-                    stopped.add(name)
-            if progress:
-                progress()
-        for _ in skipped:  # keep a progress bar's total honest
-            if progress:
-                progress()
+    with quiet_refusals():
+        for n in seqs:
+            for name, fn in runnable.items():
+                if name in stopped:  # past its OOM length, longer sequences cannot fit either
+                    rows.append({"impl": name, "seq": n, "status": "oom", "error": "after OOM"})
+                else:
+                    r = point(name, fn, n, batch, heads, hkv, head_dim, dtype, causal, device)
+                    rows.append(r)
+                    if r["status"] == "oom":
+                        stopped.add(name)
+                if progress:
+                    progress()
+            for _ in skipped:  # keep a progress bar's total honest
+                if progress:
+                    progress()
     return {"batch": batch, "heads": heads, "kv_heads": hkv, "head_dim": head_dim,
             "dtype": dtype, "causal": causal, "device": device, "seqs": list(seqs),
             "rows": rows, "skipped": skipped, "analysis": analyze(rows, batch, heads, device)}
