@@ -4,8 +4,8 @@ from __future__ import annotations
 from rooflab import roofline as R
 from rooflab.lab import attention as ATT
 from rooflab.lab.answers import answer, names
-from rooflab.units import secs
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
+from rooflab.units import secs
 
 TITLE = "Attention and FlashAttention"
 
@@ -186,18 +186,18 @@ def decode_answer(dec: dict, roof: R.Roof) -> dict:
     at = sorted((r for r in ok if r["kv_len"] == longest), key=lambda r: r["device_s"])
     mine = {r["kv_len"]: r for r in ok if r["impl"] == "triton_decode"}
     intensity = at[0]["flops"] / at[0]["bytes_fused"]
+    fastest = ", ".join(f"{r['impl']} {secs(r['device_s'])} ({r['fraction_of_copy_bw']:.0%} of "
+                        "copy bandwidth)" for r in at)
     text = (f"One new token per sequence (B={dec['batch']}, H={dec['heads']}, "
             f"Hkv={dec['kv_heads']}, d={dec['head_dim']}, {dec['dtype']}) reads the whole cache "
-            f"once for {intensity:.1f} FLOP per byte, "
-            f"{R.bound(roof, intensity)}-bound against the ridge of {roof.ridge:.0f} here; the figure "
-            f"that counts is the bandwidth reached. At {longest:,} cached tokens, fastest first: " + ", ".join(f"{r['impl']} {secs(r['device_s'])} "
-                                  f"({r['fraction_of_copy_bw']:.0%} of copy bandwidth)"
-                                  for r in at) + ".")
+            f"once for {intensity:.1f} FLOP per byte, {R.bound(roof, intensity)}-bound against "
+            f"the ridge of {roof.ridge:.0f} here; the figure that counts is the bandwidth "
+            f"reached. At {longest:,} cached tokens, fastest first: {fastest}.")
     if mine:
+        reached = ", ".join(f"{n:,} tokens {r['fraction_of_copy_bw']:.0%}"
+                            for n, r in sorted(mine.items()))
         text += (" rooflab's split-KV kernel cuts each cache into chunks so that every SM streams "
-                 "one, then merges the partial softmaxes: " + ", ".join(
-                     f"{n:,} tokens {r['fraction_of_copy_bw']:.0%}" for n, r in sorted(mine.items()))
-                 + " of copy bandwidth.")
+                 f"one, then merges the partial softmaxes: {reached} of copy bandwidth.")
     else:
         text += " " + dec["skipped"].get("triton_decode", "") + "."
     return answer(text, **{f"{r['impl']}_kv{r['kv_len']}_fraction_of_copy_bw":
