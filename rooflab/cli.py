@@ -248,8 +248,11 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
                 raise I.UserError(f"{flag} is for the analytic view; --measure runs prefill of "
                                   "--seq tokens, then --new-tokens decode steps, on this device")
         dev = I.device(device)
-        data = GN.measure(cfg, batch, seq or 512, new_tokens, CE.get(dev), dev, lm_head=lm_head,
-                          graph=graph)
+        ceil = CE.get(dev)
+        with console.Progress() as prog:
+            data = GN.measure(cfg, batch, seq or 512, new_tokens, ceil, dev, lm_head=lm_head,
+                              graph=graph, progress=prog.task(f"{cfg.name} generating",
+                                                              GN.STEPS))
         _emit(data, as_json, console.generation)
         return
     prec = I.precision(cfg.dtype, weight_dtype, act_dtype, kv_dtype, group_size)

@@ -56,7 +56,10 @@ def test_prefill_lm_head_last_or_all_positions():
 
 def test_generation_measured_and_predicted_on_cpu():
     cfg = M.from_hf_dict(TINY, "tiny")
-    r = GN.measure(cfg, 2, 24, 3, CEIL, "cpu", dtype="fp32", costs=COSTS)
+    ticks = []
+    r = GN.measure(cfg, 2, 24, 3, CEIL, "cpu", dtype="fp32", costs=COSTS,
+                   progress=lambda: ticks.append(1))
+    assert len(ticks) == GN.STEPS  # the progress bar ends full
     p, d = r["prefill"], r["decode"]
     assert p["device_s"] > 0 and d["eager_device_s"] > 0 and d["eager_loop_s"] > 0
     assert p["predicted_over_device"] == p["predicted_s"] / p["device_s"]

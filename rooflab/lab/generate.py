@@ -35,6 +35,7 @@ from rooflab.measure.memory import free_bytes
 from rooflab.measure.timer import capture_graph, time
 
 LM_HEAD = ("last", "all")
+STEPS = 8  # op costs, build, count, prefill, step, kernel profiles, loop, CUDA graph
 
 
 class DoesNotFit(RooflabError):
@@ -182,9 +183,11 @@ def _loop_s(fn, n: int, device: str) -> float:
 
 def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Ceilings,
             device: str, dtype: str | None = None, lm_head: str = "last", graph: bool = True,
-            costs: OC.OpCosts | None = None, built=None) -> dict:
+            costs: OC.OpCosts | None = None, built=None, progress=None) -> dict:
     """Measure and predict one (batch, prompt length); ``built`` reuses a (model, config) from
-    hf.build_model for several shapes (the memory check then counts the weights as present)."""
+    hf.build_model for several shapes (the memory check then counts the weights as present);
+    ``progress()`` is called after each of its STEPS steps."""
+    tick = progress or (lambda: None)
     # a CPU's measured roof is fp32 (its bf16 matmuls are emulated, far below it): run in fp32
     dtype = dtype or (cfg.dtype if device == "cuda" else "fp32")
     mem = predicted_memory(cfg, batch, seq, new_tokens, dtype, lm_head)
@@ -202,27 +205,34 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
         # the peak is measured from what was allocated before (the weights, when reused)
         base = torch.cuda.memory_allocated() - (mem["weights_bytes"] if built else 0)
     costs = costs or OC.measure(device)
+    tick()
     out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
                  "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,
                  "memory_predicted": mem, "op_costs": costs.as_dict()}
     with torch.inference_mode():
         gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
+        tick()
         with count.Counter(gen.model) as c:
             gen.prefill()
         pre = predict(c.records, ceil, dtype, costs)
         with count.Counter(gen.model) as c:
             gen.step()
         dec = predict(c.records, ceil, dtype, costs)
+        tick()
         ttft = time(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
                     name="prefill")
+        tick()
         step = time(gen.step, warmup=2, budget_s=0.5, max_reps=50, device=device,
                     name="decode step")
+        tick()
         # the kernels' own time, from the profiler: the figure that stays meaningful where a
         # step is bound by the host (its device time then counts the host's time too)
         kernels = {name: _kernel_s(fn, device)
                    for name, fn in (("prefill", gen.prefill), ("decode", gen.step))}
+        tick()
         gen.rewind(seq)
         loop_eager = _loop_s(gen.advance, new_tokens, device)
+        tick()
         if device == "cuda":
             torch.cuda.synchronize()
             out["memory_measured_peak_bytes"] = torch.cuda.max_memory_allocated() - base
@@ -249,6 +259,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
                 out["decode"]["graph_loop_s"] = _loop_s(adv, new_tokens, device)
             except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
                 out["decode"]["graph_error"] = str(e).splitlines()[0][:200]
+        tick()
     p, d = out["prefill"], out["decode"]
     for x in (p, d):  # kernel time has no gaps between kernels: nor has this prediction
         x["predicted_over_kernel"] = (x["predicted_kernels_s"] / x["kernel_s"] if x["kernel_s"]
