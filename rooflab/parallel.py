@@ -53,6 +53,22 @@ def all_reduce_s(message_bytes: int, n_gpus: int, bus_bandwidth_bytes_per_s: flo
     return latency_s + 2 * (n_gpus - 1) / n_gpus * message_bytes / bus_bandwidth_bytes_per_s
 
 
+def collective_time_s(measured: dict, op: str, message_bytes: int) -> float:
+    """One ``op`` on ``message_bytes`` from a collective measurement (measure/collectives.py):
+    the measured time, interpolated linearly between the two sizes around it; the smallest
+    size's time (the latency floor) below it and the largest size's bus bandwidth above it."""
+    pts = sorted((r["message_bytes"], r["time_s"]) for r in measured["rows"] if r["op"] == op)
+    if not pts:
+        raise ParallelError(f"no {op} in this measurement")
+    if message_bytes <= pts[0][0]:
+        return pts[0][1]
+    for (s0, t0), (s1, t1) in zip(pts, pts[1:]):
+        if message_bytes <= s1:
+            return t0 + (t1 - t0) * (message_bytes - s0) / (s1 - s0)
+    s, t = pts[-1]
+    return t * message_bytes / s
+
+
 def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
                   link_bytes_per_s: float | None = None, link_source: str = "",
                   measured: dict | None = None) -> dict:
@@ -64,8 +80,7 @@ def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
     out = {"tp": tp, "all_reduces": n, "message_bytes": message,
            "all_reduce_bytes": n * message, "predicted_s": None, "link": None}
     if tp > 1 and measured and measured["world_size"] == tp:
-        from rooflab.measure.collectives import time_s
-        out["predicted_s"] = n * time_s(measured, "all_reduce", message)
+        out["predicted_s"] = n * collective_time_s(measured, "all_reduce", message)
         out["link"] = (f"measured: {measured['backend']} all-reduce on {tp} x "
                        f"{measured['device_name']} ({measured['date']}), latency floor "
                        f"{measured['latency_floor_s']['all_reduce'] * 1e6:.1f} us")

@@ -195,17 +195,19 @@ def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False) -> C.Cost:
 
 # --- 5. the check ----------------------------------------------------------------------------
 def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.float16, causal=False, device="cuda",
-           seed=0) -> dict:
+           seed=0, kernel=None) -> dict:
     """Error of the kernel and of PyTorch's own low-precision attention against fp64, on fresh
     random inputs (relative Frobenius norm), plus the LSE error and whether every output was
-    written (outputs are poisoned with NaN first)."""
+    written (outputs are poisoned with NaN first). ``kernel(q, k, v, causal) -> (O, LSE)``
+    checks another kernel of the same contract (flash_decoding's)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     hkv = hkv or h
     mk = lambda heads, n: torch.randn(b, heads, n, d, generator=g).to(device, dtype)  # noqa: E731
     q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv)
     ref = standard_attention(q.double(), k.double(), v.double(), causal)
     torch_lp = standard_attention(q, k, v, causal)
-    o, lse = flash_attention(q, k, v, causal, out=torch.full_like(q, float("nan")))
+    o, lse = (kernel(q, k, v, causal) if kernel else
+              flash_attention(q, k, v, causal, out=torch.full_like(q, float("nan"))))
     rep = h // hkv
     s = (q.double() @ k.double().repeat_interleave(rep, 1).transpose(-2, -1)) * d ** -0.5
     if causal:

@@ -18,6 +18,7 @@ import os
 import torch
 
 from rooflab import cost as C
+from rooflab.kernels import flash_attention as FA
 from rooflab.kernels.flash_attention import checked, standard_attention  # reference, checks
 
 try:
@@ -183,20 +184,7 @@ def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True) -> C.Cost:
 # --- the check -------------------------------------------------------------------------------
 def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.bfloat16, causal=True, device="cuda",
            seed=0, splits=None) -> dict:
-    """Relative error of the kernel and of PyTorch's low-precision attention against fp64 on fresh
-    random inputs, the LSE error, and whether every output was finite."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    hkv = hkv or h
-    mk = lambda heads, n: torch.randn(b, heads, n, d, generator=g).to(device, dtype)  # noqa: E731
-    q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv)
-    ref = standard_attention(q.double(), k.double(), v.double(), causal)
-    torch_lp = standard_attention(q, k, v, causal)
-    o, lse = flash_decode(q, k, v, causal, splits=splits)
-    s = (q.double() @ k.double().repeat_interleave(h // hkv, 1).transpose(-2, -1)) * d ** -0.5
-    if causal:
-        keep = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).tril(n_kv - n_q)
-        s = s.masked_fill(~keep, float("-inf"))
-    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
-    return {"triton_rel_err": rel(o), "torch_rel_err": rel(torch_lp),
-            "lse_max_abs_err": float((lse.double() - torch.logsumexp(s, -1)).abs().max()),
-            "all_finite": bool(torch.isfinite(o).all() and torch.isfinite(lse).all())}
+    """flash_attention's check (relative error against fp64 beside PyTorch's own, the LSE error,
+    every output finite), run on this kernel."""
+    return FA.errors(b, h, n_q, n_kv, d, hkv, dtype, causal, device, seed,
+                     kernel=lambda q, k, v, c: flash_decode(q, k, v, c, splits=splits))

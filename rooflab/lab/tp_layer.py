@@ -17,7 +17,7 @@ import torch
 from rooflab import count, hf
 from rooflab import models as M
 from rooflab import parallel as P
-from rooflab.measure.collectives import free_port, time_s
+from rooflab.measure.collectives import free_port
 
 HOOKED = ("self_attn.o_proj", "mlp.down_proj")  # row-parallel: each rank holds a partial sum
 
@@ -156,7 +156,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     compute = sum(d["predicted_s"] for d in
                   LM.predict(records, ceil, cfg.dtype, costs, cfg.family).values())
     message = phase.tokens * cfg.hidden * 2
-    comm = P.ALL_REDUCES_PER_LAYER * time_s(collective, "all_reduce", message)
+    comm = P.ALL_REDUCES_PER_LAYER * P.collective_time_s(collective, "all_reduce", message)
     row.update(predicted_compute_s=compute, predicted_communication_s=comm,
                predicted_s=compute + comm, message_bytes=message)
     rows = [None] * world

@@ -149,22 +149,6 @@ def summarize(rows: list[dict], device: str, backend: str, world: int, dtype: st
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
-def time_s(measured: dict, op: str, message_bytes: int) -> float:
-    """Predicted time of one ``op`` on ``message_bytes`` from a measurement: the measured time,
-    interpolated linearly between the two sizes around it; the latency floor below the smallest
-    and the largest size's bus bandwidth above it."""
-    pts = sorted((r["message_bytes"], r["time_s"]) for r in measured["rows"] if r["op"] == op)
-    if not pts:
-        raise CollectiveError(f"no {op} in this measurement")
-    if message_bytes <= pts[0][0]:
-        return pts[0][1]
-    for (s0, t0), (s1, t1) in zip(pts, pts[1:]):
-        if message_bytes <= s1:
-            return t0 + (t1 - t0) * (message_bytes - s0) / (s1 - s0)
-    s, t = pts[-1]
-    return t * message_bytes / s
-
-
 def cache_path(device: str, world: int) -> str:
     from rooflab.measure.ceilings import cache_path as ceilings_path
 
