@@ -248,6 +248,8 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
                 raise I.UserError(f"{flag} is for the analytic view; --measure runs prefill of "
                                   "--seq tokens, then --new-tokens decode steps, on this device")
         dev = I.device(device)
+        GN.check_fits(cfg, batch, seq or 512, new_tokens, dev, GN.default_dtype(cfg, dev),
+                      lm_head)  # before any work or progress bar
         ceil = CE.get(dev)
         with console.Progress() as prog:
             data = GN.measure(cfg, batch, seq or 512, new_tokens, ceil, dev, lm_head=lm_head,

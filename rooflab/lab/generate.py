@@ -60,6 +60,28 @@ def predicted_memory(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, 
             "total_bytes": weights + kv + activations}
 
 
+def default_dtype(cfg: M.ModelConfig, device: str) -> str:
+    """The config's dtype on a GPU; fp32 on a CPU, whose measured roof is fp32 (its bf16
+    matmuls are emulated, far below it)."""
+    return cfg.dtype if device == "cuda" else "fp32"
+
+
+def check_fits(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, device: str,
+               dtype: str, lm_head: str = "last", built=None) -> dict:
+    """The predicted memory, or DoesNotFit in one line when it exceeds what the device has free
+    (weights already ``built`` are present, not needed again)."""
+    mem = predicted_memory(cfg, batch, seq, new_tokens, dtype, lm_head)
+    free = free_bytes(device)
+    need = mem["total_bytes"] - (mem["weights_bytes"] if built else 0)
+    if free is not None and need > free:
+        raise DoesNotFit(
+            f"{cfg.name} at batch {batch}, {seq}+{new_tokens} tokens needs ~"
+            f"{mem['total_bytes'] / 2**30:.1f} GiB (weights {mem['weights_bytes'] / 2**30:.1f}, "
+            f"KV cache {mem['kv_cache_bytes'] / 2**30:.1f}, activations "
+            f"{mem['activation_bytes'] / 2**30:.1f}); {free / 2**30:.1f} GiB free here")
+    return mem
+
+
 def _static_cache(config, batch: int, max_len: int, device: str, dtype):
     from transformers import StaticCache
 
@@ -188,17 +210,8 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
     hf.build_model for several shapes (the memory check then counts the weights as present);
     ``progress()`` is called after each of its STEPS steps."""
     tick = progress or (lambda: None)
-    # a CPU's measured roof is fp32 (its bf16 matmuls are emulated, far below it): run in fp32
-    dtype = dtype or (cfg.dtype if device == "cuda" else "fp32")
-    mem = predicted_memory(cfg, batch, seq, new_tokens, dtype, lm_head)
-    free = free_bytes(device)
-    need = mem["total_bytes"] - (mem["weights_bytes"] if built else 0)
-    if free is not None and need > free:
-        raise DoesNotFit(
-            f"{cfg.name} at batch {batch}, {seq}+{new_tokens} tokens needs ~"
-            f"{mem['total_bytes'] / 2**30:.1f} GiB (weights {mem['weights_bytes'] / 2**30:.1f}, "
-            f"KV cache {mem['kv_cache_bytes'] / 2**30:.1f}, activations "
-            f"{mem['activation_bytes'] / 2**30:.1f}); {free / 2**30:.1f} GiB free here")
+    dtype = dtype or default_dtype(cfg, device)
+    mem = check_fits(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
