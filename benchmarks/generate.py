@@ -60,7 +60,7 @@ def diagnose(name: str, batch: int, seq: int) -> list[dict]:
 
     cfg = M.load(name)
     ceil, costs = CE.get("cuda"), OC.measure("cuda")
-    with torch.inference_mode():
+    with torch.no_grad():
         g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16")
         with count.Counter(g.model) as c:
             g.step()

@@ -10,8 +10,10 @@ Bytes are what each op reads and writes in eager mode (cost.py's "eager" convent
 distinct tensor argument once (``x + x`` reads x once; an expanded tensor counts its storage,
 not its logical size) plus every output. An op that overwrites its destination (copy_, fill_,
 zero_, ...) does not read it. Gathers (embedding, index_select, index) read the rows they touch,
-not their whole source; index_put_ writes the rows it touches (formulas.py). View ops,
-in place or not (view, transpose, t_, unsqueeze_, ...), move no bytes and launch no kernel.
+not their whole source; index_put_ and index_copy_ write the rows they touch (formulas.py).
+View ops, in place or not (view, transpose, t_, unsqueeze_, ...), move no bytes and launch no
+kernel. Count under torch.no_grad(): inference mode is refused, because there composite ops
+(reshape, scaled_dot_product_attention) arrive whole and a copying reshape would read as a view.
 Each record carries the module path it ran under. Works on the meta device, so a 70B-class layer
 is counted with no weights and no memory.
 """
@@ -24,6 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from rooflab.errors import RooflabError
 from rooflab.formulas import (BYTE_FORMULAS, FLOP_FORMULAS, NO_FLOP_OPS,  # noqa: F401
                               OVERWRITE_OPS, POINTWISE, REDUCTIONS, SDPA_OPS, VIEW_OPS,
                               _named_args, flops_of, register, register_bytes)
@@ -111,6 +114,10 @@ def layout_of(ins: list[torch.Tensor], outs: list[torch.Tensor]) -> str:
     return "contiguous"
 
 
+class CountError(RooflabError):
+    """The counter cannot count honestly here."""
+
+
 class Counter(TorchDispatchMode):
     """with Counter(model) as c: model(x)  ->  c.records, c.by_module(), c.total_flops ..."""
 
@@ -133,6 +140,17 @@ class Counter(TorchDispatchMode):
     def _leave(self, mod, args, out):
         if self._stack:
             self._stack.pop()
+
+    def __enter__(self):
+        if torch.is_inference_mode_enabled():
+            # there the dispatcher hands composite ops over whole: a reshape that copies reads
+            # as a view, scaled_dot_product_attention as one op with no FLOPs and no backend
+            for h in self._hooks:
+                h.remove()
+            raise CountError("count under torch.no_grad(), not torch.inference_mode(): in "
+                             "inference mode composite ops (reshape, scaled_dot_product_attention"
+                             ") reach the counter undecomposed and are miscounted")
+        return super().__enter__()
 
     def __exit__(self, *exc):
         for h in self._hooks:

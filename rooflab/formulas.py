@@ -111,7 +111,8 @@ def _convolution(args, out, named=None):
 
 @register(aten.linear)
 def _linear(args, out):
-    # reached only where composite ops are not decomposed (e.g. under inference_mode)
+    # reached only where composite ops are not decomposed (count.Counter refuses inference
+    # mode, where they are not; a tracer may still hand one over)
     x, w = args[0], args[1]
     rows, (n, k) = x.numel() // x.shape[-1], _shape(w)
     bias = rows * n if len(args) > 2 and args[2] is not None else 0
@@ -189,7 +190,7 @@ NO_FLOP_OPS = {getattr(aten, n) for n in (
     "sym_size", "sym_stride", "sym_numel", "repeat", "_assert_async", "lt", "le", "gt", "ge",
     "eq", "ne", "bitwise_and", "bitwise_or", "logical_and", "logical_not", "scatter", "gather",
     "_unsafe_index", "slice_scatter", "select_scatter", "randn", "rand", "normal_", "uniform_",
-    "bernoulli_", "native_dropout", "logical_or", "random_", "exponential_", "index_copy",
+    "bernoulli_", "native_dropout", "logical_or", "random_", "exponential_", "index_copy", "index_copy_",
     "resize_", "_index_put_impl_", "index_add", "isnan", "isinf", "sort", "topk",
     "constant_pad_nd", "flip", "roll") if hasattr(aten, n)}
 POINTWISE = {getattr(aten, n) for n in (
@@ -241,6 +242,13 @@ def _index_select_bytes(args, outs):
 def _index_bytes(args, outs):
     idx = sum(_nbytes(i) for i in args[1] if i is not None)
     return idx + _nbytes(outs[0]), _nbytes(outs[0])
+
+
+@register_bytes(aten.index_copy_)
+def _index_copy_bytes(args, outs):
+    """dst.index_copy_(dim, index, src) (a KV cache written at its new positions): read the
+    index and src, write as many elements as src has."""
+    return _nbytes(args[2]) + _nbytes(args[3]), _nbytes(args[3])
 
 
 @register_bytes(*[getattr(aten, n) for n in ("index_put_", "index_put", "_index_put_impl_")

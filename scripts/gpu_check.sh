@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
 # Usage: scripts/gpu_check.sh OUT [parts]
-#   parts: any of tests,kernel_tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,
-#          attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6
+#   parts: any of tests,kernel_tests,measure,fusion,kernels,generate,decode_attn,decoder,attn_tiles,
+#          attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -18,6 +18,7 @@ has measure && run measure python3 benchmarks/measurement.py "$out/bench"
 has fusion && run fusion python3 benchmarks/fusion.py "$out/bench"
 has kernels && run kernels python3 benchmarks/kernels.py "$out/bench"
 has generate && run generate python3 benchmarks/generate.py "$out/bench"
+has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$out/bench"
 has decoder && run decoder python3 benchmarks/decoder.py "$out/bench"
 for a in tiles ratios sweep; do
   has attn_$a && run attn_$a python3 benchmarks/attention.py "$out/bench" $a

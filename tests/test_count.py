@@ -4,6 +4,7 @@ import time
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 pytest.importorskip("transformers")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
@@ -126,6 +127,23 @@ def test_gathers_read_the_rows_they_touch():
     vals = torch.randn(3, 16)
     (r,) = count.count(lambda: dst.index_put_((idx,), vals)).kernels()
     assert (r.bytes_read, r.bytes_written) == (24 + 3 * 64, 3 * 64)  # not the 64,000-B dst
+    cache, new = torch.zeros(2, 4, 1000, 16), torch.randn(2, 4, 1, 16)  # a KV cache's new row
+    (r,) = count.count(lambda: cache.index_copy_(2, idx[:1], new)).kernels()
+    assert (r.bytes_read, r.bytes_written) == (8 + 2 * 4 * 16 * 4, 2 * 4 * 16 * 4)
+    assert r.flops == 0
+
+
+def test_inference_mode_is_refused_for_it_hides_copies_inside_composite_ops():
+    x = torch.randn(2, 3, 4).transpose(1, 2)
+    q, k = torch.randn(1, 4, 1, 16), torch.randn(1, 4, 32, 16)
+    mask = torch.ones(1, 1, 1, 32, dtype=torch.bool)
+    c = count.count(lambda: (x.reshape(2, 12), F.scaled_dot_product_attention(q, k, k, mask)))
+    ops = [r.op for r in c.kernels()]
+    assert ops[0] == "clone" and c.kernels()[0].bytes == 2 * 2 * 12 * 4  # the reshape copied
+    assert any(o in {p.__name__ for p in count.SDPA_OPS} for o in ops)  # the backend's op
+    with torch.inference_mode(), pytest.raises(count.CountError, match="no_grad"):
+        with count.Counter(torch.nn.Linear(2, 2)):
+            pass
 
 
 def test_macs_of_mv_dot_and_convolution():

@@ -222,7 +222,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
     out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
                  "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,
                  "memory_predicted": mem, "op_costs": costs.as_dict()}
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: the counter needs composite ops decomposed
         gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
         tick()
         with count.Counter(gen.model) as c:

@@ -149,6 +149,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
                              "launches_per_iter": prof.launches_per_iter}
             except Exception as e:  # noqa: BLE001 - a mode that cannot run is a result
                 row[mode] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"}
+    with torch.no_grad():  # counted outside inference mode: composite ops decomposed
         call = hf.prepare(part, layer_type, phase, dev, layer=layer)
         with count.Counter(layer) as c:
             call()
