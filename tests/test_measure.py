@@ -54,6 +54,23 @@ def test_time_counts_and_labels():
     assert flushed.label == "cold"
 
 
+def test_the_l2_flush_reads_and_leaves_nothing_dirty(monkeypatch):
+    """A flush that writes leaves dirty lines in L2 for the timed call to write back."""
+    from rooflab.measure import timer as T
+
+    seen = []
+    real_zeros = torch.zeros
+    monkeypatch.setattr(torch, "zeros", lambda *a, **k: seen.append(real_zeros(*a, **k)) or
+                        seen[-1])
+    flush = T._flusher("cpu", True)
+    (buf,) = seen
+    assert buf.numel() * buf.element_size() >= T.FLUSH_BYTES
+    buf[0] = 7
+    version = buf._version  # bumped by every in-place write
+    flush()
+    assert buf._version == version and buf[0] == 7
+
+
 def test_time_budget_bounds_reps():
     t = time(lambda: sum(range(1000)), budget_s=0.02, device="cpu", max_reps=50)
     assert 5 <= len(t.samples_s) <= 50

@@ -90,6 +90,95 @@ if triton is not None:
         tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc)
 
     @triton.jit
+    def lean_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
+                 sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+                 HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+        # The work is every (batch, KV head)'s key blocks laid end to end; program p takes the
+        # blocks [p * per_program, (p + 1) * per_program), crossing from one head to the next
+        # where its range does, and leaves one partial per head it touched.
+        pid = tl.program_id(0)
+        start = pid * per_program
+        end = tl.minimum(start + per_program, total_blocks)
+        rows = tl.arange(0, BLOCK_M)
+        g, i = rows // n_q, rows % n_q
+        valid = rows < GROUP * n_q
+        offs_d = tl.arange(0, HEAD_DIM)
+        offs_n = tl.arange(0, BLOCK_N)
+        last_key = n_kv - n_q + i
+        for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
+            bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
+            b, hk = bhk // HKV, bhk % HKV
+            q = tl.load(Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
+                        + offs_d[None, :], mask=valid[:, None], other=0.0)
+            if UPCAST:
+                q = q.to(tl.float32)
+            k_base = K + b * skb + hk * skh
+            v_base = V + b * svb + hk * svh
+            m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+            l_i = tl.zeros([BLOCK_M], tl.float32)
+            acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+            lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
+            hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
+            for blk in range(lo, hi):
+                cols = blk * BLOCK_N + offs_n
+                inside = cols < n_kv
+                k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :], mask=inside[:, None],
+                            other=0.0)
+                v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :], mask=inside[:, None],
+                            other=0.0)
+                if UPCAST:
+                    k = k.to(tl.float32)
+                    v = v.to(tl.float32)
+                qk = tl.dot(q, tl.trans(k)) * qk_scale
+                keep = inside[None, :]
+                if CAUSAL:
+                    keep = keep & (cols[None, :] <= last_key[:, None])
+                qk = tl.where(keep, qk, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+                p = tl.math.exp2(qk - m_ref[:, None])
+                alpha = tl.math.exp2(m_i - m_ref)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+                m_i = m_new
+            seen = l_i > 0
+            acc = acc / tl.where(seen, l_i, 1.0)[:, None]
+            lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
+            slot = pid - (bhk * n_blocks) // per_program   # this head's first program is slot 0
+            part = (bhk * max_slots + slot) * BLOCK_M + rows
+            tl.store(LSE_PART + part, lse, mask=valid)
+            tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc,
+                     mask=valid[:, None])
+
+    @triton.jit
+    def lean_merge(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
+                   per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                   SLOTS: tl.constexpr):
+        row = tl.program_id(0)
+        bh = row // n_q
+        i = row % n_q
+        b, h = bh // H, bh % H
+        bhk = b * (H // GROUP) + h // GROUP
+        r = (h % GROUP) * n_q + i
+        used = ((bhk + 1) * n_blocks - 1) // per_program - (bhk * n_blocks) // per_program + 1
+        s = tl.arange(0, SLOTS)
+        offs_d = tl.arange(0, HEAD_DIM)
+        part = (bhk.to(tl.int64) * max_slots + s) * BLOCK_M + r
+        lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
+        m = tl.max(lse, 0)
+        m = tl.where(m == float("-inf"), 0.0, m)
+        w = tl.math.exp2(lse - m)
+        o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=(s < used)[:, None], other=0.0)
+        total = tl.sum(w, 0)
+        out = tl.sum(o * w[:, None], 0) / total
+        tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)
+        tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
+                 out.to(O.dtype.element_ty))
+
+    @triton.jit
     def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_splits,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, SPLITS: tl.constexpr):
         row = tl.program_id(0)                           # one query row of one head
@@ -168,6 +257,43 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
                                  h, group, n_q, n_splits, HEAD_DIM=d, BLOCK_M=block_m,
                                  SPLITS=max(2, triton.next_power_of_2(n_splits)), num_warps=4)
+    return o, lse
+
+
+def flash_decode_lean(q, k, v, causal: bool = True, scale: float | None = None,
+                      programs: int | None = None, cfg: dict | None = None):
+    """flash_decode with the work split evenly by key blocks across ``programs`` programs."""
+    q, k, v = checked(q, k, v, causal, "flash_decode")
+    b, h, n_q, d = q.shape
+    _, hkv, n_kv, _ = k.shape
+    group = h // hkv
+    if group * n_q > MAX_ROWS:
+        raise ValueError(f"flash_decode holds (heads per KV head) x q_len <= {MAX_ROWS} rows "
+                         f"(got {group} x {n_q}); use flash_attention for longer queries")
+    c = dict(cfg or config(d))
+    block_n = c.pop("BLOCK_N")
+    block_m = max(16, triton.next_power_of_2(group * n_q))
+    n_blocks = -(-n_kv // block_n)
+    total = b * hkv * n_blocks
+    want = programs or _programs()
+    per = max(2, -(-total // want), -(-n_blocks // 63))  # >= 2 blocks; <= 64 slots a head
+    grid = -(-total // per)
+    max_slots = -(-n_blocks // per) + 1
+    o_part = torch.empty(b * hkv * max_slots * block_m * d, device=q.device, dtype=torch.float32)
+    lse_part = torch.empty(b * hkv * max_slots * block_m, device=q.device, dtype=torch.float32)
+    scale = scale if scale is not None else d ** -0.5
+    lean_fwd[(grid,)](
+        q, k, v, o_part, lse_part, scale * 1.4426950408889634,
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, n_blocks, per, total,
+        max_slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+        UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    lean_merge[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
+                               h, group, n_q, n_blocks, per, max_slots, HEAD_DIM=d,
+                               BLOCK_M=block_m, SLOTS=max(2, triton.next_power_of_2(max_slots)),
+                               num_warps=4)
     return o, lse
 
 
