@@ -5,7 +5,7 @@ Part 1: a decode step of whole models (random weights), every op measured beside
 time, with the kernels each attention op launched.
 Part 2: SDPA at q_len 1..8 with a boolean mask (what a static KV cache makes HF pass) and without,
 sweeping batch x heads (the programs a non-split kernel launches) and the cached length.
-Usage: python benchmarks/decode_attention.py OUT_DIR [models] [BxL,...]"""
+Usage: python benchmarks/decode_attention.py OUT_DIR [models] [BxL,...] [sdpa: 1|0]"""
 from __future__ import annotations
 
 import inspect
@@ -85,7 +85,8 @@ def sdpa_row(b: int, h: int, hkv: int, q_len: int, kv: int, mask: str, layout: s
     return out
 
 
-def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096,64x512"):
+def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096,64x512",
+         sdpa: str = "1"):
     import transformers.integrations.sdpa_attention as hf_sdpa
 
     ceil, costs = CE.get("cuda"), OC.measure("cuda")
@@ -103,14 +104,15 @@ def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096
                 print(f"   {o['op'][:80]:80s} {o['calls']:4d} meas "
                       f"{(o['kernel_s'] or 0) * 1e6:8.1f} pred {o['predicted_s'] * 1e6:8.1f}")
             print("   ", r["attention_kernels"], flush=True)
+    write(out_dir, "decode_attention", result)
     grid = []
-    for mask in ("bool", "none"):
+    for mask in ("bool", "none") if sdpa == "1" else ():
         for layout in ("repeat", "pack", "gqa"):
             for b, kv in ((1, 544), (1, 4128), (8, 544), (8, 4128), (64, 544), (1, 32768)):
                 grid.append((b, 32, 8, 1, kv, mask, layout))
-    for bh in (1, 4, 16, 64, 132, 264, 528):  # programs, at one long cache
+    for bh in (1, 4, 16, 64, 132, 264, 528) if sdpa == "1" else ():  # programs, one cache
         grid.append((bh, 1, 1, 1, 16384, "bool", "repeat"))
-    for q_len in (2, 4, 8):
+    for q_len in (2, 4, 8) if sdpa == "1" else ():
         grid.append((8, 32, 8, q_len, 4128, "bool", "repeat"))
     for g in grid:
         r = sdpa_row(*g)
@@ -122,4 +124,4 @@ def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -36,7 +36,8 @@ def timer_kernels() -> list[tuple[str, object]]:
 
 def timer_vs_do_bench_and_profiler() -> list[dict]:
     """device_s against two independent clocks: do_bench (flushes L2 before every run, so
-    compared with our flush_l2 timing) and the profiler's kernel time (CUPTI, warm, compared
+    compared with our flush_l2 timing; its flush zeroes a buffer, ours reads one, so below
+    ~1 ms do_bench also counts L2's write-back: see flush_write_back) and the profiler's kernel time (CUPTI, warm, compared
     with our warm timing). Three rounds in alternating order: clocks drift between
     back-to-back measurements of a matmul."""
     from triton.testing import do_bench
@@ -69,6 +70,30 @@ def timer_vs_do_bench_and_profiler() -> list[dict]:
                      "warm_over_profiler": med(warm) / med(prof),
                      "rounds": {"cold": cold, "do_bench": dob, "warm": warm, "profiler": prof}})
     return rows
+
+
+def flush_write_back() -> dict:
+    """A 128 MiB read (x.sum()) timed cold after each of two L2 flushes: zeroing a 256 MiB
+    buffer (as do_bench flushes; L2 is left full of dirty lines) and reading it (rooflab's
+    flush since the finding). The difference is the write-back the timed call paid for."""
+    from triton.testing import do_bench
+
+    from rooflab.measure import timer as T
+
+    x = torch.rand(32 << 20, device="cuda")
+    buf = torch.zeros(T.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    real, out = T._flusher, {}
+    try:
+        for name, flush in (("zeroing", buf.zero_), ("reading", lambda: buf.sum())):
+            T._flusher = lambda device, flush_l2, flush=flush: flush
+            out[f"after_{name}_s"] = time(x.sum, warmup=5, budget_s=0.3, max_reps=300,
+                                          flush_l2=True, device="cuda", wall=False).device_s
+    finally:
+        T._flusher = real
+    out["do_bench_s"] = do_bench(x.sum, warmup=25, rep=100, return_mode="median") / 1e3
+    out["bytes"] = x.numel() * 4
+    out["zeroing_over_reading"] = out["after_zeroing_s"] / out["after_reading_s"]
+    return out
 
 
 def cv_10us() -> dict:
@@ -122,7 +147,10 @@ def small_trace(path: str) -> None:
         shutil.copyfileobj(src, dst)
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, what: str = "all") -> None:
+    if what == "flush":  # the flush finding alone
+        write(out_dir, "measurement_flush", {"flush_write_back": flush_write_back()})
+        return
     ceil = CE.measure("cuda")
     h200 = H.lookup("H200")
     rows = timer_vs_do_bench_and_profiler()
@@ -137,6 +165,7 @@ def main(out_dir: str) -> None:
         "copy_fraction_of_datasheet": ceil.mem_bandwidth_bytes_per_s / h200.mem_bandwidth_bytes_per_s,
         "bf16_fraction_of_datasheet": ceil.peak_flops_per_s.get("bf16", 0) / h200.peak("bf16"),
         "graph_overhead": graph_overhead(),
+        "flush_write_back": flush_write_back(),
     }
     small_trace(f"{out_dir}/h200_small.trace.json.gz")
     write(out_dir, "measurement", data)
@@ -147,4 +176,4 @@ def main(out_dir: str) -> None:
         print({k: v for k, v in r.items() if k != "rounds"})
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

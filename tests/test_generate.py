@@ -70,6 +70,8 @@ def test_generation_measured_and_predicted_on_cpu():
     assert d["flops"] < p["flops"] and "graph_device_s" not in d  # no CUDA graph on a CPU
     assert p["kernel_s"] > 0
     assert d["predicted_over_kernel"] == d["predicted_kernels_s"] / d["kernel_s"]
+    assert p["kernel_busy_fraction"] == p["kernel_s"] / p["device_s"]
+    assert p["host_bound"] == (p["kernel_busy_fraction"] < GN.HOST_BOUND)
 
 
 def test_model_measure_cli(tmp_path, monkeypatch):

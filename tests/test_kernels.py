@@ -131,10 +131,10 @@ def test_flash_attention_extra_memory_is_linear():
     assert extra[16384] <= 16384 * 8 * (128 * 2 + 4) * 1.1
 
 
-DECODE_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv, splits)
-    (2, 8, 1, 100, 64, 2, None),    # GQA 4:1, ragged cache, chunks chosen by the launcher
+DECODE_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv, programs); 16 keys a block under the interpreter
+    (2, 8, 1, 100, 64, 2, None),    # GQA 4:1, ragged cache; programs cross from head to head
     (1, 4, 3, 37, 32, 1, 3),        # MQA, three queries (speculative decoding)
-    (1, 8, 16, 20, 64, 8, 2),       # causal rows that see no key of the last chunk
+    (1, 8, 16, 20, 64, 8, 2),       # causal rows that see no key of a run; 4 heads a program
     (2, 2, 1, 1, 16, 2, None),      # a cache of one token
     (1, 4, 2, 290, 256, 2, 5),      # gemma's head_dim
 ]
@@ -144,8 +144,9 @@ DECODE_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv, splits)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_decode_matches_fp64(device, shape, dtype, causal):
-    b, h, lq, lkv, d, hkv, splits = shape
-    e = FD.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lkv, splits=splits)
+    b, h, lq, lkv, d, hkv, programs = shape
+    e = FD.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lkv,
+                  programs=programs)
     assert e["all_finite"]
     assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
     assert e["lse_max_abs_err"] < 1e-3
@@ -157,7 +158,7 @@ def test_flash_decode_strided_inputs_and_limits(device):
     mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
     q, k, v = mk(2, 1, 8, 64).transpose(1, 2), mk(2, 50, 2, 64).transpose(1, 2), \
         mk(2, 50, 2, 64).transpose(1, 2)
-    o, _ = FD.flash_decode(q, k, v, splits=3)
+    o, _ = FD.flash_decode(q, k, v, programs=3)
     ref = FD.standard_attention(q.double(), k.double(), v.double(), True)
     assert float((o.double() - ref).abs().max()) < 2e-3
     with pytest.raises(ValueError, match="rows"):
@@ -166,11 +167,19 @@ def test_flash_decode_strided_inputs_and_limits(device):
         FD.flash_decode(q.float(), k.float(), v.float())
 
 
-def test_flash_decode_splits_fill_the_gpu():
-    assert FD.splits_for(8, 8, 4096, 128, 528) == 9      # 64 pairs x 9 chunks >= 528 programs
-    assert FD.splits_for(64, 8, 4096, 128, 528) == 2
-    assert FD.splits_for(1, 1, 100, 128, 528) == 1       # too short to split
-    assert FD.splits_for(1, 1, 1 << 20, 64, 528) == 64   # the merge's limit
+def test_flash_decode_gives_every_program_the_same_work():
+    # (blocks per program, programs, partial slots per head)
+    assert FD.schedule(8, 8, 4096, 64, 132) == (32, 128, 3)   # 4,096 blocks: 2 runs a head
+    assert FD.schedule(64, 8, 4096, 64, 132) == (249, 132, 2)  # runs cross from head to head
+    assert FD.schedule(1, 1, 100, 128, 132) == (2, 1, 2)       # too short to split
+    assert FD.schedule(1, 1, 1 << 20, 64, 132) == (261, 63, 64)  # the merge's limit
+    for b, hkv, n_kv, programs in ((8, 8, 4096, 132), (3, 5, 1000, 77), (64, 8, 4128, 264)):
+        per, grid, slots = FD.schedule(b, hkv, n_kv, 64, programs)
+        total = b * hkv * -(-n_kv // 64)
+        assert grid <= programs and (grid - 1) * per < total <= grid * per  # none idle
+        # a head's blocks meet at most `slots` programs
+        assert max((h * -(-n_kv // 64) + -(-n_kv // 64) - 1) // per - h * -(-n_kv // 64) // per
+                   + 1 for h in range(b * hkv)) <= slots
 
 
 @pytest.mark.gpu

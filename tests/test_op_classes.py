@@ -63,14 +63,23 @@ def test_predicted_time_is_floor_plus_the_slowest_limit():
     assert costs.predict_s(bcast, peak, bw) == pytest.approx(1e-6 + x.numel() / 1e9)
     assert costs.predict_s(plain, peak, bw) == pytest.approx(1e-6 + plain.bytes / bw)
     assert costs.generic_rate(2) == 2e9 and costs.generic_rate(8) == 1e9  # nearest size
+    # a copy from a broadcast source (repeat_kv) takes the copy rate where one was measured
+    wide = torch.randn(4, 1, 256)
+    rep = _one(lambda: wide.expand(4, 8, 256).reshape(32, 256))
+    assert (rep.op, OC.op_class(rep)) == ("clone", "generic")
+    assert costs.predict_s(rep, peak, bw) == pytest.approx(1e-6 + rep.out_elements / 1e9)
+    costs.generic_copy_elements_per_s = {4: 4e9}
+    assert costs.predict_s(rep, peak, bw) == pytest.approx(1e-6 + rep.out_elements / 4e9)
+    assert costs.predict_s(bcast, peak, bw) == pytest.approx(1e-6 + x.numel() / 1e9)
 
 
 def test_measured_on_the_cpu():
     costs = OC.measure("cpu")
     assert set(costs.floor_s) == set(OC.CLASSES)
     assert all(0 < s < 1e-2 for s in costs.floor_s.values())
-    assert set(costs.generic_elements_per_s) == {2, 4}
+    assert set(costs.generic_elements_per_s) == set(costs.generic_copy_elements_per_s) == {2, 4}
     assert all(r > 1e6 for r in costs.generic_elements_per_s.values())
+    assert all(r > 1e6 for r in costs.generic_copy_elements_per_s.values())
 
 
 @pytest.mark.gpu
@@ -81,3 +90,4 @@ def test_measured_on_the_gpu():
     assert costs.floor_s["matmul"] > costs.floor_s["elementwise"]
     assert costs.floor_s["attention"] > costs.floor_s["elementwise"]
     assert all(1e10 < r < 1e13 for r in costs.generic_elements_per_s.values())
+    assert all(1e10 < r < 1e13 for r in costs.generic_copy_elements_per_s.values())

@@ -2,12 +2,19 @@
 
 At decode a (batch, KV head) pair has one query per head of its group (GQA) and thousands of keys.
 FlashAttention's grid (one program per query tile) would give the GPU B*H programs, each walking
-the whole cache alone: too few to keep HBM busy. Here the cache is cut into chunks; each program
-takes one (batch, KV head, chunk), reads that chunk of K and V exactly once for all the query heads
-that share it, and leaves a partial softmax (its output and log-sum-exp). A second, small kernel
+the whole cache alone: too few to keep HBM busy. Here the cache is cut into runs of key blocks;
+a program reads each block of K and V exactly once for all the query heads that share it, and
+leaves a partial softmax (its output and log-sum-exp) per head it touched. A second, small kernel
 merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse).
 
-Read in order: the reference, the two kernels, the launcher (how many chunks), the cost, the check.
+How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
+into one equal run per program, a run crossing from one head to the next where it must (as
+stream-K cuts a GEMM), so that every program has the same work. Cutting each head into equal
+chunks instead gives B * Hkv * chunks programs of whatever size that makes: at B=64 (512 heads of
+4096 keys, one chunk each, 3.9 programs per SM) the H200 took 277 us where the even cut took
+248 us (benchmarks/results/h200_decode_probe.json).
+
+Read in order: the reference, the kernels, the launcher (the schedule), the cost, the check.
 Shapes: q (B, H, Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the
 queries are the last Lq of Lkv positions when causal.
 """
@@ -31,40 +38,35 @@ except ImportError as _e:  # pragma: no cover - exercised where Triton is missin
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 MAX_ROWS = 128  # query heads per KV head x query positions, held by one program
 
-__all__ = ["standard_attention", "flash_decode", "splits_for", "cost", "errors"]
+__all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 
 if triton is not None:
     @triton.jit
-    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
-                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
-                     HKV, GROUP, n_q, n_kv, chunk, n_splits,
-                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
-        split = tl.program_id(0)
-        bhk = tl.program_id(1)                           # (batch, KV head)
+    def partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi, qk_scale,
+                        sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, HKV, GROUP, n_q, n_kv,
+                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+        # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
         b, hk = bhk // HKV, bhk % HKV
         rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
         g, i = rows // n_q, rows % n_q
         valid = rows < GROUP * n_q
         offs_d = tl.arange(0, HEAD_DIM)
-        q_ptr = (Q + b.to(tl.int64) * sqb + (hk * GROUP + g).to(tl.int64)[:, None] * sqh
-                 + i[:, None] * sqm + offs_d[None, :])
-        q = tl.load(q_ptr, mask=valid[:, None], other=0.0)      # the group's queries, once
-        k_base = K + b.to(tl.int64) * skb + hk.to(tl.int64) * skh
-        v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
+        q = tl.load(Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
+                    + offs_d[None, :], mask=valid[:, None], other=0.0)  # the group's queries
         if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
             q = q.to(tl.float32)
+        k_base = K + b * skb + hk * skh
+        v_base = V + b * svb + hk * svh
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-        lo = split * chunk
-        hi = tl.minimum(lo + chunk, n_kv)
         last_key = n_kv - n_q + i                        # causal: row i sees keys <= this
         for start in range(lo, hi, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             inside = cols < hi
             k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :], mask=inside[:, None],
-                        other=0.0)                       # this chunk of K: read once
+                        other=0.0)                       # this block of K: read once
             v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :], mask=inside[:, None],
                         other=0.0)                       # and of V
             if UPCAST:
@@ -82,119 +84,55 @@ if triton is not None:
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
-        seen = l_i > 0                                   # causal rows may see no key of a chunk
+        seen = l_i > 0                                   # causal rows may see no key of a range
         acc = acc / tl.where(seen, l_i, 1.0)[:, None]
         lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
-        part = (bhk.to(tl.int64) * n_splits + split) * BLOCK_M + rows
-        tl.store(LSE_PART + part, lse)                   # partials: fp32, a few KB in all
-        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc)
+        part = (bhk * max_slots + slot) * BLOCK_M + rows
+        tl.store(LSE_PART + part, lse, mask=valid)       # partials: fp32, a few KB in all
+        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=valid[:, None])
 
     @triton.jit
-    def lean_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
-                 sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
-                 HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
-                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
-        # The work is every (batch, KV head)'s key blocks laid end to end; program p takes the
-        # blocks [p * per_program, (p + 1) * per_program), crossing from one head to the next
-        # where its range does, and leaves one partial per head it touched.
+    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
+                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+                     HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+        # Every (batch, KV head)'s key blocks laid end to end; program p takes the blocks
+        # [p * per_program, (p + 1) * per_program), crossing from one head to the next where
+        # its range does, and leaves one partial per head it touched (slot 0 is the head's
+        # first program). Every program gets the same work, whatever B * Hkv is.
         pid = tl.program_id(0)
         start = pid * per_program
         end = tl.minimum(start + per_program, total_blocks)
-        rows = tl.arange(0, BLOCK_M)
-        g, i = rows // n_q, rows % n_q
-        valid = rows < GROUP * n_q
-        offs_d = tl.arange(0, HEAD_DIM)
-        offs_n = tl.arange(0, BLOCK_N)
-        last_key = n_kv - n_q + i
         for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
             bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
-            b, hk = bhk // HKV, bhk % HKV
-            q = tl.load(Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
-                        + offs_d[None, :], mask=valid[:, None], other=0.0)
-            if UPCAST:
-                q = q.to(tl.float32)
-            k_base = K + b * skb + hk * skh
-            v_base = V + b * svb + hk * svh
-            m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-            l_i = tl.zeros([BLOCK_M], tl.float32)
-            acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
             lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
-            for blk in range(lo, hi):
-                cols = blk * BLOCK_N + offs_n
-                inside = cols < n_kv
-                k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :], mask=inside[:, None],
-                            other=0.0)
-                v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :], mask=inside[:, None],
-                            other=0.0)
-                if UPCAST:
-                    k = k.to(tl.float32)
-                    v = v.to(tl.float32)
-                qk = tl.dot(q, tl.trans(k)) * qk_scale
-                keep = inside[None, :]
-                if CAUSAL:
-                    keep = keep & (cols[None, :] <= last_key[:, None])
-                qk = tl.where(keep, qk, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
-                m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-                p = tl.math.exp2(qk - m_ref[:, None])
-                alpha = tl.math.exp2(m_i - m_ref)
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-                m_i = m_new
-            seen = l_i > 0
-            acc = acc / tl.where(seen, l_i, 1.0)[:, None]
-            lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
-            slot = pid - (bhk * n_blocks) // per_program   # this head's first program is slot 0
-            part = (bhk * max_slots + slot) * BLOCK_M + rows
-            tl.store(LSE_PART + part, lse, mask=valid)
-            tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc,
-                     mask=valid[:, None])
+            partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - (bhk * n_blocks) // per_program,
+                            max_slots, lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
+                            sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, HKV, GROUP, n_q, n_kv,
+                            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST)
 
     @triton.jit
-    def lean_merge(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
-                   per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                   SLOTS: tl.constexpr):
-        row = tl.program_id(0)
-        bh = row // n_q
-        i = row % n_q
-        b, h = bh // H, bh % H
-        bhk = b * (H // GROUP) + h // GROUP
-        r = (h % GROUP) * n_q + i
-        used = ((bhk + 1) * n_blocks - 1) // per_program - (bhk * n_blocks) // per_program + 1
-        s = tl.arange(0, SLOTS)
-        offs_d = tl.arange(0, HEAD_DIM)
-        part = (bhk.to(tl.int64) * max_slots + s) * BLOCK_M + r
-        lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
-        m = tl.max(lse, 0)
-        m = tl.where(m == float("-inf"), 0.0, m)
-        w = tl.math.exp2(lse - m)
-        o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
-                    mask=(s < used)[:, None], other=0.0)
-        total = tl.sum(w, 0)
-        out = tl.sum(o * w[:, None], 0) / total
-        tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)
-        tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
-                 out.to(O.dtype.element_ty))
-
-    @triton.jit
-    def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_splits,
-                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, SPLITS: tl.constexpr):
+    def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
+                     per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     SLOTS: tl.constexpr):
         row = tl.program_id(0)                           # one query row of one head
         bh = row // n_q
         i = row % n_q
         b, h = bh // H, bh % H
-        bhk = b * (H // GROUP) + h // GROUP
+        bhk = (b * (H // GROUP) + h // GROUP).to(tl.int64)
         r = (h % GROUP) * n_q + i
-        s = tl.arange(0, SPLITS)
+        used = ((bhk + 1) * n_blocks - 1) // per_program - (bhk * n_blocks) // per_program + 1
+        s = tl.arange(0, SLOTS)
         offs_d = tl.arange(0, HEAD_DIM)
-        part = (bhk.to(tl.int64) * n_splits + s) * BLOCK_M + r
-        lse = tl.load(LSE_PART + part, mask=s < n_splits, other=float("-inf"))
+        part = (bhk * max_slots + s) * BLOCK_M + r
+        lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
         m = tl.max(lse, 0)
-        w = tl.math.exp2(lse - m)                        # empty splits weigh exp2(-inf) = 0
+        m = tl.where(m == float("-inf"), 0.0, m)         # no key seen at all (cannot happen
+        w = tl.math.exp2(lse - m)                        # at decode); empty slots weigh 0
         o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
-                    mask=(s < n_splits)[:, None], other=0.0)
+                    mask=(s < used)[:, None], other=0.0)
         total = tl.sum(w, 0)
         out = tl.sum(o * w[:, None], 0) / total
         tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)  # natural log
@@ -211,23 +149,25 @@ def config(head_dim: int) -> dict:
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
 
 
-def splits_for(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> int:
-    """Chunks per (batch, KV head): enough programs (``programs``, one per SM) to keep HBM busy,
-    each chunk at least two loop steps long, at most 64 chunks (the merge holds them at once)."""
-    want = -(-programs // (b * hkv))
-    most = max(1, min(64, n_kv // (2 * block_n)))
-    return max(1, min(want, most))
+def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[int, int, int]:
+    """(blocks per program, programs, partial slots per head). The B * Hkv heads' key blocks,
+    laid end to end, are cut into ``programs`` equal runs of at least two blocks; a head is cut
+    into at most 64 runs (the merge holds them at once)."""
+    n_blocks = -(-n_kv // block_n)
+    total = b * hkv * n_blocks
+    per = max(2, -(-total // programs), -(-n_blocks // 63))
+    return per, -(-total // per), -(-n_blocks // per) + 1
 
 
 def _programs() -> int:
-    """One program per SM: the search's best at 6 of 9 shapes (two per SM at the others)."""
+    """One program per SM."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_properties(0).multi_processor_count
     return 8
 
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
-                 splits: int | None = None, cfg: dict | None = None):
+                 programs: int | None = None, cfg: dict | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
     q, k, v = checked(q, k, v, causal, "flash_decode")
     b, h, n_q, d = q.shape
@@ -239,61 +179,23 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     c = dict(cfg or config(d))
     block_n = c.pop("BLOCK_N")
     block_m = max(16, triton.next_power_of_2(group * n_q))
-    n_splits = splits or splits_for(b, hkv, n_kv, block_n, _programs())
-    per_split = -(-n_kv // n_splits)
-    chunk = -(-per_split // block_n) * block_n  # whole loop steps per chunk
-    n_splits = -(-n_kv // chunk)
-    o_part = torch.empty(b * hkv * n_splits * block_m * d, device=q.device, dtype=torch.float32)
-    lse_part = torch.empty(b * hkv * n_splits * block_m, device=q.device, dtype=torch.float32)
+    n_blocks = -(-n_kv // block_n)
+    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs())
+    o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
+    lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    split_kv_fwd[(n_splits, b * hkv)](
+    split_kv_fwd[(grid,)](
         q, k, v, o_part, lse_part, scale * 1.4426950408889634,  # log2(e) folded in: exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, chunk, n_splits,
-        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, n_blocks, per,
+        b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
         UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
-                                 h, group, n_q, n_splits, HEAD_DIM=d, BLOCK_M=block_m,
-                                 SPLITS=max(2, triton.next_power_of_2(n_splits)), num_warps=4)
-    return o, lse
-
-
-def flash_decode_lean(q, k, v, causal: bool = True, scale: float | None = None,
-                      programs: int | None = None, cfg: dict | None = None):
-    """flash_decode with the work split evenly by key blocks across ``programs`` programs."""
-    q, k, v = checked(q, k, v, causal, "flash_decode")
-    b, h, n_q, d = q.shape
-    _, hkv, n_kv, _ = k.shape
-    group = h // hkv
-    if group * n_q > MAX_ROWS:
-        raise ValueError(f"flash_decode holds (heads per KV head) x q_len <= {MAX_ROWS} rows "
-                         f"(got {group} x {n_q}); use flash_attention for longer queries")
-    c = dict(cfg or config(d))
-    block_n = c.pop("BLOCK_N")
-    block_m = max(16, triton.next_power_of_2(group * n_q))
-    n_blocks = -(-n_kv // block_n)
-    total = b * hkv * n_blocks
-    want = programs or _programs()
-    per = max(2, -(-total // want), -(-n_blocks // 63))  # >= 2 blocks; <= 64 slots a head
-    grid = -(-total // per)
-    max_slots = -(-n_blocks // per) + 1
-    o_part = torch.empty(b * hkv * max_slots * block_m * d, device=q.device, dtype=torch.float32)
-    lse_part = torch.empty(b * hkv * max_slots * block_m, device=q.device, dtype=torch.float32)
-    scale = scale if scale is not None else d ** -0.5
-    lean_fwd[(grid,)](
-        q, k, v, o_part, lse_part, scale * 1.4426950408889634,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, n_blocks, per, total,
-        max_slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
-    o = torch.empty_like(q)
-    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
-    lean_merge[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
-                               h, group, n_q, n_blocks, per, max_slots, HEAD_DIM=d,
-                               BLOCK_M=block_m, SLOTS=max(2, triton.next_power_of_2(max_slots)),
-                               num_warps=4)
+                                 h, group, n_q, n_blocks, per, slots, HEAD_DIM=d,
+                                 BLOCK_M=block_m, SLOTS=max(2, triton.next_power_of_2(slots)),
+                                 num_warps=4)
     return o, lse
 
 
@@ -309,8 +211,8 @@ def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True) -> C.Cost:
 
 # --- the check -------------------------------------------------------------------------------
 def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.bfloat16, causal=True, device="cuda",
-           seed=0, splits=None) -> dict:
+           seed=0, programs=None) -> dict:
     """flash_attention's check (relative error against fp64 beside PyTorch's own, the LSE error,
     every output finite), run on this kernel."""
     return FA.errors(b, h, n_q, n_kv, d, hkv, dtype, causal, device, seed,
-                     kernel=lambda q, k, v, c: flash_decode(q, k, v, c, splits=splits))
+                     kernel=lambda q, k, v, c: flash_decode(q, k, v, c, programs=programs))

@@ -35,6 +35,7 @@ from rooflab.measure.memory import free_bytes
 from rooflab.measure.timer import capture_graph, time
 
 LM_HEAD = ("last", "all")
+HOST_BOUND = 0.8  # kernels busy under this fraction of a call's device time: the host's pace
 STEPS = 8  # op costs, build, count, prefill, step, kernel profiles, loop, CUDA graph
 
 
@@ -277,6 +278,12 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
     for x in (p, d):  # kernel time has no gaps between kernels: nor has this prediction
         x["predicted_over_kernel"] = (x["predicted_kernels_s"] / x["kernel_s"] if x["kernel_s"]
                                       else None)
+    # where the device waits for the host to launch, its time is the host's: the prediction
+    # (of kernels) is then read against the kernel time
+    p["kernel_busy_fraction"] = p["kernel_s"] / p["device_s"]
+    d["kernel_busy_fraction"] = d["kernel_s"] / d["eager_device_s"]
+    for x in (p, d):
+        x["host_bound"] = x["kernel_busy_fraction"] < HOST_BOUND
     p["predicted_over_device"] = p["predicted_s"] / p["device_s"]
     p["roofline_over_device"] = p["roofline_s"] / p["device_s"]
     for mode in ("eager", "graph"):

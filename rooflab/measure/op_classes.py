@@ -12,7 +12,9 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   one (RoPE on a head-transposed q) or a cat of slices takes its generic loop, which computes an
   offset per element; a widening cast (bf16 -> fp32) takes an unrolled loop that converts per
   element. Both are limited by elements per second rather than by bytes ("generic" below). The
-  rate is measured on a broadcast multiply, per element size.
+  rate is measured on a broadcast multiply, per element size, and again on a copy from a
+  broadcast source (what repeat_kv's expand + reshape runs): the loop computes an offset per
+  operand, and a copy has two operands where a multiply has three.
 
 A counted op (count.OpRecord) is predicted to take
     floor[class] + max(flops / peak, bytes / copy bandwidth, elements / generic rate),
@@ -21,7 +23,7 @@ the last term for the generic class only.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
@@ -36,6 +38,7 @@ ATTENTION_OPS = {p.__name__ for p in count.SDPA_OPS}
 REDUCTION_OPS = {p.__name__ for p in count.REDUCTIONS} | {"_softmax", "softmax", "_safe_softmax",
                                                            "_log_softmax"}
 CONCAT_OPS = {"cat", "stack"}
+COPY_OPS = {"clone", "copy_", "contiguous", "_to_copy"}
 
 
 def op_class(r: count.OpRecord) -> str:
@@ -70,21 +73,25 @@ class OpCosts:
     # between two kernels of a CUDA graph the device idles a little (the next one's launch);
     # a stream of n kernels takes the sum of their times plus n of these
     gap_s: float = 0.0
+    # element size -> the generic loop's rate on a copy (two operands), where measured
+    generic_copy_elements_per_s: dict[int, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def generic_rate(self, itemsize: int) -> float:
-        sizes = sorted(self.generic_elements_per_s)
-        near = min(sizes, key=lambda s: (abs(s - itemsize), s))
-        return self.generic_elements_per_s[near]
+    def generic_rate(self, itemsize: int, copy: bool = False) -> float:
+        rates = (self.generic_copy_elements_per_s if copy and self.generic_copy_elements_per_s
+                 else self.generic_elements_per_s)
+        near = min(sorted(rates), key=lambda s: (abs(s - itemsize), s))
+        return rates[near]
 
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
         t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
         if cls == "generic":
-            t = max(t, r.out_elements / self.generic_rate(r.itemsize))
+            copy = r.op in COPY_OPS and r.in_itemsize == r.itemsize  # not a widening cast
+            t = max(t, r.out_elements / self.generic_rate(r.itemsize, copy))
         return self.floor_s[cls] + t
 
 
@@ -126,6 +133,17 @@ def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     return a.numel() / t.device_s
 
 
+def generic_copy_rate(device: str, dtype: torch.dtype, elements: int) -> float:
+    """Elements per second of a copy from a source broadcast 4 ways (rows, 1, 1024) ->
+    (rows, 4, 1024), as repeat_kv expands KV heads: generic loop, two operands."""
+    src = torch.randn(elements // 4096, 1, 1024, device=device, dtype=dtype)
+    dst = torch.empty(elements // 4096, 4, 1024, device=device, dtype=dtype)
+    wide = src.expand_as(dst)
+    t = time(lambda: dst.copy_(wide), warmup=3, budget_s=0.2, device=device,
+             name="broadcast copy")
+    return dst.numel() / t.device_s
+
+
 def graph_gap_s(fn, kernels: int = 256) -> float:
     """Per kernel, one CUDA-graph replay of ``kernels`` tiny kernels timed by a pair of events
     (the span, gaps included), less the kernels' own time (the profiler's): the idle time
@@ -157,8 +175,9 @@ def measure(device: str) -> OpCosts:
     for cls, fn in ops.items():
         floors[cls] = statistics.median(tiny_kernel_s(fn, device) for _ in range(3))
     n = (1 << 26) if device == "cuda" else (1 << 22)  # GPU: 128 MB+ per operand, past any L2
-    rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n)
-             for dt in (torch.float32, torch.bfloat16)}
+    dtypes = (torch.float32, torch.bfloat16)
+    rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n) for dt in dtypes}
+    copy_rates = {torch.finfo(dt).bits // 8: generic_copy_rate(device, dt, n) for dt in dtypes}
     gap = (statistics.median(graph_gap_s(fn) for fn in ops.values()) if device == "cuda"
            else 0.0)
-    return OpCosts(device, floors, rates, gap)
+    return OpCosts(device, floors, rates, gap, copy_rates)

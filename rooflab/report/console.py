@@ -254,6 +254,10 @@ def generation(d: dict) -> None:
     out.print(f"kernel time (profiler): prefill {secs(p['kernel_s'])}, decode step "
               f"{secs(dec['kernel_s'])}; predicted/kernel {ratio(p['predicted_over_kernel'])} and "
               f"{ratio(dec['predicted_over_kernel'])}")
+    for name, x in (("prefill", p), ("eager decode step", dec)):
+        if x.get("host_bound"):
+            out.print(f"{name}: bound by the host (kernels busy {x['kernel_busy_fraction']:.0%} "
+                      f"of its device time); read the prediction against the kernel time")
     out.print(f"TTFT {secs(d['ttft_s'])}, TPOT {secs(d['tpot_s'])} (a loop of "
               f"{d['new_tokens']} steps), {d['tokens_per_s']:,.0f} tokens/s")
     if dec.get("graph_error"):

@@ -57,7 +57,10 @@ def run(ctx: Context) -> dict:
             + ") and the element rate of PyTorch's generic elementwise loop, taken by broadcast, "
             "transposed and widening ops (" + ", ".join(
                 f"{v / 1e9:.0f} G elements/s at {k} bytes"
-                for k, v in sorted(oc["generic_elements_per_s"].items())) + ")." +
+                for k, v in sorted(oc["generic_elements_per_s"].items())) + "; on a copy from a "
+            "broadcast source " + ", ".join(
+                f"{v / 1e9:.0f} G elements/s at {k} bytes"
+                for k, v in sorted(oc.get("generic_copy_elements_per_s", {}).items())) + ")." +
             "".join(f" {n}." for n in roof_notes))
     return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B ({d1['bound']}-bound); "
                   f"prefill L=4096 at {p4k['intensity']:.0f} ({p4k['bound']}-bound)", {"model": cfg.as_dict(), "decode": dec,
