@@ -182,9 +182,12 @@ class Counter(TorchDispatchMode):
             counted = (0, 0)
         macs, flops = counted
         shapes = [tuple(t.shape) for t in ins]
+        elements = sum(t.numel() for t in outs)
+        if packet in BYTE_FORMULAS and outs:  # a scatter writes the rows it touches, no more
+            elements = min(elements, written // outs[0].element_size())
         self.records.append(OpRecord(
             packet.__name__, self._stack[-1] if self._stack else "", macs, flops, read, written,
-            shapes, sum(t.numel() for t in outs), layout_of(ins, outs),
+            shapes, elements, layout_of(ins, outs),
             max((t.element_size() for t in ins if t.numel() > 1), default=0),
             outs[0].element_size() if outs else 0))
         return out

@@ -130,7 +130,7 @@ def test_gathers_read_the_rows_they_touch():
     cache, new = torch.zeros(2, 4, 1000, 16), torch.randn(2, 4, 1, 16)  # a KV cache's new row
     (r,) = count.count(lambda: cache.index_copy_(2, idx[:1], new)).kernels()
     assert (r.bytes_read, r.bytes_written) == (8 + 2 * 4 * 16 * 4, 2 * 4 * 16 * 4)
-    assert r.flops == 0
+    assert r.flops == 0 and r.out_elements == 2 * 4 * 16  # the new row, not the cache
 
 
 def test_inference_mode_is_refused_for_it_hides_copies_inside_composite_ops():

@@ -142,8 +142,9 @@ if triton is not None:
 
 # --- the launcher ----------------------------------------------------------------------------
 def config(head_dim: int) -> dict:
-    """Keys per loop step, warps and pipeline depth: the best of benchmarks/kernels.py's decode
-    search on the H200 at 7 of its 9 shapes (benchmarks/results/h200_kernels.json)."""
+    """Keys per loop step, warps and pipeline depth: within 3% of the best of
+    benchmarks/kernels.py's decode search on the H200 at 8 of its 9 shapes
+    (benchmarks/results/h200_kernels.json)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
@@ -159,10 +160,14 @@ def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[
     return per, -(-total // per), -(-n_blocks // per) + 1
 
 
-def _programs() -> int:
-    """One program per SM."""
+def _programs(head_dim: int) -> int:
+    """As many programs as run at once: two per SM where two fit in shared memory (three stages
+    of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 (192 KB). On the
+    H200 two per SM beat one at 7 of 9 shapes, by up to 1.3x at head_dim 64; at head_dim 256
+    one per SM took 22.6 us and two 26.0 (benchmarks/results/h200_kernels.json)."""
     if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(0).multi_processor_count
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        return sms * (2 if head_dim <= 128 else 1)
     return 8
 
 
@@ -180,7 +185,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     block_n = c.pop("BLOCK_N")
     block_m = max(16, triton.next_power_of_2(group * n_q))
     n_blocks = -(-n_kv // block_n)
-    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs())
+    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs(d))
     o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
