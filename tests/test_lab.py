@@ -256,3 +256,21 @@ def test_a_point_above_a_measured_roof_raises_it(tmp_path):
     assert spec["roofs"][0]["mem_bandwidth_bytes_per_s"] == 10e9
     res = {"parts": {"2": {"result": {"plots": [spec], "tables": []}}}}
     assert unexplained_above_roof(res) == []
+
+
+def test_decode_answer_explains_a_point_above_the_copy_ceiling():
+    from rooflab import roofline as R
+    from rooflab.lab.parts import p5_attention as P5
+
+    def row(impl, s, frac):
+        return {"impl": impl, "kv_len": 4096, "status": "ok", "device_s": s, "flops": 1e8,
+                "bytes_fused": 1.3e8, "fraction_of_copy_bw": frac}
+
+    dec = {"batch": 64, "heads": 32, "kv_heads": 8, "head_dim": 128, "dtype": "bf16",
+           "rows": [row("cudnn", 243e-6, 1.03), row("triton_decode", 257e-6, 0.98)],
+           "skipped": {}}
+    text = P5.decode_answer(dec, R.Roof("H200", 7.6e14, 4.25e12))["text"]
+    assert "cudnn 243 us (103% of copy bandwidth)" in text and "4,096 tokens 98%" in text
+    assert "Above 100%: the ceiling is a copy" in text
+    dec["rows"][0]["fraction_of_copy_bw"] = 0.97
+    assert "Above 100%" not in P5.decode_answer(dec, R.Roof("H200", 7.6e14, 4.25e12))["text"]

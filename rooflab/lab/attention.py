@@ -17,7 +17,7 @@ from rooflab.measure.timer import time
 
 DTYPES = ("fp16", "bf16", "fp32")
 IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "flash_attn")
-# decode (one query per head against a cache): the same, plus rooflab's split-KV kernel
+# decode (one query per head against a cache): the same, plus rooflab's flash-decoding kernel
 DECODE_IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "triton_decode")
 
 

@@ -178,7 +178,7 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
 
 
 def decode_answer(dec: dict, roof: R.Roof) -> dict:
-    """Split-KV decoding against the others, from the decode sweep."""
+    """rooflab's flash-decoding against the others, from the decode sweep."""
     ok = [r for r in dec["rows"] if r["status"] == "ok" and r.get("fraction_of_copy_bw")]
     if not ok:
         return answer("Decode attention did not run here.")
@@ -196,9 +196,13 @@ def decode_answer(dec: dict, roof: R.Roof) -> dict:
     if mine:
         reached = ", ".join(f"{n:,} tokens {r['fraction_of_copy_bw']:.0%}"
                             for n, r in sorted(mine.items()))
-        text += (" rooflab's split-KV kernel cuts each cache into chunks so that every SM streams "
-                 f"one, then merges the partial softmaxes: {reached} of copy bandwidth.")
+        text += (" rooflab's flash-decoding kernel lays every sequence's cache end to end, gives "
+                 "each program an equal run of it (crossing from one head to the next where it "
+                 f"must), then merges the partial softmaxes: {reached} of copy bandwidth.")
     else:
         text += " " + dec["skipped"].get("triton_decode", "") + "."
+    if any(r["fraction_of_copy_bw"] > 1 for r in ok):
+        text += (" Above 100%: the ceiling is a copy, half reads and half writes, and a stream "
+                 "of reads alone runs a few percent faster than that mix.")
     return answer(text, **{f"{r['impl']}_kv{r['kv_len']}_fraction_of_copy_bw":
                            r["fraction_of_copy_bw"] for r in ok})
