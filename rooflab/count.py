@@ -118,6 +118,13 @@ class CountError(RooflabError):
     """The counter cannot count honestly here."""
 
 
+# In inference mode the dispatcher hands composite ops over whole: a reshape that copies reads
+# as a view, scaled_dot_product_attention as one op with no FLOPs and no backend.
+INFERENCE_MODE = ("count under torch.no_grad(), not torch.inference_mode(): in inference mode "
+                  "composite ops (reshape, scaled_dot_product_attention) reach the counter "
+                  "undecomposed and are miscounted")
+
+
 class Counter(TorchDispatchMode):
     """with Counter(model) as c: model(x)  ->  c.records, c.by_module(), c.total_flops ..."""
 
@@ -143,13 +150,9 @@ class Counter(TorchDispatchMode):
 
     def __enter__(self):
         if torch.is_inference_mode_enabled():
-            # there the dispatcher hands composite ops over whole: a reshape that copies reads
-            # as a view, scaled_dot_product_attention as one op with no FLOPs and no backend
             for h in self._hooks:
                 h.remove()
-            raise CountError("count under torch.no_grad(), not torch.inference_mode(): in "
-                             "inference mode composite ops (reshape, scaled_dot_product_attention"
-                             ") reach the counter undecomposed and are miscounted")
+            raise CountError(INFERENCE_MODE)
         return super().__enter__()
 
     def __exit__(self, *exc):
@@ -158,6 +161,8 @@ class Counter(TorchDispatchMode):
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.is_inference_mode_enabled():  # entered inside the counted code
+            raise CountError(INFERENCE_MODE)
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket

@@ -145,6 +145,14 @@ def test_inference_mode_is_refused_for_it_hides_copies_inside_composite_ops():
         with count.Counter(torch.nn.Linear(2, 2)):
             pass
 
+    class Inside(torch.nn.Module):  # a forward that enters inference mode itself
+        def forward(self, t):
+            with torch.inference_mode():
+                return t.reshape(2, 12)
+
+    with pytest.raises(count.CountError, match="no_grad"):
+        count.count(Inside(), x)
+
 
 def test_macs_of_mv_dot_and_convolution():
     A, x = torch.randn(256, 512), torch.randn(512)
