@@ -1,11 +1,12 @@
 """Attention at decode as a whole model calls it, op by op: which SDPA backend runs, how many
 programs it launches, and what that costs, against rooflab's prediction.
 
-Part 1: a decode step of whole models (random weights), every op measured beside its predicted
-time, with the kernels each attention op launched.
+Part 1: a decode step (or the prefill) of whole models (random weights), every op measured
+beside its predicted time, with the kernels each attention op launched.
 Part 2: SDPA at q_len 1..8 with a boolean mask (what a static KV cache makes HF pass) and without,
 sweeping batch x heads (the programs a non-split kernel launches) and the cached length.
-Usage: python benchmarks/decode_attention.py OUT_DIR [models] [BxL,...] [sdpa: 1|0]"""
+Usage: python benchmarks/decode_attention.py OUT_DIR [models] [BxL,...] [sdpa: 1|0]
+    [phase: decode|prefill]"""
 from __future__ import annotations
 
 import inspect
@@ -26,18 +27,20 @@ from rooflab.measure.timer import time
 from common import write
 
 
-def model_rows(name: str, batch: int, seq: int, ceil, costs) -> dict:
+def model_rows(name: str, batch: int, seq: int, ceil, costs, phase: str = "decode") -> dict:
+    """Every op of one decode step (or of the prefill) beside its prediction."""
     cfg = M.load(name)
     with torch.no_grad():
         g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16")
+        call = g.step if phase == "decode" else g.prefill
         with count.Counter(g.model) as c:
-            g.step()
-        prof = P.profile(g.step, iters=3, warmup=2, device="cuda")
+            call()
+        prof = P.profile(call, iters=3, warmup=2, device="cuda")
     ops = LM.by_op(c.records, ceil, "bf16", costs, prof.by_op_us, prof.iters)
     attn = {k: v for k, v in prof.op_kernels.items() if "attention" in k or "sdpa" in k.lower()}
     del g
     torch.cuda.empty_cache()
-    return {"model": name, "batch": batch, "seq": seq,
+    return {"model": name, "batch": batch, "seq": seq, "phase": phase,
             "kernel_us": prof.device_time_us / prof.iters,
             "predicted_kernels_us": sum(o["predicted_s"] for o in ops) * 1e6,
             "ops": ops[:25], "attention_kernels": attn}
@@ -86,7 +89,7 @@ def sdpa_row(b: int, h: int, hkv: int, q_len: int, kv: int, mask: str, layout: s
 
 
 def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096,64x512",
-         sdpa: str = "1"):
+         sdpa: str = "1", phase: str = "decode"):
     import transformers.integrations.sdpa_attention as hf_sdpa
 
     ceil, costs = CE.get("cuda"), OC.measure("cuda")
@@ -96,9 +99,9 @@ def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096
     for name in models.split(","):
         for s in shapes.split(","):
             b, L = map(int, s.split("x"))
-            r = model_rows(name, b, L, ceil, costs)
+            r = model_rows(name, b, L, ceil, costs, phase)
             result["models"].append(r)
-            print(name, b, L, "kernel", round(r["kernel_us"]), "predicted",
+            print(name, phase, b, L, "kernel", round(r["kernel_us"]), "predicted",
                   round(r["predicted_kernels_us"]), flush=True)
             for o in r["ops"][:6]:
                 print(f"   {o['op'][:80]:80s} {o['calls']:4d} meas "
@@ -124,4 +127,4 @@ def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])
