@@ -81,7 +81,7 @@ def flush_write_back() -> dict:
     from rooflab.measure import timer as T
 
     x = torch.rand(32 << 20, device="cuda")
-    buf = torch.zeros(T.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    buf = torch.zeros(T.FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     real, out = T._flusher, {}
     try:
         for name, flush in (("zeroing", buf.zero_), ("reading", lambda: buf.sum())):
