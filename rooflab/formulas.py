@@ -190,8 +190,8 @@ NO_FLOP_OPS = {getattr(aten, n) for n in (
     "sym_size", "sym_stride", "sym_numel", "repeat", "_assert_async", "lt", "le", "gt", "ge",
     "eq", "ne", "bitwise_and", "bitwise_or", "logical_and", "logical_not", "scatter", "gather",
     "_unsafe_index", "slice_scatter", "select_scatter", "randn", "rand", "normal_", "uniform_",
-    "bernoulli_", "native_dropout", "logical_or", "random_", "exponential_", "index_copy", "index_copy_",
-    "resize_", "_index_put_impl_", "index_add", "isnan", "isinf", "sort", "topk",
+    "bernoulli_", "native_dropout", "logical_or", "random_", "exponential_", "index_copy",
+    "index_copy_", "resize_", "_index_put_impl_", "index_add", "isnan", "isinf", "sort", "topk",
     "constant_pad_nd", "flip", "roll") if hasattr(aten, n)}
 POINTWISE = {getattr(aten, n) for n in (
     "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "neg", "exp", "exp_", "log",

@@ -128,9 +128,8 @@ if triton is not None:
         offs_d = tl.arange(0, HEAD_DIM)
         part = (bhk * max_slots + s) * BLOCK_M + r
         lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
-        m = tl.max(lse, 0)
-        m = tl.where(m == float("-inf"), 0.0, m)         # no key seen at all (cannot happen
-        w = tl.math.exp2(lse - m)                        # at decode); empty slots weigh 0
+        m = tl.max(lse, 0)                               # every row sees a key somewhere
+        w = tl.math.exp2(lse - m)                        # empty slots weigh exp2(-inf) = 0
         o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
                     mask=(s < used)[:, None], other=0.0)
         total = tl.sum(w, 0)
@@ -144,7 +143,7 @@ if triton is not None:
 def config(head_dim: int) -> dict:
     """Keys per loop step, warps and pipeline depth: within 3% of the best of
     benchmarks/kernels.py's decode search on the H200 at 8 of its 9 shapes
-    (benchmarks/results/h200_kernels.json)."""
+    (benchmarks/results/h200_kernels_decode.json)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
@@ -164,7 +163,7 @@ def _programs(head_dim: int) -> int:
     """As many programs as run at once: two per SM where two fit in shared memory (three stages
     of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 (192 KB). On the
     H200 two per SM beat one at 7 of 9 shapes, by up to 1.3x at head_dim 64; at head_dim 256
-    one per SM took 22.6 us and two 26.0 (benchmarks/results/h200_kernels.json)."""
+    one per SM took 22.6 us and two 26.0 (benchmarks/results/h200_kernels_decode.json)."""
     if torch.cuda.is_available():
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         return sms * (2 if head_dim <= 128 else 1)
