@@ -37,9 +37,9 @@ def timer_kernels() -> list[tuple[str, object]]:
 def timer_vs_do_bench_and_profiler() -> list[dict]:
     """device_s against two independent clocks: do_bench (flushes L2 before every run, so
     compared with our flush_l2 timing; its flush zeroes a buffer, ours reads one, so below
-    ~1 ms do_bench also counts L2's write-back: see flush_write_back) and the profiler's kernel time (CUPTI, warm, compared
-    with our warm timing). Three rounds in alternating order: clocks drift between
-    back-to-back measurements of a matmul."""
+    ~1 ms do_bench also counts L2's write-back: see flush_write_back) and the profiler's kernel
+    time (CUPTI, warm, compared with our warm timing). Three rounds in alternating order: clocks
+    drift between back-to-back measurements of a matmul."""
     from triton.testing import do_bench
 
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
