@@ -54,7 +54,7 @@ def test_prefill_lm_head_last_or_all_positions():
         assert sum(r.macs for r in head) == 2 * rows * 64 * 1000
 
 
-def test_generation_measured_and_predicted_on_cpu():
+def test_generation_measured_and_predicted_on_cpu(capsys):
     cfg = M.from_hf_dict(TINY, "tiny")
     ticks = []
     r = GN.measure(cfg, 2, 24, 3, CEIL, "cpu", dtype="fp32", costs=COSTS,
@@ -72,6 +72,15 @@ def test_generation_measured_and_predicted_on_cpu():
     assert d["predicted_over_kernel"] == d["predicted_kernels_s"] / d["kernel_s"]
     assert p["kernel_busy_fraction"] == p["kernel_s"] / p["device_s"]
     assert p["host_bound"] == (p["kernel_busy_fraction"] < GN.HOST_BOUND)
+    from rooflab.report import console
+
+    p.update(host_bound=True, kernel_busy_fraction=0.44)  # as Qwen3-8B's B=1 x 512 prefill
+    d["host_bound"] = False
+    capsys.readouterr()
+    console.generation(r)
+    shown = capsys.readouterr().out
+    assert "prefill: bound by the host (kernels busy 44% of its device time)" in shown
+    assert "eager decode step: bound" not in shown
 
 
 def test_model_measure_cli(tmp_path, monkeypatch):
