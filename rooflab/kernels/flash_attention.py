@@ -45,14 +45,17 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 if triton is not None:
     @triton.jit
     def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
-               lo, hi, n_kv, delta, qk_scale, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               EVEN_N: tl.constexpr, UPCAST: tl.constexpr):
+               lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
+               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
         for start_n in range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             kv_mask = cols[:, None] < n_kv
-            if EVEN_N:
+            if TMA:  # k_base, v_base: descriptors; rows past the end load as 0 (masked below)
+                k = k_base.load([b, hk, start_n, 0]).reshape(BLOCK_N, offs_d.shape[0])
+                v = v_base.load([b, hk, start_n, 0]).reshape(BLOCK_N, offs_d.shape[0])
+            elif EVEN_N:
                 k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :])
                 v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
             else:
@@ -79,7 +82,10 @@ if triton is not None:
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr):
+                  CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
+                  TMA: tl.constexpr):
+        # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
+        # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
         b, h = bh // H, bh % H
@@ -87,11 +93,16 @@ if triton is not None:
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
-        q_base = Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
-        k_base = K + b.to(tl.int64) * skb + hk.to(tl.int64) * skh
-        v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
-        q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :],
-                    mask=offs_m[:, None] < n_q, other=0.0)   # read the Q tile once
+        if TMA:
+            q = Q.load([b, h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+            k_base, v_base = K, V
+        else:
+            q_base = Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+            k_base = K + b.to(tl.int64) * skb + hk.to(tl.int64) * skh
+            v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
+            q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :],
+                        mask=offs_m[:, None] < n_q, other=0.0)   # read the Q tile once
+        out_dtype = q.dtype
         if UPCAST:
             q = q.to(tl.float32)
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -104,21 +115,25 @@ if triton is not None:
             band_lo = tl.maximum(((start_m * BLOCK_M + delta) // BLOCK_N) * BLOCK_N, 0)
             band_hi = tl.minimum((start_m + 1) * BLOCK_M + delta, n_kv)
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, band_lo, n_kv, delta, qk_scale, BLOCK_N, False, True,
-                                   UPCAST)
+                                   offs_d, 0, band_lo, n_kv, delta, qk_scale, b, hk, BLOCK_N,
+                                   False, True, UPCAST, TMA)
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, band_lo, band_hi, n_kv, delta, qk_scale, BLOCK_N, True,
-                                   EVEN_N, UPCAST)
+                                   offs_d, band_lo, band_hi, n_kv, delta, qk_scale, b, hk,
+                                   BLOCK_N, True, EVEN_N, UPCAST, TMA)
         else:
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, n_kv, n_kv, delta, qk_scale, BLOCK_N, False, EVEN_N,
-                                   UPCAST)
+                                   offs_d, 0, n_kv, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
+                                   EVEN_N, UPCAST, TMA)
         acc = acc / l_i[:, None]
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
-        o_base = O + b.to(tl.int64) * sob + h.to(tl.int64) * soh
-        tl.store(o_base + offs_m[:, None] * som + offs_d[None, :], acc.to(O.dtype.element_ty),
-                 mask=offs_m[:, None] < n_q)             # write the O tile once
+        if TMA:  # rows past n_q are clipped by the descriptor
+            O.store([b, h, start_m * BLOCK_M, 0],
+                    acc.to(out_dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
+        else:
+            o_base = O + b.to(tl.int64) * sob + h.to(tl.int64) * soh
+            tl.store(o_base + offs_m[:, None] * som + offs_d[None, :], acc.to(out_dtype),
+                     mask=offs_m[:, None] < n_q)         # write the O tile once
 
 
 # --- 3. the launcher -------------------------------------------------------------------------
@@ -159,6 +174,26 @@ def checked(q, k, v, causal: bool, name: str):
     return (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
 
 
+def tma_ok(*tensors) -> bool:
+    """Whether Hopper's tensor memory accelerator can move these tiles: a GPU of compute
+    capability 9 or later (or the interpreter), 16-byte aligned addresses and strides."""
+    if not INTERPRET and not (torch.cuda.is_available() and
+                              torch.cuda.get_device_capability()[0] >= 9):
+        return False
+    return all(t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0
+                                              for s in t.stride()[:-1]) for t in tensors)
+
+
+def descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
+    """(B, H, N, D) descriptors of q, k, v, o, tiles of one head's BLOCK rows x D."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    def desc(t, rows):
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
+
+    return desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m)
+
+
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
@@ -171,13 +206,16 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     for i, chosen in enumerate(configs):
         c = dict(chosen)
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
+        tma = c.pop("TMA", False) and tma_ok(q, k, v, o)
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
-                q, k, v, o, lse, scale if scale is not None else d ** -0.5,
+                *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
+                lse, scale if scale is not None else d ** -0.5,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
-                EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
+                EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
+                **c)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
