@@ -121,3 +121,28 @@ def test_generation_on_the_gpu_with_a_cuda_graph():
     assert "graph_error" not in d, d.get("graph_error")
     assert d["graph_device_s"] > 0 and d["graph_loop_s"] > 0
     assert r["memory_measured_peak_bytes"] > r["memory_predicted"]["weights_bytes"]
+
+
+@pytest.mark.gpu
+def test_a_full_sliding_window_cache_is_captured_in_a_cuda_graph():
+    """gemma's sliding layers, window full (48 prompt tokens, a window of 16): HF makes an index
+    tensor from Python data at every step, which capture refuses unless it is made once."""
+    cfg = M.from_hf_dict(TINY, "tiny-gemma")
+    r = GN.measure(cfg, 2, 48, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
+    assert "graph_error" not in r["decode"], r["decode"].get("graph_error")
+    assert r["decode"]["graph_device_s"] > 0
+
+
+def test_constants_made_once_only_inside_and_only_for_small_device_data():
+    real = torch.tensor
+    with GN.constants_made_once() as made:
+        a = torch.tensor([-1], dtype=int, device="cpu")
+        assert torch.tensor([-1], dtype=int, device="cpu") is a  # made once
+        assert torch.tensor([-2], dtype=int, device="cpu") is not a
+        assert torch.tensor([-1], device="cpu") is not a  # another dtype
+        assert torch.tensor([-1]) is not torch.tensor([-1])  # no device given: not cached
+        big = list(range(100))
+        assert torch.tensor(big, device="cpu") is not torch.tensor(big, device="cpu")
+        assert len(made) == 3
+    assert torch.tensor is real
+    assert torch.tensor([-1], dtype=int, device="cpu") is not a

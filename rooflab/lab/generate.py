@@ -17,6 +17,7 @@ largest prefill transient.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import time as _time
@@ -154,6 +155,36 @@ class Generation:
         self.pos.add_(1)
 
 
+@contextlib.contextmanager
+def constants_made_once():
+    """Inside: torch.tensor(small Python data, device=GPU) returns the tensor made the first
+    time for the same data, dtype and device. During CUDA-graph capture a tensor made from
+    Python data is a copy from pageable host memory, which capture refuses; HF's sliding-window
+    cache makes one (index = torch.tensor([-1], device=...)) at every step once its window is
+    full. The first call (the warm-up before capture) makes it, capture reuses it; HF never
+    writes to it. Larger data is not cached."""
+    made: dict = {}
+    real = torch.tensor
+
+    def tensor(data, *args, **kwargs):
+        small = isinstance(data, (list, tuple)) and len(data) <= 16 and all(
+            isinstance(x, (int, float, bool)) for x in data)
+        if not small or kwargs.get("device") is None or args:
+            return real(data, *args, **kwargs)
+        key = (tuple(data), str(kwargs.get("dtype")), str(kwargs["device"]),
+               tuple(sorted((k, str(v)) for k, v in kwargs.items() if k not in ("dtype",
+                                                                              "device"))))
+        if key not in made:
+            made[key] = real(data, *args, **kwargs)
+        return made[key]
+
+    torch.tensor = tensor
+    try:
+        yield made
+    finally:
+        torch.tensor = real
+
+
 def _group(module: str) -> str:
     m = re.search(r"layers\.(\d+)\.", module + ".")
     if m:
@@ -264,11 +295,13 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
                          "bytes": dec["bytes"], "kernels_counted": dec["kernels"]}
         if graph and device == "cuda":
             try:
-                replay = capture_graph(gen.step)
+                with constants_made_once():
+                    replay = capture_graph(gen.step)
                 g = time(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
                          name="decode step (graph)")
                 out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
-                adv = capture_graph(gen.advance)
+                with constants_made_once():
+                    adv = capture_graph(gen.advance)
                 gen.rewind(seq)
                 out["decode"]["graph_loop_s"] = _loop_s(adv, new_tokens, device)
             except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
