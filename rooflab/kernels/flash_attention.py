@@ -102,7 +102,7 @@ if triton is not None:
             v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
             q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :],
                         mask=offs_m[:, None] < n_q, other=0.0)   # read the Q tile once
-        out_dtype = q.dtype
+        out_dtype = q.dtype                              # O's, as Q's before any upcast
         if UPCAST:
             q = q.to(tl.float32)
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -132,8 +132,8 @@ if triton is not None:
                     acc.to(out_dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
         else:
             o_base = O + b.to(tl.int64) * sob + h.to(tl.int64) * soh
-            tl.store(o_base + offs_m[:, None] * som + offs_d[None, :], acc.to(out_dtype),
-                     mask=offs_m[:, None] < n_q)         # write the O tile once
+            tl.store(o_base + offs_m[:, None] * som + offs_d[None, :],
+                     acc.to(O.dtype.element_ty), mask=offs_m[:, None] < n_q)  # the O tile, once
 
 
 # --- 3. the launcher -------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     for i, chosen in enumerate(configs):
         c = dict(chosen)
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
-        tma = c.pop("TMA", False) and tma_ok(q, k, v, o)
+        tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
