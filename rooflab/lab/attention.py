@@ -57,20 +57,15 @@ def implementation(name: str, device: str):
             return None, f"SDPA's {name} backend needs CUDA"
         fn = _sdpa(name)
         return (fn, None) if fn else (None, f"this PyTorch has no {name} SDPA backend")
-    if name == "triton":
+    if name in ("triton", "triton_decode"):
         if device != "cuda":
             return None, "rooflab's Triton kernel needs a GPU (CI checks it under the interpreter)"
         from rooflab.kernels import flash_attention as FA
+        from rooflab.kernels import flash_decoding as FD
         if FA.triton is None:
             return None, FA.TRITON_MISSING
-        return (lambda q, k, v, causal: FA.flash_attention(q, k, v, causal)[0]), None
-    if name == "triton_decode":
-        if device != "cuda":
-            return None, "rooflab's Triton kernel needs a GPU (CI checks it under the interpreter)"
-        from rooflab.kernels import flash_decoding as FD
-        if FD.triton is None:
-            return None, FD.TRITON_MISSING
-        return (lambda q, k, v, causal: FD.flash_decode(q, k, v, causal)[0]), None
+        kernel = FA.flash_attention if name == "triton" else FD.flash_decode
+        return (lambda q, k, v, causal: kernel(q, k, v, causal)[0]), None
     if name == "flash_attn":
         try:
             from flash_attn import flash_attn_func

@@ -171,9 +171,7 @@ def constants_made_once():
             isinstance(x, (int, float, bool)) for x in data)
         if not small or kwargs.get("device") is None or args:
             return real(data, *args, **kwargs)
-        key = (tuple(data), str(kwargs.get("dtype")), str(kwargs["device"]),
-               tuple(sorted((k, str(v)) for k, v in kwargs.items() if k not in ("dtype",
-                                                                              "device"))))
+        key = (tuple(data), repr(sorted(kwargs.items())))  # the data, dtype, device, ...
         if key not in made:
             made[key] = real(data, *args, **kwargs)
         return made[key]

@@ -156,10 +156,9 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     records = [r for r in c.records if "all_reduce" not in r.op and "allreduce" not in r.op]
     compute = sum(d["predicted_s"] for d in
                   LM.predict(records, ceil, cfg.dtype, costs, cfg.family).values())
-    message = phase.tokens * cfg.hidden * 2
-    comm = P.ALL_REDUCES_PER_LAYER * P.collective_time_s(collective, "all_reduce", message)
-    row.update(predicted_compute_s=compute, predicted_communication_s=comm,
-               predicted_s=compute + comm, message_bytes=message)
+    comm = P.communication(cfg, phase, world, measured=collective)  # the layer's all-reduces
+    row.update(predicted_compute_s=compute, predicted_communication_s=comm["predicted_s"],
+               predicted_s=compute + comm["predicted_s"], message_bytes=comm["message_bytes"])
     rows = [None] * world
     dist.all_gather_object(rows, row)
     if rank == 0:
