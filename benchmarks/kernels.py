@@ -155,6 +155,8 @@ TMA_TILES = [  # tried through tensor descriptors beside the default tiles (roof
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
     {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "WS": True},
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "WS": True},
 ]
 
 
@@ -169,7 +171,8 @@ def flash() -> list[dict]:
         flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
         r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
              "causal": causal}
-        tma = {f"triton_tma_m{c['BLOCK_M']}n{c['BLOCK_N']}w{c['num_warps']}s{c['num_stages']}":
+        tma = {f"triton_tma_m{c['BLOCK_M']}n{c['BLOCK_N']}w{c['num_warps']}s{c['num_stages']}"
+               f"{'_ws' if c.get('WS') else ''}":
                (lambda c=c: FA.flash_attention(q, k, v, causal, cfg={**c, "TMA": True}))
                for c in (FA.config(d, causal), *TMA_TILES) if d < 256 or c["BLOCK_N"] <= 64}
         for name, fn in [("triton", lambda: FA.flash_attention(q, k, v, causal)), *tma.items(),

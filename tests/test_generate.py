@@ -1,5 +1,6 @@
 """A whole model: built from its config (meta device, exact parameter counts), its memory
 predicted (exact integers), generating on the CPU with its prediction beside it."""
+import dataclasses
 import json
 
 import pytest
@@ -104,7 +105,7 @@ def test_prediction_adds_the_gap_between_kernels_once_per_kernel():
         g = GN.Generation(cfg, 1, 8, 2, "cpu", "fp32")
         with count.Counter(g.model) as c:
             g.step()
-    gapped = OC.OpCosts("test", COSTS.floor_s, COSTS.generic_elements_per_s, gap_s=1e-6)
+    gapped = dataclasses.replace(COSTS, gap_s=1e-6)  # the same costs, attention rates included
     plain, with_gap = GN.predict(c.records, CEIL, "fp32", COSTS), GN.predict(c.records, CEIL,
                                                                             "fp32", gapped)
     assert with_gap["kernels"] == plain["kernels"] > 50  # a whole model: many kernels

@@ -69,14 +69,16 @@ def test_flash_attention_matches_fp64(device, shape, dtype, causal):
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_through_tensor_descriptors(monkeypatch, device, shape, causal):
-    """The TMA path (Hopper's tensor memory accelerator): same answers, ragged edges included."""
+@pytest.mark.parametrize("ws", [False, True])
+def test_flash_attention_through_tensor_descriptors(monkeypatch, device, shape, causal, ws):
+    """The TMA path (Hopper's tensor memory accelerator), with and without warp specialization:
+    same answers, ragged edges included."""
     if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs compute capability 9 or later")
     made = []
     real = FA.descriptors
     monkeypatch.setattr(FA, "descriptors", lambda *a: made.append(1) or real(*a))
-    cfg = {**FA.config(shape[4], causal), "TMA": True}
+    cfg = {**FA.config(shape[4], causal), "TMA": True, "WS": ws}
     b, h, lq, lkv, d, hkv = shape
     e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device=device, seed=lq + d,
                   kernel=lambda q, k, v, c: FA.flash_attention(

@@ -73,11 +73,22 @@ def test_predicted_time_is_floor_plus_the_slowest_limit():
     assert costs.predict_s(bcast, peak, bw) == pytest.approx(1e-6 + x.numel() / 1e9)
 
 
+def test_roll_is_indexed_and_takes_its_own_rate():
+    """torch.roll (a sliding-window cache's step) computes a source index per element."""
+    r = _one(lambda: torch.roll(x, -1, 1))
+    assert (OC.op_class(r), OC.path(r)) == ("indexed", "")
+    costs = OC.OpCosts("test", {c: 1e-6 for c in OC.CLASSES}, {4: 1e9})
+    assert costs.predict_s(r, 1e12, 1e12) == pytest.approx(1e-6 + r.bytes / 1e12)  # unmeasured
+    costs.indexed_elements_per_s = {2: 1e9, 4: 5e8}
+    assert costs.predict_s(r, 1e12, 1e12) == pytest.approx(1e-6 + x.numel() / 5e8)
+
+
 def test_measured_on_the_cpu():
     costs = OC.measure("cpu")
     assert set(costs.floor_s) == set(OC.CLASSES)
     assert all(0 < s < 1e-2 for s in costs.floor_s.values())
-    assert set(costs.generic_elements_per_s) == set(costs.generic_copy_elements_per_s) == {2, 4}
+    assert (set(costs.generic_elements_per_s) == set(costs.generic_copy_elements_per_s) ==
+            set(costs.indexed_elements_per_s) == {2, 4})
     assert all(r > 1e6 for r in costs.generic_elements_per_s.values())
     assert all(r > 1e6 for r in costs.generic_copy_elements_per_s.values())
 
@@ -91,3 +102,53 @@ def test_measured_on_the_gpu():
     assert costs.floor_s["attention"] > costs.floor_s["elementwise"]
     assert all(1e10 < r < 1e13 for r in costs.generic_elements_per_s.values())
     assert all(1e10 < r < 1e13 for r in costs.generic_copy_elements_per_s.values())
+
+
+def _attention(**kw) -> count.OpRecord:
+    qq, kk = torch.randn(2, 4, kw.pop("lq", 64), 32), torch.randn(2, 4, 64, 32)
+    (r,) = [r for r in _records(lambda: torch.nn.functional.scaled_dot_product_attention(
+        qq, kk, kk, **kw)) if OC.op_class(r) == "attention"]
+    return r
+
+
+def test_attention_kinds_are_told_apart_by_mask_causality_and_phase():
+    keys = [OC.attention_key(_attention(**kw)) for kw in (
+        {}, {"is_causal": True}, {"attn_mask": torch.zeros(2, 1, 64, 64)}, {"lq": 1},
+        {"lq": 16}, {"lq": 17})]
+    op = keys[0].split()[0]
+    assert keys == [f"{op} d32 32-bit {m} {p}" for m, p in (
+        ("none", "prefill"), ("causal", "prefill"), ("mask", "prefill"), ("none", "decode"),
+        ("none", "decode"), ("none", "prefill"))]
+
+
+def test_a_measured_attention_rate_replaces_the_ceiling_of_its_bound():
+    costs = OC.OpCosts("test", {c: 1e-6 for c in OC.CLASSES}, {4: 1e9})
+    pre, dec = _attention(), _attention(lq=1)
+    peak, bw = 1e12, 1e12
+    assert costs.predict_s(pre, peak, bw) == pytest.approx(1e-6 + pre.flops / peak)  # unmeasured
+    costs.attention[OC.attention_key(pre)] = {"bound": "compute", "flops_per_s": 1e11}
+    costs.attention[OC.attention_key(dec)] = {"bound": "memory", "bytes_per_s": 1e9}
+    assert costs.predict_s(pre, peak, bw) == pytest.approx(1e-6 + pre.flops / 1e11)
+    assert costs.predict_s(dec, peak, bw) == pytest.approx(1e-6 + OC.attention_bytes(dec) / 1e9)
+
+
+def test_attention_bytes_expand_broadcast_heads():
+    """K/V heads as a broadcast view (one head read by 4): the counter holds one copy, the
+    decode kernel streams one per query head."""
+    qq, kv = torch.randn(2, 4, 1, 32), torch.randn(2, 1, 64, 32).expand(2, 4, 64, 32)
+    (r,) = [r for r in _records(lambda: torch.nn.functional.scaled_dot_product_attention(
+        qq, kv, kv)) if OC.op_class(r) == "attention"]
+    out = 2 * 4 * 1 * 32 * 4
+    assert OC.attention_bytes(r) == (qq.numel() + 2 * kv.numel()) * 4 + r.bytes_written
+    assert r.bytes_written >= out and r.bytes < OC.attention_bytes(r)
+
+
+def test_attention_rates_are_measured_once_per_kind_on_the_cpu():
+    rs = [_attention(), _attention(), _attention(lq=1), _attention(is_causal=True)]
+    costs = OC.measure_attention(OC.OpCosts("cpu", {}, {}), rs, "cpu")
+    assert set(costs.attention) == {OC.attention_key(r) for r in rs} and len(costs.attention) == 3
+    for key, a in costs.attention.items():
+        assert a["bound"] == ("memory" if key.endswith("decode") else "compute")
+        assert a["flops_per_s"] > 0 and a["bytes_per_s"] > 0
+    # the reference is counted by the same rules: a decode reads its 4-head cache of 256 keys
+    assert costs.attention[OC.attention_key(rs[2])]["reference"] == "8x4x1x32 q, 256 keys"

@@ -46,10 +46,12 @@ if triton is not None:
     @triton.jit
     def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
                lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
+               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
+               WS: tl.constexpr):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
-        for start_n in range(lo, hi, BLOCK_N):
+        # WS: warp specialization (some warps load, others compute), an experiment with TMA
+        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
             cols = start_n + offs_n
             kv_mask = cols[:, None] < n_kv
             if TMA:  # k_base, v_base: descriptors; rows past the end load as 0 (masked below)
@@ -83,7 +85,7 @@ if triton is not None:
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr):
+                  TMA: tl.constexpr, WS: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         start_m = tl.program_id(0)
@@ -116,14 +118,14 @@ if triton is not None:
             band_hi = tl.minimum((start_m + 1) * BLOCK_M + delta, n_kv)
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                    offs_d, 0, band_lo, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                                   False, True, UPCAST, TMA)
+                                   False, True, UPCAST, TMA, WS)
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                    offs_d, band_lo, band_hi, n_kv, delta, qk_scale, b, hk,
-                                   BLOCK_N, True, EVEN_N, UPCAST, TMA)
+                                   BLOCK_N, True, EVEN_N, UPCAST, TMA, WS)
         else:
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                    offs_d, 0, n_kv, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                                   EVEN_N, UPCAST, TMA)
+                                   EVEN_N, UPCAST, TMA, WS)
         acc = acc / l_i[:, None]
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
@@ -207,6 +209,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         c = dict(chosen)
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
         tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
+        ws = c.pop("WS", False) and tma
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
@@ -215,7 +218,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                 EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
-                **c)
+                WS=ws, **c)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU

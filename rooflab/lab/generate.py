@@ -257,10 +257,12 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
         tick()
         with count.Counter(gen.model) as c:
             gen.prefill()
-        pre = predict(c.records, ceil, dtype, costs)
+        pre_records = c.records
         with count.Counter(gen.model) as c:
             gen.step()
-        dec = predict(c.records, ceil, dtype, costs)
+        OC.measure_attention(costs, pre_records + c.records, device)
+        pre, dec = (predict(rs, ceil, dtype, costs) for rs in (pre_records, c.records))
+        out["op_costs"] = costs.as_dict()
         tick()
         ttft = time(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
                     name="prefill")

@@ -130,6 +130,7 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
     costs = costs or OC.measure(device)
     with torch.no_grad(), count.Counter(layer) as counter:  # no_grad: composites decompose
         call()
+    OC.measure_attention(costs, counter.records, device)
     with torch.inference_mode():
         wall = time(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
                     name=f"{phase.kind} layer")

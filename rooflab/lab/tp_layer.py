@@ -17,6 +17,7 @@ import torch
 from rooflab import count, hf
 from rooflab import models as M
 from rooflab import parallel as P
+from rooflab.measure import op_classes as OC
 from rooflab.measure.collectives import free_port
 
 HOOKED = ("self_attn.o_proj", "mlp.down_proj")  # row-parallel: each rank holds a partial sum
@@ -154,6 +155,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
         with count.Counter(layer) as c:
             call()
     records = [r for r in c.records if "all_reduce" not in r.op and "allreduce" not in r.op]
+    OC.measure_attention(costs, records, dev)
     compute = sum(d["predicted_s"] for d in
                   LM.predict(records, ceil, cfg.dtype, costs, cfg.family).values())
     comm = P.communication(cfg, phase, world, measured=collective)  # the layer's all-reduces

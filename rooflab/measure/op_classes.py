@@ -4,8 +4,8 @@ The roofline's two ceilings (matmul FLOP/s, copy bandwidth) are reached by large
 contiguous, vectorized elementwise kernels. Two more things decide the time of the many small or
 oddly laid-out kernels an eager layer launches, and both are measured here:
 
-- a floor: the device time of a tiny kernel of each class (elementwise, generic, reduction,
-  matmul, attention), replayed in a CUDA graph so launch gaps do not hide it;
+- a floor: the device time of a tiny kernel of each class (elementwise, generic, indexed,
+  reduction, matmul, attention), replayed in a CUDA graph so launch gaps do not hide it;
 - the element rate of PyTorch's non-vectorized elementwise loops. TensorIterator runs an op as
   a vectorized kernel only when every operand is dense in the output's order and no input is
   narrower than the output. A broadcast operand (x * rms[..., None]), a transposed or sliced
@@ -14,14 +14,25 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   element. Both are limited by elements per second rather than by bytes ("generic" below). The
   rate is measured on a broadcast multiply, per element size, and again on a copy from a
   broadcast source (what repeat_kv's expand + reshape runs): the loop computes an offset per
-  operand, and a copy has two operands where a multiply has three.
+  operand, and a copy has two operands where a multiply has three. torch.roll's kernel
+  computes each source index with modulo arithmetic and is slower still: it has a rate of its
+  own ("indexed").
 
 A counted op (count.OpRecord) is predicted to take
-    floor[class] + max(flops / peak, bytes / copy bandwidth, elements / generic rate),
-the last term for the generic class only.
+    floor[class] + max(flops / peak, bytes / copy bandwidth, elements / rate of its class),
+the last term for the generic and indexed classes only.
+
+Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
+more than a matmul's does: cuDNN's causal prefill at head dim 128 comes near the matmul peak,
+while a prefill with an arbitrary (sliding-window) mask at head dim 256 reaches a third of it.
+So each kind of attention op met (attention_key: backend op, head dim, element size, mask or
+causal, prefill or decode) gets its own rate, measured once on a reference shape of that kind
+(measure_attention): FLOP/s for a prefill, which replaces the peak, and bytes/s for a decode
+(attention_bytes), which replaces the copy bandwidth.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -32,19 +43,24 @@ from rooflab import count
 from rooflab.measure import profile as P
 from rooflab.measure.timer import capture_graph, time
 
-CLASSES = ("elementwise", "generic", "reduction", "matmul", "attention")
+CLASSES = ("elementwise", "generic", "indexed", "reduction", "matmul", "attention")
 MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm", "matmul"}
 ATTENTION_OPS = {p.__name__ for p in count.SDPA_OPS}
 REDUCTION_OPS = {p.__name__ for p in count.REDUCTIONS} | {"_softmax", "softmax", "_safe_softmax",
                                                            "_log_softmax"}
 CONCAT_OPS = {"cat", "stack"}
 COPY_OPS = {"clone", "copy_", "contiguous", "_to_copy"}
+# kernels that compute each element's source index with modulo arithmetic (torch.roll, which a
+# sliding-window cache runs at every step): limited by elements per second, at their own rate
+INDEXED_OPS = {"roll"}
 
 
 def op_class(r: count.OpRecord) -> str:
     """The kernel class of a counted op (see the module docstring)."""
     if r.op in MATMUL_OPS:
         return "matmul"
+    if r.op in INDEXED_OPS:
+        return "indexed"
     if r.op in ATTENTION_OPS:
         return "attention"
     if r.op in REDUCTION_OPS:
@@ -75,6 +91,10 @@ class OpCosts:
     gap_s: float = 0.0
     # element size -> the generic loop's rate on a copy (two operands), where measured
     generic_copy_elements_per_s: dict[int, float] = field(default_factory=dict)
+    # attention_key -> {"bound", "flops_per_s", "bytes_per_s", "reference"}, where measured
+    attention: dict[str, dict] = field(default_factory=dict)
+    # element size -> torch.roll's rate (the indexed class), where measured
+    indexed_elements_per_s: dict[int, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -82,17 +102,106 @@ class OpCosts:
     def generic_rate(self, itemsize: int, copy: bool = False) -> float:
         rates = (self.generic_copy_elements_per_s if copy and self.generic_copy_elements_per_s
                  else self.generic_elements_per_s)
-        near = min(sorted(rates), key=lambda s: (abs(s - itemsize), s))
-        return rates[near]
+        return _nearest(rates, itemsize)
 
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
+        a = self.attention.get(attention_key(r)) if cls == "attention" else None
+        if a and a["bound"] == "compute":
+            peak_flops_per_s = a["flops_per_s"]
         t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
+        if a and a["bound"] == "memory":
+            t = max(r.flops / peak_flops_per_s, attention_bytes(r) / a["bytes_per_s"])
         if cls == "generic":
             copy = r.op in COPY_OPS and r.in_itemsize == r.itemsize  # not a widening cast
             t = max(t, r.out_elements / self.generic_rate(r.itemsize, copy))
+        if cls == "indexed" and self.indexed_elements_per_s:
+            t = max(t, r.out_elements / _nearest(self.indexed_elements_per_s, r.itemsize))
         return self.floor_s[cls] + t
+
+
+def _nearest(rates: dict[int, float], itemsize: int) -> float:
+    """The rate measured for the element size nearest ``itemsize`` (the smaller on a tie)."""
+    return rates[min(sorted(rates), key=lambda s: (abs(s - itemsize), s))]
+
+
+DECODE_MAX_Q = 16  # an attention op with at most this many queries per sequence is a decode
+
+
+def attention_key(r: count.OpRecord) -> str:
+    """What decides an attention kernel's speed: the backend op, head dim, element size, mask
+    (an attention-bias operand), causal (fewer FLOPs than dense) and phase."""
+    (*lead, lq, d), lkv, dv = r.shapes[0], r.shapes[1][-2], r.shapes[2][-1]
+    dense = 2 * math.prod(lead) * lq * lkv * (d + dv)  # QK^T and PV, every pair
+    mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
+    phase = "decode" if lq <= DECODE_MAX_Q else "prefill"
+    return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} {phase}"
+
+
+def attention_bytes(r: count.OpRecord) -> int:
+    """Bytes of every operand as its shape says, views expanded: what a decode kernel streams.
+    (Where K/V heads are a broadcast view, the counter's bytes hold one copy, but each query
+    head's program reads its own: cuDNN's decode over 4 views of one KV head takes the time of 4.)"""
+    return sum(math.prod(s) for s in r.shapes) * r.itemsize + r.bytes_written
+
+
+def _attention_reference(r: count.OpRecord, device: str) -> Callable:
+    """A call of the same kind as ``r`` on a reference shape, on a GPU: 32 query heads (at least
+    one sequence) of 4096 tokens (prefill), or 512 query heads (enough programs to fill the GPU
+    several times over, as a batched decode does) of r's queries against 4096 cached keys
+    (decode); on a CPU 32 heads of 256 tokens. The same backend is forced; a mask is a float
+    bias of zeros (the kernels read it whatever it holds)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q_shape, k_shape = r.shapes[0], r.shapes[1]
+    heads, kv_heads, d = q_shape[-3], k_shape[-3], q_shape[-1]
+    key = attention_key(r)
+    n = 4096 if device == "cuda" else 256
+    decode = key.endswith("decode")
+    lq = q_shape[-2] if decode else n
+    batch = max(1, (512 if decode and device == "cuda" else 32) // heads)
+    dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+    q = torch.randn(batch, heads, lq, d, device=device, dtype=dtype)
+    k, v = (torch.randn(batch, kv_heads, n, d, device=device, dtype=dtype) for _ in range(2))
+    mask = (torch.zeros(batch, 1, lq, n, device=device, dtype=dtype) if " mask " in key
+            else None)
+    causal = " causal " in key
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+               "flash": SDPBackend.FLASH_ATTENTION}
+    chosen = [b for name, b in backend.items() if name in r.op] or list(backend.values())
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def call():
+        with sdpa_kernel(chosen):
+            return sdpa(q, k, v, attn_mask=mask, is_causal=causal,
+                        enable_gqa=kv_heads != heads)
+    return call
+
+
+def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
+    """Adds to ``costs`` the rate of each kind of attention op in ``records`` not yet measured:
+    its reference call (_attention_reference) counted and timed (L2 flushed). A kind whose
+    reference cannot run here (a backend that refuses the shape) keeps the roofline's terms."""
+    for r in records:
+        key = attention_key(r) if op_class(r) == "attention" else None
+        if key is None or key in costs.attention:
+            continue
+        call = _attention_reference(r, device)
+        try:
+            with torch.no_grad(), count.Counter() as c:
+                call()
+            t = time(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
+                     device=device, name=f"attention {key}").device_s
+        except RuntimeError:
+            costs.attention[key] = {}
+            continue
+        (ref,) = [x for x in c.records if op_class(x) == "attention"]
+        costs.attention[key] = {
+            "bound": "memory" if key.endswith("decode") else "compute",
+            "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
+            "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
+    return costs
 
 
 CHAIN = 8  # tiny kernels per measured chain
@@ -111,7 +220,7 @@ def _tiny_ops(device: str) -> dict[str, Callable]:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     return {"elementwise": lambda: x * x, "generic": lambda: x * col,
             "reduction": lambda: x.mean(-1), "matmul": lambda: xm @ w,
-            "attention": lambda: sdpa(q, kv, kv)}
+            "attention": lambda: sdpa(q, kv, kv), "indexed": lambda: torch.roll(x, 1, 0)}
 
 
 def tiny_kernel_s(fn, device: str) -> float:
@@ -142,6 +251,14 @@ def generic_copy_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     t = time(lambda: dst.copy_(wide), warmup=3, budget_s=0.2, device=device,
              name="broadcast copy")
     return dst.numel() / t.device_s
+
+
+def roll_rate(device: str, dtype: torch.dtype, elements: int) -> float:
+    """Elements per second of torch.roll by one row of (batch, 512, 256), as a sliding-window
+    cache rolls its keys: the indexed class."""
+    a = torch.randn(elements // (512 * 256), 512, 256, device=device, dtype=dtype)
+    t = time(lambda: torch.roll(a, -1, -2), warmup=3, budget_s=0.2, device=device, name="roll")
+    return a.numel() / t.device_s
 
 
 def graph_gap_s(fn, kernels: int = 256) -> float:
@@ -178,6 +295,7 @@ def measure(device: str) -> OpCosts:
     dtypes = (torch.float32, torch.bfloat16)
     rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n) for dt in dtypes}
     copy_rates = {torch.finfo(dt).bits // 8: generic_copy_rate(device, dt, n) for dt in dtypes}
+    roll_rates = {torch.finfo(dt).bits // 8: roll_rate(device, dt, n) for dt in dtypes}
     gap = (statistics.median(graph_gap_s(fn) for fn in ops.values()) if device == "cuda"
            else 0.0)
-    return OpCosts(device, floors, rates, gap, copy_rates)
+    return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates)
