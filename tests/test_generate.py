@@ -82,6 +82,9 @@ def test_generation_measured_and_predicted_on_cpu(capsys):
     shown = capsys.readouterr().out
     assert "prefill: bound by the host (kernels busy 44% of its device time)" in shown
     assert "eager decode step: bound" not in shown
+    kinds = r["op_costs"]["attention"]  # the prefill's and the decode's, each measured once
+    assert {k.split()[-1] for k in kinds} == {"prefill", "decode"}
+    assert all(k in shown for k in kinds) and "FLOP/s" in shown and "B/s" in shown
 
 
 def test_model_measure_cli(tmp_path, monkeypatch):

@@ -274,3 +274,25 @@ def test_decode_answer_explains_a_point_above_the_copy_ceiling():
     assert "Above 100%: the ceiling is a copy" in text
     dec["rows"][0]["fraction_of_copy_bw"] = 0.97
     assert "Above 100%" not in P5.decode_answer(dec, R.Roof("H200", 7.6e14, 4.25e12))["text"]
+
+
+def test_part3_names_every_measured_rate(cpu_report):
+    """Answer 3.3 shows what the roofline misses from the run's own op costs: floors, the
+    generic and roll rates, and each kind of attention kernel's rate (here the CPU's)."""
+    from rooflab.lab.parts.p3_layer import op_costs_text
+    _, res = cpu_report
+    p3 = res["parts"]["3"]["result"]
+    oc = p3["data"]["measured"][-1]["op_costs"]
+    text = p3["answers"]["3.3"]["text"]
+    assert op_costs_text(oc) in text and "torch.roll" in text
+    kinds = [k for k, a in oc["attention"].items() if a]
+    assert kinds and all(k in text for k in kinds)
+    one = {"floor_s": {"matmul": 2e-6}, "generic_elements_per_s": {2: 4e11},
+           "attention": {"cudnn d256 16-bit mask prefill": {"bound": "compute",
+                                                            "flops_per_s": 2.71e14},
+                         "cudnn d256 16-bit mask decode": {"bound": "memory",
+                                                           "bytes_per_s": 3.5e12},
+                         "efficient d96 16-bit none decode": {}}}  # could not run: left out
+    t = op_costs_text(one)
+    assert "matmul 2.0 us" in t and "400 G elements/s at 2 bytes" in t and "roll" not in t
+    assert "mask prefill 271 TFLOP/s" in t and "mask decode 3.5 TB/s" in t and "d96" not in t

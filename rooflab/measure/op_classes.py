@@ -42,6 +42,7 @@ import torch
 from rooflab import count
 from rooflab.measure import profile as P
 from rooflab.measure.timer import capture_graph, time
+from rooflab.units import si
 
 CLASSES = ("elementwise", "generic", "indexed", "reduction", "matmul", "attention")
 MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm", "matmul"}
@@ -202,6 +203,14 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
             "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
             "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
     return costs
+
+
+def attention_summary(attention: dict[str, dict]) -> str:
+    """The measured attention rates in words: 'KEY 271 TFLOP/s; KEY 3.5 TB/s' (FLOP/s for a
+    prefill, bytes/s for a decode); kinds whose reference could not run are left out."""
+    return "; ".join(f"{k} " + (si(a["flops_per_s"], "FLOP/s") if a["bound"] == "compute"
+                                else si(a["bytes_per_s"], "B/s"))
+                     for k, a in sorted(attention.items()) if a)
 
 
 CHAIN = 8  # tiny kernels per measured chain

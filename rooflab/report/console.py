@@ -236,6 +236,8 @@ def analysis(d: dict) -> None:
 
 
 def generation(d: dict) -> None:
+    from rooflab.measure import op_classes as OC  # torch is loaded by now: it measured
+
     p, dec = d["prefill"], d["decode"]
     ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
     rows = [["prefill (TTFT)", secs(p["wall_s"]), secs(p["device_s"]), secs(p["predicted_s"]),
@@ -258,6 +260,9 @@ def generation(d: dict) -> None:
         if x.get("host_bound"):
             out.print(f"{name}: bound by the host (kernels busy {x['kernel_busy_fraction']:.0%} "
                       f"of its device time); read the prediction against the kernel time")
+    if OC.attention_summary(d["op_costs"].get("attention", {})):
+        out.print("attention kernels, each kind timed on a reference shape of its kind: "
+                  + OC.attention_summary(d["op_costs"]["attention"]))
     out.print(f"TTFT {secs(d['ttft_s'])}, TPOT {secs(d['tpot_s'])} (a loop of "
               f"{d['new_tokens']} steps), {d['tokens_per_s']:,.0f} tokens/s")
     if dec.get("graph_error"):

@@ -50,18 +50,8 @@ def run(ctx: Context) -> dict:
                                     mlp_fused, recipes),
                **questions_measured(measured, not_measured, ctx.device)}
     if measured:
-        oc = measured[0]["op_costs"]
-        answers["3.3"]["text"] += (
-            " What the plain roofline misses, measured on this device: the floor of one tiny "
-            "kernel (" + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in oc["floor_s"].items())
-            + ") and the element rate of PyTorch's generic elementwise loop, taken by broadcast, "
-            "transposed and widening ops (" + ", ".join(
-                f"{v / 1e9:.0f} G elements/s at {k} bytes"
-                for k, v in sorted(oc["generic_elements_per_s"].items())) + "; on a copy from a "
-            "broadcast source " + ", ".join(
-                f"{v / 1e9:.0f} G elements/s at {k} bytes"
-                for k, v in sorted(oc.get("generic_copy_elements_per_s", {}).items())) + ")." +
-            "".join(f" {n}." for n in roof_notes))
+        answers["3.3"]["text"] += op_costs_text(measured[-1]["op_costs"]) + "".join(
+            f" {n}." for n in roof_notes)
     return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B ({d1['bound']}-bound); "
                   f"prefill L=4096 at {p4k['intensity']:.0f} ({p4k['bound']}-bound)", {"model": cfg.as_dict(), "decode": dec,
                   "prefill": pre, "sweeps": sw, "measured": measured}, plots, answers, not_measured,
@@ -82,11 +72,33 @@ def run(ctx: Context) -> dict:
                                              "flops", "bytes", "predicted_s", "kernel_s", "why"])
                      for i, m in enumerate(measured[:2])]
                   + [table(f"p3_ops_{i}", f"Per op and shapes (the 20 slowest): {m['phase']} "
-                           f"B={m['batch']}, eager; op costs from the measured floors and the "
-                           "generic loop's rate", m["ops"][:20],
+                           f"B={m['batch']}, eager; op costs from the measured floors, the "
+                           "generic loop's rate and the attention rates", m["ops"][:20],
                            ["op", "class", "path", "calls", "bytes", "elements", "predicted_s",
                             "kernel_s"])
                      for i, m in enumerate(measured) if m["mode"] == "eager"])
+
+
+def op_costs_text(oc: dict) -> str:
+    """What the plain roofline misses, as measured on this device (op_classes.OpCosts)."""
+    def rates(d: dict) -> str:
+        return ", ".join(f"{v / 1e9:.0f} G elements/s at {k} bytes" for k, v in sorted(d.items()))
+
+    text = (" What the plain roofline misses, measured on this device: the floor of one tiny "
+            "kernel (" + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in oc["floor_s"].items())
+            + ") and the element rate of PyTorch's generic elementwise loop, taken by broadcast, "
+            f"transposed and widening ops ({rates(oc['generic_elements_per_s'])}; on a copy from "
+            f"a broadcast source {rates(oc.get('generic_copy_elements_per_s', {}))}).")
+    if oc.get("indexed_elements_per_s"):
+        text += (" torch.roll, which a sliding-window cache runs at every step, computes each "
+                 f"source index: {rates(oc['indexed_elements_per_s'])}.")
+    from rooflab.measure import op_classes as OC
+
+    kinds = OC.attention_summary(oc.get("attention", {}))
+    if kinds:
+        text += (" Each kind of attention kernel, on a reference shape of its kind (FLOP/s for "
+                 f"a prefill, bytes/s for a decode): {kinds}.")
+    return text
 
 
 def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[str]]:
