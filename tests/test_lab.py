@@ -285,14 +285,15 @@ def test_part3_names_every_measured_rate(cpu_report):
     oc = p3["data"]["measured"][-1]["op_costs"]
     text = p3["answers"]["3.3"]["text"]
     assert op_costs_text(oc) in text and "torch.roll" in text
-    kinds = [k for k, a in oc["attention"].items() if a]
+    kinds = [k for k, a in oc["attention"].items() if "bound" in a]
     assert kinds and all(k in text for k in kinds)
     one = {"floor_s": {"matmul": 2e-6}, "generic_elements_per_s": {2: 4e11},
            "attention": {"cudnn d256 16-bit mask prefill": {"bound": "compute",
                                                             "flops_per_s": 2.71e14},
                          "cudnn d256 16-bit mask decode": {"bound": "memory",
                                                            "bytes_per_s": 3.5e12},
-                         "efficient d96 16-bit none decode": {}}}  # could not run: left out
+                         "efficient d96 16-bit none decode": {"error": "CUDA out of memory"}}}
     t = op_costs_text(one)
     assert "matmul 2.0 us" in t and "400 G elements/s at 2 bytes" in t and "roll" not in t
-    assert "mask prefill 271 TFLOP/s" in t and "mask decode 3.5 TB/s" in t and "d96" not in t
+    assert "mask prefill 271 TFLOP/s" in t and "mask decode 3.5 TB/s" in t
+    assert "d96 16-bit none decode not measured (CUDA out of memory): on the roofline" in t

@@ -130,6 +130,23 @@ def test_a_measured_attention_rate_replaces_the_ceiling_of_its_bound():
     costs.attention[OC.attention_key(dec)] = {"bound": "memory", "bytes_per_s": 1e9}
     assert costs.predict_s(pre, peak, bw) == pytest.approx(1e-6 + pre.flops / 1e11)
     assert costs.predict_s(dec, peak, bw) == pytest.approx(1e-6 + OC.attention_bytes(dec) / 1e9)
+    costs.attention[OC.attention_key(pre)] = {"error": "CUDA out of memory"}  # back on the roof
+    assert costs.predict_s(pre, peak, bw) == pytest.approx(1e-6 + pre.flops / peak)
+
+
+def test_an_attention_reference_that_cannot_run_is_a_reason_not_a_crash(monkeypatch):
+    def refuse(r, device):
+        def call():
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return call
+
+    monkeypatch.setattr(OC, "_attention_reference", refuse)
+    r = _attention()
+    costs = OC.measure_attention(OC.OpCosts("cpu", {}, {}), [r], "cpu")
+    assert costs.attention == {OC.attention_key(r): {"error": "CUDA out of memory. Tried to "
+                                                              "allocate 1.00 GiB"}}
+    assert OC.attention_summary(costs.attention).endswith(
+        "not measured (CUDA out of memory. Tried to allocate 1.00 GiB): on the roofline")
 
 
 def test_attention_bytes_expand_broadcast_heads():

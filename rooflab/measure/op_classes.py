@@ -108,7 +108,8 @@ class OpCosts:
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
-        a = self.attention.get(attention_key(r)) if cls == "attention" else None
+        a = self.attention.get(attention_key(r), {}) if cls == "attention" else {}
+        a = a if "bound" in a else None  # unmeasured, or its reference could not run
         if a and a["bound"] == "compute":
             peak_flops_per_s = a["flops_per_s"]
         t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
@@ -183,7 +184,8 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
 def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
     """Adds to ``costs`` the rate of each kind of attention op in ``records`` not yet measured:
     its reference call (_attention_reference) counted and timed (L2 flushed). A kind whose
-    reference cannot run here (a backend that refuses the shape) keeps the roofline's terms."""
+    reference cannot run here (out of memory, a backend that refuses the shape) keeps the
+    roofline's terms and says why."""
     for r in records:
         key = attention_key(r) if op_class(r) == "attention" else None
         if key is None or key in costs.attention:
@@ -194,8 +196,8 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
                 call()
             t = time(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
                      device=device, name=f"attention {key}").device_s
-        except RuntimeError:
-            costs.attention[key] = {}
+        except RuntimeError as e:  # out of memory, or no kernel for this shape
+            costs.attention[key] = {"error": str(e).splitlines()[0][:160]}
             continue
         (ref,) = [x for x in c.records if op_class(x) == "attention"]
         costs.attention[key] = {
@@ -207,10 +209,14 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
 
 def attention_summary(attention: dict[str, dict]) -> str:
     """The measured attention rates in words: 'KEY 271 TFLOP/s; KEY 3.5 TB/s' (FLOP/s for a
-    prefill, bytes/s for a decode); kinds whose reference could not run are left out."""
-    return "; ".join(f"{k} " + (si(a["flops_per_s"], "FLOP/s") if a["bound"] == "compute"
-                                else si(a["bytes_per_s"], "B/s"))
-                     for k, a in sorted(attention.items()) if a)
+    prefill, bytes/s for a decode), or why a kind's reference could not run (it is then
+    predicted on the roofline's ceilings)."""
+    def rate(a: dict) -> str:
+        if "bound" not in a:
+            return f"not measured ({a.get('error', 'no reference')}): on the roofline"
+        return (si(a["flops_per_s"], "FLOP/s") if a["bound"] == "compute"
+                else si(a["bytes_per_s"], "B/s"))
+    return "; ".join(f"{k} {rate(a)}" for k, a in sorted(attention.items()))
 
 
 CHAIN = 8  # tiny kernels per measured chain
