@@ -149,6 +149,18 @@ def test_an_attention_reference_that_cannot_run_is_a_reason_not_a_crash(monkeypa
         "not measured (CUDA out of memory. Tried to allocate 1.00 GiB): on the roofline")
 
 
+def test_a_prefill_too_small_to_fill_the_gpu_gets_its_share_of_the_rate():
+    """2 sequences x 4 heads x 64 queries: 8 programs of 64 rows. On 16 SMs half stay idle."""
+    pre = _attention()
+    assert OC.attention_fill(pre, 0) == 1.0 and OC.attention_fill(pre, 8) == 1.0
+    assert OC.attention_fill(pre, 16) == 0.5
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, sm_count=16)
+    costs.attention[OC.attention_key(pre)] = {"bound": "compute", "flops_per_s": 1e11}
+    assert costs.predict_s(pre, 1e12, 1e12) == pytest.approx(pre.flops / 5e10)
+    longer = _attention(lq=65)  # a ragged last tile is a program too: 2 x 4 x 2 = 16
+    assert OC.attention_fill(longer, 16) == 1.0
+
+
 def test_attention_bytes_expand_broadcast_heads():
     """K/V heads as a broadcast view (one head read by 4): the counter holds one copy, the
     decode kernel streams one per query head."""

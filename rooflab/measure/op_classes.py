@@ -28,7 +28,10 @@ while a prefill with an arbitrary (sliding-window) mask at head dim 256 reaches 
 So each kind of attention op met (attention_key: backend op, head dim, element size, mask or
 causal, prefill or decode) gets its own rate, measured once on a reference shape of that kind
 (measure_attention): FLOP/s for a prefill, which replaces the peak, and bytes/s for a decode
-(attention_bytes), which replaces the copy bandwidth.
+(attention_bytes), which replaces the copy bandwidth. The reference fills the GPU; a prefill of
+fewer programs (one per head and ATTENTION_TILE_ROWS queries) than the GPU has SMs leaves SMs
+idle and gets that fraction of the rate (attention_fill): 4 heads of 512 tokens are 32
+programs on 132 SMs.
 """
 from __future__ import annotations
 
@@ -96,6 +99,7 @@ class OpCosts:
     attention: dict[str, dict] = field(default_factory=dict)
     # element size -> torch.roll's rate (the indexed class), where measured
     indexed_elements_per_s: dict[int, float] = field(default_factory=dict)
+    sm_count: int = 0  # programs a GPU runs side by side (its SMs); 0: not a GPU
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -111,7 +115,7 @@ class OpCosts:
         a = self.attention.get(attention_key(r), {}) if cls == "attention" else {}
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
         if a and a["bound"] == "compute":
-            peak_flops_per_s = a["flops_per_s"]
+            peak_flops_per_s = a["flops_per_s"] * attention_fill(r, self.sm_count)
         t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
         if a and a["bound"] == "memory":
             t = max(r.flops / peak_flops_per_s, attention_bytes(r) / a["bytes_per_s"])
@@ -146,6 +150,18 @@ def attention_bytes(r: count.OpRecord) -> int:
     (Where K/V heads are a broadcast view, the counter's bytes hold one copy, but each query
     head's program reads its own: cuDNN's decode over 4 views of one KV head takes the time of 4.)"""
     return sum(math.prod(s) for s in r.shapes) * r.itemsize + r.bytes_written
+
+
+ATTENTION_TILE_ROWS = 64  # queries per program of a fused attention forward (FA2, cuDNN: 64-128)
+
+
+def attention_fill(r: count.OpRecord, sm_count: int) -> float:
+    """The fraction of a GPU's SMs an attention prefill keeps busy: its programs (one per head
+    and ATTENTION_TILE_ROWS queries) over the SMs, at most 1; 1 off a GPU. (With tiles of 128
+    rows there are half as many programs: 64 is the cautious count.)"""
+    (*lead, lq, _) = r.shapes[0]
+    programs = math.prod(lead) * -(-lq // ATTENTION_TILE_ROWS)
+    return min(1.0, programs / sm_count) if sm_count else 1.0
 
 
 def _attention_reference(r: count.OpRecord, device: str) -> Callable:
@@ -313,4 +329,6 @@ def measure(device: str) -> OpCosts:
     roll_rates = {torch.finfo(dt).bits // 8: roll_rate(device, dt, n) for dt in dtypes}
     gap = (statistics.median(graph_gap_s(fn) for fn in ops.values()) if device == "cuda"
            else 0.0)
-    return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
+    return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates,
+                   sm_count=sms)
