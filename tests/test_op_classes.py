@@ -147,6 +147,12 @@ def test_an_attention_reference_that_cannot_run_is_a_reason_not_a_crash(monkeypa
                                                               "allocate 1.00 GiB"}}
     assert OC.attention_summary(costs.attention).endswith(
         "not measured (CUDA out of memory. Tried to allocate 1.00 GiB): on the roofline")
+    # a reference that runs the math fallback (matmuls and a softmax) has no rate to give
+    monkeypatch.setattr(OC, "_attention_reference", lambda r, device: lambda: (
+        torch.randn(4, 4) @ torch.randn(4, 4)).softmax(-1))
+    costs = OC.measure_attention(OC.OpCosts("cpu", {}, {}), [r], "cpu")
+    assert costs.attention[OC.attention_key(r)] == {
+        "error": "the reference ran no fused attention kernel"}
 
 
 def test_a_prefill_too_small_to_fill_the_gpu_gets_its_share_of_the_rate():

@@ -215,7 +215,11 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
         except RuntimeError as e:  # out of memory, or no kernel for this shape
             costs.attention[key] = {"error": str(e).splitlines()[0][:160]}
             continue
-        (ref,) = [x for x in c.records if op_class(x) == "attention"]
+        refs = [x for x in c.records if op_class(x) == "attention"]
+        if len(refs) != 1:  # the reference fell back to separate matmuls and a softmax
+            costs.attention[key] = {"error": "the reference ran no fused attention kernel"}
+            continue
+        ref = refs[0]
         costs.attention[key] = {
             "bound": "memory" if key.endswith("decode") else "compute",
             "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
