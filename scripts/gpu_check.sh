@@ -2,7 +2,8 @@
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,fusion,kernels,generate,decode_attn,decoder,attn_tiles,
-#          attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6
+#          attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
+#          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -18,6 +19,10 @@ has measure && run measure python3 benchmarks/measurement.py "$out/bench"
 has fusion && run fusion python3 benchmarks/fusion.py "$out/bench"
 has kernels && run kernels python3 benchmarks/kernels.py "$out/bench"
 has generate && run generate python3 benchmarks/generate.py "$out/bench"
+has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$out/bench/gemma" \
+  gemma-3-270m-it
+has generate_8b && run generate_8b python3 benchmarks/generate.py "$out/bench/8b" \
+  Llama-3.1-8B,Qwen3-8B
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$out/bench"
 has decoder && run decoder python3 benchmarks/decoder.py "$out/bench"
 for a in tiles ratios sweep; do

@@ -187,3 +187,29 @@ def test_attention_rates_are_measured_once_per_kind_on_the_cpu():
         assert a["flops_per_s"] > 0 and a["bytes_per_s"] > 0
     # the reference is counted by the same rules: a decode reads its 4-head cache of 256 keys
     assert costs.attention[OC.attention_key(rs[2])]["reference"] == "8x4x1x32 q, 256 keys"
+
+
+@pytest.mark.gpu
+def test_attention_rates_on_the_gpu_stay_under_their_ceilings():
+    """Each kind's rate, checked against the independently measured ceilings: a prefill under
+    the matmul peak; a decode under 1.1x the copy ceiling (a read-only stream may pass a copy,
+    which is half writes, by a few percent: part 5 says so where it happens)."""
+    from rooflab.measure import ceilings as CE
+
+    ceil = CE.get("cuda")
+    peak = ceil.peak_flops_per_s.get("bf16") or max(ceil.peak_flops_per_s.values())
+    records = []
+    for lq, kw in ((1024, {"is_causal": True}), (1024, {}), (1, {})):
+        q = torch.randn(1, 8, lq, 128, device="cuda", dtype=torch.bfloat16)
+        kv = torch.randn(1, 8, 1024, 128, device="cuda", dtype=torch.bfloat16)
+        records += [r for r in _records(lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, kv, kv, **kw)) if OC.op_class(r) == "attention"]
+    costs = OC.measure_attention(OC.OpCosts("cuda", {}, {}), records, "cuda")
+    assert len(costs.attention) == 3, costs.attention
+    for key, a in costs.attention.items():
+        assert "bound" in a, (key, a)
+        if a["bound"] == "compute":
+            assert 0.05 * peak < a["flops_per_s"] <= peak, (key, a)
+        else:
+            assert 0.2 * ceil.mem_bandwidth_bytes_per_s < a["bytes_per_s"] <= (
+                1.1 * ceil.mem_bandwidth_bytes_per_s), (key, a)
