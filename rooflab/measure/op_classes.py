@@ -175,10 +175,11 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
     q_shape, k_shape = r.shapes[0], r.shapes[1]
     heads, kv_heads, d = q_shape[-3], k_shape[-3], q_shape[-1]
     key = attention_key(r)
-    n = 4096 if device == "cuda" else 256
+    gpu = torch.device(device).type == "cuda"  # "cuda:1" on a tensor-parallel rank
+    n = 4096 if gpu else 256
     decode = key.endswith("decode")
     lq = q_shape[-2] if decode else n
-    batch = max(1, (512 if decode and device == "cuda" else 32) // heads)
+    batch = max(1, (512 if decode and gpu else 32) // heads)
     dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
     q = torch.randn(batch, heads, lq, d, device=device, dtype=dtype)
     k, v = (torch.randn(batch, kv_heads, n, d, device=device, dtype=dtype) for _ in range(2))
