@@ -49,3 +49,16 @@ def test_prediction_and_explanations_from_counted_ops():
     cache = dict(qn, cache_copy_bytes=8_000_000)
     assert "KV cache is concatenated" in LM.explain("attn.core+rope", cache, costs, 1, 1e-3,
                                                     ceil, "bf16")
+    # the attention component names its kind's measured rate, where one was measured (on the
+    # CPU: SDPA on the meta device decomposes into bmm and softmax)
+    layer, _ = hf.build_layer(cfg, "full", "cpu", attn="sdpa")
+    with torch.no_grad(), count.Counter(layer) as c:
+        hf.prepare(cfg, "full", M.Phase.prefill(1, 16), "cpu", layer=layer)()
+    per = LM.predict(c.records, ceil, "fp32", costs, cfg.family)
+    comp, core = next((k, d) for k, d in per.items() if d.get("attention_kinds"))
+    (kind,) = core["attention_kinds"]
+    assert "the attention kernel alone" not in LM.explain(comp, core, costs, 16, 1e-3, ceil,
+                                                          "bf16")
+    costs.attention[kind] = {"bound": "compute", "flops_per_s": 2.71e14}
+    assert (f"the attention kernel alone, timed on a shape of its kind that fills the device: "
+            f"{kind} 271 TFLOP/s" in LM.explain(comp, core, costs, 16, 1e-3, ceil, "bf16"))

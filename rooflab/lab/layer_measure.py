@@ -48,7 +48,7 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC
         comp = hf.component_of(r.module, family) or f"other ({r.module})"
         d = out.setdefault(comp, {"kernels": 0, "flops": 0, "bytes": 0, "predicted_s": 0.0,
                                   "roofline_s": 0.0, "floors_s": 0.0, "ops": [], "generic": [],
-                                  "cache_copy_bytes": 0})
+                                  "cache_copy_bytes": 0, "attention_kinds": []})
         d["kernels"] += 1
         d["flops"] += r.flops
         d["bytes"] += r.bytes
@@ -56,6 +56,8 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC
         d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
         d["floors_s"] += costs.floor_s[OC.op_class(r)]
         d["ops"].append(r.op)
+        if OC.op_class(r) == "attention" and OC.attention_key(r) not in d["attention_kinds"]:
+            d["attention_kinds"].append(OC.attention_key(r))
         if OC.op_class(r) == "generic":
             d["generic"].append(f"{r.op} ({OC.path(r)})")
         if r.op == "cat" and kv_past and any(len(s) == 4 and s[-2] == kv_past for s in r.shapes):
@@ -96,9 +98,12 @@ def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: floa
         reasons.append(f"the KV cache is concatenated (copied whole) every step: "
                        f"{d['cache_copy_bytes'] / 1e6:.1f} MB moved by cat")
     if any(op in OC.ATTENTION_OPS for op in d["ops"]):
+        kinds = {k: costs.attention[k] for k in d["attention_kinds"] if k in costs.attention}
         reasons.append(f"the fused attention kernel and rope reached "
                        f"{d['flops'] / measured_s / 1e12:.0f} TFLOP/s, "
-                       f"{d['flops'] / measured_s / peak:.0%} of the measured matmul peak")
+                       f"{d['flops'] / measured_s / peak:.0%} of the measured matmul peak"
+                       + (f" (the attention kernel alone, timed on a shape of its kind that "
+                          f"fills the device: {OC.attention_summary(kinds)})" if kinds else ""))
     if any(op in OC.MATMUL_OPS for op in d["ops"]) and tokens < 64:
         reasons.append(f"a GEMM with only {tokens} token rows cannot fill the device")
     if d["floors_s"] >= 0.5 * d["predicted_s"]:
