@@ -251,7 +251,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
     tick()
     out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
                  "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,
-                 "memory_predicted": mem, "op_costs": costs.as_dict()}
+                 "memory_predicted": mem}
     with torch.no_grad():  # not inference_mode: the counter needs composite ops decomposed
         gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
         tick()
@@ -264,7 +264,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
         if device == "cuda":  # the rates' reference tensors are no part of this model's peak;
             torch.cuda.reset_peak_memory_stats()  # prefill and decode run again below
         pre, dec = (predict(rs, ceil, dtype, costs) for rs in (pre_records, c.records))
-        out["op_costs"] = costs.as_dict()
+        out["op_costs"] = costs.as_dict()  # with the attention rates just measured
         tick()
         ttft = time(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
                     name="prefill")

@@ -42,7 +42,7 @@ from typing import Callable
 
 import torch
 
-from rooflab import count
+from rooflab import count, formulas
 from rooflab.measure import profile as P
 from rooflab.measure.timer import capture_graph, time
 from rooflab.units import si
@@ -138,8 +138,8 @@ DECODE_MAX_Q = 16  # an attention op with at most this many queries per sequence
 def attention_key(r: count.OpRecord) -> str:
     """What decides an attention kernel's speed: the backend op, head dim, element size, mask
     (an attention-bias operand), causal (fewer FLOPs than dense) and phase."""
-    (*lead, lq, d), lkv, dv = r.shapes[0], r.shapes[1][-2], r.shapes[2][-1]
-    dense = 2 * math.prod(lead) * lq * lkv * (d + dv)  # QK^T and PV, every pair
+    lq, d = r.shapes[0][-2:]
+    _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
     mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
     phase = "decode" if lq <= DECODE_MAX_Q else "prefill"
     return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} {phase}"
@@ -148,7 +148,8 @@ def attention_key(r: count.OpRecord) -> str:
 def attention_bytes(r: count.OpRecord) -> int:
     """Bytes of every operand as its shape says, views expanded: what a decode kernel streams.
     (Where K/V heads are a broadcast view, the counter's bytes hold one copy, but each query
-    head's program reads its own: cuDNN's decode over 4 views of one KV head takes the time of 4.)"""
+    head's program reads its own: cuDNN's decode over 4 views of one KV head takes the time of
+    4.)"""
     return sum(math.prod(s) for s in r.shapes) * r.itemsize + r.bytes_written
 
 

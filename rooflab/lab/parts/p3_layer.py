@@ -81,6 +81,8 @@ def run(ctx: Context) -> dict:
 
 def op_costs_text(oc: dict) -> str:
     """What the plain roofline misses, as measured on this device (op_classes.OpCosts)."""
+    from rooflab.measure import op_classes as OC
+
     def rates(d: dict) -> str:
         return ", ".join(f"{v / 1e9:.0f} G elements/s at {k} bytes" for k, v in sorted(d.items()))
 
@@ -92,8 +94,6 @@ def op_costs_text(oc: dict) -> str:
     if oc.get("indexed_elements_per_s"):
         text += (" torch.roll, which a sliding-window cache runs at every step, computes each "
                  f"source index: {rates(oc['indexed_elements_per_s'])}.")
-    from rooflab.measure import op_classes as OC
-
     kinds = OC.attention_summary(oc.get("attention", {}))
     if kinds:
         text += (" Each kind of attention kernel, on a reference shape of its kind (FLOP/s for "
