@@ -86,6 +86,22 @@ def test_resume_skips_finished_parts(cpu_report, tmp_path):
     assert seen == [(n, True) for n in range(1, 6)] + [(6, False)]
 
 
+def test_each_figure_is_drawn_once_and_a_resume_redraws_what_is_gone(tmp_path, monkeypatch):
+    from rooflab.report import plots
+    drawn = []
+    real = plots.render_png
+    monkeypatch.setattr(plots, "render_png", lambda spec, path: (drawn.append(spec["name"]),
+                                                                 real(spec, path))[1])
+    LR.run("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path))
+    # part 1 draws its two, part 2 its two: none again when part 2 or the run ends
+    assert sorted(drawn) == ["p1_cold", "p1_latency", "p2_gemm_gemv", "p2_measured"]
+    (tmp_path / "figures" / "p1_latency.png").unlink()
+    drawn.clear()
+    LR.run("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path), resume=True)
+    assert sorted(drawn) == ["p1_cold", "p1_latency", "p2_gemm_gemv", "p2_measured"]
+    assert (tmp_path / "figures" / "p1_latency.png").exists()
+
+
 def test_a_failing_part_leaves_the_others(tmp_path, monkeypatch):
     def boom(ctx):
         raise RuntimeError("simulated crash in part 2")
