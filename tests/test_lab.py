@@ -313,3 +313,23 @@ def test_part3_names_every_measured_rate(cpu_report):
     assert "matmul 2.0 us" in t and "400 G elements/s at 2 bytes" in t and "roll" not in t
     assert "mask prefill 271 TFLOP/s" in t and "mask decode 3.5 TB/s" in t
     assert "d96 16-bit none decode not measured (CUDA out of memory): on the roofline" in t
+
+
+def test_part3_names_the_sliding_window_and_no_idle_device_on_a_cpu(cpu_report):
+    """gemma's default layer is a sliding-window one: 3.1 says so, and counts a decode over the
+    window's keys; on a CPU nothing waits for a launch, so the decode profile says where the
+    time outside the ops goes instead."""
+    from rooflab import models as M
+    _, res = cpu_report
+    p3 = res["parts"]["3"]["result"]
+    text = p3["answers"]["3.1"]["text"]
+    cfg = M.load("gemma-3-270m-it")
+    assert f"one sliding-window layer (window {cfg.sliding_window})" in text
+    dec = p3["data"]["decode"]
+    keys = min(dec["kv_len"], cfg.sliding_window)
+    core = next(c for c in dec["components"] if c["name"] == "attn.core")
+    assert f"(its last {keys:,} keys)" in text
+    assert core["macs"] == 2 * cfg.heads * cfg.head_dim * keys * dec["batch"]  # QK^T and PV
+    assert "with the causal sliding-window mask" in text
+    profile = res["answers"]["B.decode_profile"]["text"]
+    assert "waits for the host" not in profile and "the interpreter between ops" in profile

@@ -45,7 +45,7 @@ def run(ctx: Context) -> dict:
     mlp_fused = C.elem_bytes(cfg.dtype) * (2 * tokens * cfg.hidden + 3 * cfg.hidden *
                                            cfg.intermediate)
     recipes = decoder.recipes(cfg, ctx.gpu, batches=(1, 64, 512))
-    answers = {**questions_analytic(cfg.name, roof_spec(roof), dec, pre, sw,
+    answers = {**questions_analytic(cfg, roof_spec(roof), dec, pre, sw,
                                     R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,
                                     mlp_fused, recipes),
                **questions_measured(measured, not_measured, ctx.device)}
@@ -165,24 +165,30 @@ def _comp(analysis: dict, name: str) -> dict:
     return next(c for c in analysis["components"] if c["name"] == name)
 
 
-def questions_analytic(cfg_name: str, roof: dict, dec: dict, pre: dict, sweeps: list[dict],
-                       measured_ridge: float | None, mlp_fused_bytes: int,
+def questions_analytic(cfg: M.ModelConfig, roof: dict, dec: dict, pre: dict,
+                       sweeps: list[dict], measured_ridge: float | None, mlp_fused_bytes: int,
                        recipes: list[dict]) -> dict:
     """3.1, 3.2, 3.4.x and the whole-attention bonus, from the per-component costs."""
     out = {}
+    sliding = dec["layer_type"] == "sliding"
+    layer = (f"one sliding-window layer (window {cfg.sliding_window}) of {cfg.name}" if sliding
+             else f"one layer of {cfg.name}")
     for ph, a in (("decode", dec), ("prefill", pre)):
         core = _comp(a, "attn.core")
+        window = (f" (its last {min(a['kv_len'], cfg.sliding_window):,} keys)"
+                  if sliding and ph == "decode" else "")
         out.setdefault("3.1", []).append(
             f"{ph} B={a['batch']} {'kv' if ph == 'decode' else 'L'}="
-            f"{a['kv_len'] if ph == 'decode' else a['seq']}: QK^T and PV {core['macs']:,} MACs "
-            f"dense ({a['causal']['macs']:,} with the causal mask), softmax and the scale "
+            f"{a['kv_len'] if ph == 'decode' else a['seq']}{window}: QK^T and PV "
+            f"{core['macs']:,} MACs dense ({a['causal']['macs']:,} with the causal"
+            f"{' sliding-window' if sliding else ''} mask), softmax and the scale "
             f"{core['flops'] - 2 * core['macs']:,} FLOPs")
         out.setdefault("3.2", []).append(
             f"{ph}: {core['bytes']:,} bytes eager (the score matrix written, read five times by "
             f"softmax, read again by PV) against {core['bytes_fused']:,} fused-ideal (Q, K, V, O "
             f"once): {core['bytes'] / core['bytes_fused']:.1f}x")
     res = {
-        "3.1": answer("Attention core of one layer of " + cfg_name + ", under cost.py's "
+        "3.1": answer("Attention core of " + layer + ", under cost.py's "
                       "conventions (1 MAC = 2 FLOPs; dense unless stated): " +
                       "; ".join(out["3.1"]) + ".", decode_core_macs=_comp(dec, "attn.core")["macs"],
                       prefill_core_macs=_comp(pre, "attn.core")["macs"]),
@@ -312,13 +318,20 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
                      key=lambda c: -c["kernel_s"])[:3]
         unit = "kernel launches" if device == "cuda" else "ops (no CUDA kernels on a CPU)"
         idle = tl["busy_us"] < 0.5 * tl["span_us"]
+        gaps = (f"the timeline is busy {tl['busy_us']:.0f} us of {tl['span_us']:.0f} "
+                f"({tl['gaps']} gaps, the largest {tl['largest_gap_us']:.0f} us)")
+        if device == "cuda":
+            gaps += (": the device mostly waits for the host to launch the next one. " if idle
+                     else ". ")
+        else:  # Python runs on the cores that run the ops: there is no device to wait
+            gaps = (f"on a CPU the ops run on the cores that run Python, so nothing waits: the "
+                    f"{secs(eager['wall_s'] - eager['kernel_s'])} of each step outside them is "
+                    f"the interpreter between ops (the profiled {gaps} is slowed by the "
+                    "profiler's own bookkeeping). ")
         out["B.decode_profile"] = answer(
             f"Decode B={eager['batch']} kv={eager['kv_len']}, eager: {eager['launches_per_iter']:.0f}"
             f" {unit} per step, {secs(eager['kernel_s'])} in them of {secs(eager['wall_s'])} "
-            f"wall; the timeline is busy {tl['busy_us']:.0f} us of {tl['span_us']:.0f} "
-            f"({tl['gaps']} gaps, the largest {tl['largest_gap_us']:.0f} us)" + (
-                ": the device mostly waits for the host to launch the next one. " if idle else
-                ". ") + "Slowest components: " + ", ".join(
+            f"wall; " + gaps + "Slowest components: " + ", ".join(
                 f"{c['component']} {secs(c['kernel_s'])}" for c in top) + ".",
             launches=eager["launches_per_iter"], kernel_s=eager["kernel_s"],
             wall_s=eager["wall_s"], busy_us=tl["busy_us"], span_us=tl["span_us"])
