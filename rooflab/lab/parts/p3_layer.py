@@ -324,10 +324,9 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
             gaps += (": the device mostly waits for the host to launch the next one. " if idle
                      else ". ")
         else:  # Python runs on the cores that run the ops: there is no device to wait
-            gaps = (f"on a CPU the ops run on the cores that run Python, so nothing waits: the "
-                    f"{secs(eager['wall_s'] - eager['kernel_s'])} of each step outside them is "
-                    f"the interpreter between ops (the profiled {gaps} is slowed by the "
-                    "profiler's own bookkeeping). ")
+            gaps += (": on a CPU the ops run on the cores that run Python, so nothing waits for "
+                     "a launch; the gaps are the interpreter between ops, widened by the "
+                     "profiler's own bookkeeping. ")
         out["B.decode_profile"] = answer(
             f"Decode B={eager['batch']} kv={eager['kv_len']}, eager: {eager['launches_per_iter']:.0f}"
             f" {unit} per step, {secs(eager['kernel_s'])} in them of {secs(eager['wall_s'])} "
