@@ -25,3 +25,16 @@ def collect(parts: dict) -> dict:
 def names(kernels: list, n: int = 3) -> str:
     """The first kernel names, shortened, for a sentence."""
     return ", ".join(k[:60] for k in kernels[:n]) or "none"
+
+
+def noise(rows: list[dict], label, flag: str = "unstable", cv: str = "cv") -> str:
+    """A sentence naming the timings among ``rows`` the timer flagged unstable (``label(row)``
+    names one), for an answer that compares them; '' when every one was stable."""
+    bad = [r for r in rows if r.get(flag)]
+    if not bad:
+        return ""
+    listed = ", ".join(f"{label(r)} (CV {r[cv]:.0%})" for r in bad[:4])
+    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+    return (f" Unstable timings (robust CV above 5%): {listed}{more}: their calls varied that "
+            "much (another process, clocks, caches), so ratios that use them are uncertain by "
+            "about as much.")

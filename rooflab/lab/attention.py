@@ -146,7 +146,7 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
         del q, k, v
     c = C.attention(b, h, n, n, d, hkv, dtype, causal=causal)
     return {**row, "status": "ok", "extra_peak_bytes": mem.extra_peak_bytes,
-            "device_s": t.device_s, "cv": t.cv, "tflops_per_s": c.flops / t.device_s / 1e12,
+            "device_s": t.device_s, "cv": t.cv, "unstable": t.unstable, "tflops_per_s": c.flops / t.device_s / 1e12,
             "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
 
 
@@ -167,7 +167,7 @@ def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, h
         release(device)
         return {**row, "status": "oom" if is_oom(ex) else "unsupported",
                 "error": str(ex).splitlines()[0][:200]}
-    row.update(status="ok", device_s=t.device_s, cv=t.cv, flops=c.flops,
+    row.update(status="ok", device_s=t.device_s, cv=t.cv, unstable=t.unstable, flops=c.flops,
                bytes_fused=c.bytes_fused, bandwidth_bytes_per_s=c.bytes_fused / t.device_s,
                cache_bytes=2 * C.elem_bytes(dtype) * batch * kv_heads * n * head_dim)
     if bandwidth_bytes_per_s:

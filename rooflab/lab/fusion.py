@@ -181,7 +181,8 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
         # GPU time in kernels, profiled (a CPU has no kernels apart from its ops' own time)
         kernel_s = prof.device_time_us / prof.iters / 1e6 if device == "cuda" else None
         rows.append({"mode": mode, "first_call_s": first, "device_s": t.device_s,
-                     "wall_s": t.wall_s, "cv": t.cv, "kernel_s": kernel_s,
+                     "wall_s": t.wall_s, "cv": t.cv, "unstable": t.unstable,
+                     "kernel_s": kernel_s,
                      **overhead(t.wall_s, kernel_s),
                      "kernels_per_call": prof.launches_per_iter,
                      "kernels": [{"name": k.name, "category": k.category, "calls": k.calls,

@@ -284,12 +284,14 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             torch.cuda.synchronize()
             out["memory_measured_peak_bytes"] = torch.cuda.max_memory_allocated() - base
         out["prefill"] = {"wall_s": ttft.wall_s, "device_s": ttft.device_s, "cv": ttft.cv,
+                          "unstable": ttft.unstable,
                           "kernel_s": kernels["prefill"],
                           "predicted_s": pre["predicted_s"], "roofline_s": pre["roofline_s"],
                           "predicted_kernels_s": pre["kernels_s"],
                           "flops": pre["flops"], "bytes": pre["bytes"],
                           "kernels_counted": pre["kernels"]}
         out["decode"] = {"eager_wall_s": step.wall_s, "eager_device_s": step.device_s,
+                         "eager_cv": step.cv, "eager_unstable": step.unstable,
                          "kernel_s": kernels["decode"],
                          "eager_loop_s": loop_eager, "predicted_s": dec["predicted_s"],
                          "predicted_kernels_s": dec["kernels_s"],

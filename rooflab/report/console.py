@@ -22,6 +22,21 @@ def table(title: str, columns: list[str], rows: list[list]) -> None:
     out.print(t)
 
 
+UNSTABLE_NOTE = ("±N%: an unstable timing, its robust CV shown (above the timer's 5%): its calls "
+                 "varied that much (another process, clocks, caches); compare it with care, or "
+                 "run again")
+
+
+def timed(r: dict, key: str = "device_s", cv: str = "cv", flag: str = "unstable") -> str:
+    """A row's time in the unit that reads best, its CV after it when the timer flagged it."""
+    return secs(r.get(key)) + (f" ±{r[cv]:.0%}" if r.get(flag) else "")
+
+
+def noise_note(rows: list[dict], flag: str = "unstable") -> None:
+    if any(r.get(flag) for r in rows):
+        out.print(UNSTABLE_NOTE)
+
+
 def _num(v, scale: float) -> str:
     """A datasheet figure in the table's unit (v / scale); '-' where the datasheet has none."""
     return "-" if not v else f"{v / scale:.4g}"
@@ -88,7 +103,7 @@ def lab_summary(res: dict, out_dir: str) -> None:
 
 
 def gelu(d: dict) -> None:
-    rows = [[r["variant"], secs(r.get("device_s")), f"{r.get('kernels_per_call', 0):.0f}",
+    rows = [[r["variant"], timed(r), f"{r.get('kernels_per_call', 0):.0f}",
              si(r.get("bytes_predicted"), "B"), si(r.get("achieved_bandwidth_bytes_per_s"), "B/s"),
              f"{r['fraction_of_copy_bw']:.0%}" if r.get("fraction_of_copy_bw") else "-",
              f"{r['max_abs_err']:.2g}" if "max_abs_err" in r else r.get("error", "")]
@@ -96,30 +111,33 @@ def gelu(d: dict) -> None:
     table(f"GeLU-tanh, {d['numel']:,} {d['dtype']} elements on {d['device']}",
           ["variant", "device time", "kernels", "bytes", "bandwidth", "of copy BW", "max err"],
           rows)
+    noise_note(d["rows"])
     for s in d["skipped"]:
         out.print(f"{s['variant']}: {s['reason']}")
     out.print(d["explanation"])
 
 
 def mlp(d: dict) -> None:
-    rows = [[r["mode"], secs(r.get("device_s")), secs(r.get("wall_s")), secs(r.get("kernel_s")),
+    rows = [[r["mode"], timed(r), secs(r.get("wall_s")), secs(r.get("kernel_s")),
              f"{r.get('kernels_per_call', 0):.0f}", secs(r.get("first_call_s")),
              r.get("error") or r.get("overhead_flag", "")] for r in d["rows"]]
     table(f"MLP {d['hidden']}->{d['intermediate']}, {d['tokens']} tokens, {d['dtype']}",
           ["mode", "device time", "wall time", "kernel time", "kernels", "first call", "note"],
           rows)
+    noise_note(d["rows"])
     for n in d["notes"]:
         out.print(n)
 
 
 def attention(d: dict) -> None:
     rows = [[r["impl"], r["seq"], r["status"], si(r.get("extra_peak_bytes"), "B"),
-             secs(r.get("device_s")), f"{r['tflops_per_s']:.3g}" if "tflops_per_s" in r else "-"]
+             timed(r), f"{r['tflops_per_s']:.3g}" if "tflops_per_s" in r else "-"]
             for r in d["rows"]]
     table(f"Attention B={d['batch']} H={d['heads']} D={d['head_dim']} {d['dtype']} "
           f"causal={d['causal']}", ["impl", "seq", "status", "extra memory", "device time",
                                     "TFLOP/s"],
           rows)
+    noise_note(d["rows"])
     for k, why in d["skipped"].items():
         out.print(f"{k}: {why}")
     slopes = ", ".join(f"{k} {v:.2f}" for k, v in sorted(d["analysis"]["memory_slope"].items())
@@ -128,13 +146,14 @@ def attention(d: dict) -> None:
 
 
 def decode_attention(d: dict) -> None:
-    rows = [[r["impl"], r["kv_len"], r["status"], secs(r.get("device_s")),
+    rows = [[r["impl"], r["kv_len"], r["status"], timed(r),
              si(r.get("bandwidth_bytes_per_s"), "B/s"),
              f"{r['fraction_of_copy_bw']:.0%}" if r.get("fraction_of_copy_bw") else "-"]
             for r in d["rows"]]
     table(f"Decode attention: B={d['batch']} H={d['heads']} Hkv={d['kv_heads']} "
           f"D={d['head_dim']} {d['dtype']}, one query per head",
           ["impl", "cached tokens", "status", "device time", "bandwidth", "of copy"], rows)
+    noise_note(d["rows"])
     for k, why in d["skipped"].items():
         out.print(f"{k}: {why}")
 
@@ -240,9 +259,10 @@ def generation(d: dict) -> None:
 
     p, dec = d["prefill"], d["decode"]
     ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
-    rows = [["prefill (TTFT)", secs(p["wall_s"]), secs(p["device_s"]), secs(p["predicted_s"]),
+    rows = [["prefill (TTFT)", secs(p["wall_s"]), timed(p), secs(p["predicted_s"]),
              ratio(p["predicted_over_device"]), ratio(p["roofline_over_device"])],
-            ["decode step, eager", secs(dec["eager_wall_s"]), secs(dec["eager_device_s"]),
+            ["decode step, eager", secs(dec["eager_wall_s"]),
+             timed(dec, "eager_device_s", "eager_cv", "eager_unstable"),
              secs(dec["predicted_s"]), ratio(dec["predicted_over_eager_device"]),
              ratio(dec["roofline_over_eager_device"])]]
     if dec.get("graph_device_s"):
@@ -253,6 +273,7 @@ def generation(d: dict) -> None:
     table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
           f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
           ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)
+    noise_note([p, {"unstable": dec.get("eager_unstable")}])
     out.print(f"kernel time (profiler): prefill {secs(p['kernel_s'])}, decode step "
               f"{secs(dec['kernel_s'])}; predicted/kernel {ratio(p['predicted_over_kernel'])} and "
               f"{ratio(dec['predicted_over_kernel'])}")

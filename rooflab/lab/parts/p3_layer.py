@@ -5,7 +5,7 @@ from rooflab import cost as C
 from rooflab import models as M
 from rooflab import roofline as R
 from rooflab.lab import decoder
-from rooflab.lab.answers import answer
+from rooflab.lab.answers import answer, noise
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.units import secs
 
@@ -65,7 +65,8 @@ def run(ctx: Context) -> dict:
                           table("p3_measured", "The real layer: wall time, kernel time and the "
                                 "roofline prediction", measured,
                                 ["phase", "batch", "seq", "kv_len", "mode", "dtype", "wall_s",
-                                 "device_s", "kernel_s", "predicted_s", "predicted_over_kernel",
+                                 "device_s", "device_cv", "kernel_s", "predicted_s",
+                                 "predicted_over_kernel",
                                  "roofline_s", "overhead_s", "launches_per_iter"])]
                   + [table(f"p3_components_{i}", f"Per component: {m['phase']} {m['mode']}",
                            m["components"], ["component", "kernels_counted", "generic_ops",
@@ -306,7 +307,9 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
             f"{secs(m['device_s'])}, kernels {secs(m['kernel_s'])}, predicted "
             f"{secs(m['predicted_s'])} ({m['predicted_over_kernel']:.2f} of measured; the plain "
             f"roofline alone {m['roofline_s'] / m['kernel_s']:.2f})")
-    out = {"3.3": answer("The real layer, measured: " + "; ".join(lines) + ".",
+    out = {"3.3": answer("The real layer, measured: " + "; ".join(lines) + "." + noise(
+        measured, lambda m: f"{m['phase']} {m['mode']} device time", "device_unstable",
+        "device_cv"),
                          **{f"{m['phase']}_{m['mode']}_kernel_s": m["kernel_s"] for m in measured},
                          **{f"{m['phase']}_{m['mode']}_predicted_s": m["predicted_s"]
                             for m in measured})}

@@ -5,7 +5,7 @@ import torch
 
 from rooflab import roofline as R
 from rooflab.lab import fusion
-from rooflab.lab.answers import answer, names
+from rooflab.lab.answers import answer, names, noise
 from rooflab.lab.context import Context, result, table
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.units import secs
@@ -54,7 +54,8 @@ def run(ctx: Context) -> dict:
                         f"{r['device_s'] * 1e6:.0f} us), {split}; first call "
                         f"{r['first_call_s']:.2f} s")
     answers["4.4"]["text"] += " Per mode: " + "; ".join(per_mode) + "." + "".join(
-        f" {n}" for n in m["notes"] + compile_verdict(m["rows"]))
+        f" {n}" for n in m["notes"] + compile_verdict(m["rows"])) + noise(
+        m["rows"], lambda r: r["mode"])
     not_measured = [f"{s['variant']}: {s['reason']}" for s in g["skipped"]]
     if not cuda:
         not_measured.append("max-autotune (CUDA graphs) and the decode step in a CUDA graph: "
@@ -64,11 +65,12 @@ def run(ctx: Context) -> dict:
                   f"{fastest['achieved_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s",
                   {"gelu": g, "mlp": m}, plots, answers, not_measured,
                   tables=[table("p4_gelu", "GeLU four ways", g["rows"],
-                                ["variant", "device_s", "kernels_per_call", "bytes_predicted",
+                                ["variant", "device_s", "cv", "kernels_per_call",
+                                 "bytes_predicted",
                                  "achieved_bandwidth_bytes_per_s", "fraction_of_copy_bw",
                                  "above_roof", "max_abs_err", "first_call_s", "error"]),
                           table("p4_mlp", "MLP by compile mode", m["rows"],
-                                ["mode", "device_s", "wall_s", "kernel_s", "overhead_s",
+                                ["mode", "device_s", "cv", "wall_s", "kernel_s", "overhead_s",
                                  "kernels_per_call",
                                  "first_call_s", "error"])])
 
@@ -166,7 +168,8 @@ def questions(mm: dict, g: dict, m: dict, device: str, roof_notes: list[str]) ->
             + names([k["name"] for k in eager["kernels"]], 6) + ". Its Chrome trace: "
             f"{eager.get('trace') or 'not written'} (open it in Perfetto for the timeline).",
             kernels_per_call=eager["kernels_per_call"], trace=eager.get("trace"))
-    out["4.3"] = answer(" ".join([g["explanation"], *(f"{n}." for n in roof_notes)]),
+    out["4.3"] = answer(" ".join([g["explanation"], *(f"{n}." for n in roof_notes)])
+                        + noise(g["rows"], lambda r: r["variant"]),
                         **{f"{k}_device_s": r["device_s"] for k, r in rows.items()})
     comp = rows.get("torch.compile(unfused)")
     nog = modes.get("max-autotune-no-cudagraphs")

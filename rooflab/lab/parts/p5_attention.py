@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rooflab import roofline as R
 from rooflab.lab import attention as ATT
-from rooflab.lab.answers import answer, names
+from rooflab.lab.answers import answer, names, noise
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.units import secs
 
@@ -40,10 +40,10 @@ def run(ctx: Context) -> dict:
     return result(headline, {"sweep": sw, "profile_view": view, "decode": dec}, plots, answers,
                   [f"{k}: {why}" for k, why in {**sw["skipped"], **dec["skipped"]}.items()],
                   tables=[table("p5_sweep", "Attention sweep", sw["rows"],
-                                ["impl", "seq", "status", "extra_peak_bytes", "device_s",
+                                ["impl", "seq", "status", "extra_peak_bytes", "device_s", "cv",
                                  "tflops_per_s", "error"]),
                           table("p5_decode", "Decode attention (one query per head)",
-                                dec["rows"], ["impl", "kv_len", "status", "device_s",
+                                dec["rows"], ["impl", "kv_len", "status", "device_s", "cv",
                                               "bandwidth_bytes_per_s", "fraction_of_copy_bw",
                                               "error"])])
 
@@ -149,7 +149,8 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
         claim = "not testable here"
     out["5.2"] = answer(
         f"{stand_in}. Against standard attention: " + ("; ".join(lines[:8]) or "-") +
-        f". The speed-up is {claim}." + "".join(f" {n}." for n in roof_notes),
+        f". The speed-up is {claim}." + "".join(f" {n}." for n in roof_notes)
+        + noise(ok, lambda r: f"{r['impl']} at {r['seq']:,}"),
         speedups=speedups, fused=fused)
     tri = {r["seq"]: r for r in ok if r["impl"] == "triton"}
     peers = [i for i in ("flash", "cudnn", "efficient") if any(r["impl"] == i for r in ok)]
@@ -204,5 +205,6 @@ def decode_answer(dec: dict, roof: R.Roof) -> dict:
     if any(r["fraction_of_copy_bw"] > 1 for r in ok):
         text += (" Above 100%: the ceiling is a copy, half reads and half writes, and a stream "
                  "of reads alone runs a few percent faster than that mix.")
+    text += noise(ok, lambda r: f"{r['impl']} at {r['kv_len']:,}")
     return answer(text, **{f"{r['impl']}_kv{r['kv_len']}_fraction_of_copy_bw":
                            r["fraction_of_copy_bw"] for r in ok})

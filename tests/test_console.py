@@ -1,0 +1,48 @@
+"""The console views: a timing the timer flagged unstable reads as such in every timed table."""
+from rooflab.lab.answers import noise
+from rooflab.report import console
+
+
+def _row(**kw):
+    return {"cv": 0.02, "unstable": False, **kw}
+
+
+def test_an_unstable_timing_carries_its_cv_and_the_note(capsys):
+    slow = {"cv": 0.123, "unstable": True}
+    console.gelu({"numel": 1024, "dtype": "fp32", "device": "cpu", "skipped": [],
+                  "explanation": "-",
+                  "rows": [_row(variant="F.gelu", device_s=2e-3),
+                           _row(variant="unfused", device_s=3e-3, **slow)]})
+    console.mlp({"hidden": 8, "intermediate": 16, "tokens": 4, "dtype": "fp32", "notes": [],
+                 "rows": [_row(mode="eager", device_s=1e-3, wall_s=1e-3, kernels_per_call=11,
+                               first_call_s=0.1, **slow)]})
+    console.attention({"batch": 1, "heads": 2, "head_dim": 8, "dtype": "fp32", "causal": False,
+                       "skipped": {}, "analysis": {"memory_slope": {}},
+                       "rows": [_row(impl="flash", seq=512, status="ok", device_s=4e-3,
+                                     **slow)]})
+    console.decode_attention({"batch": 1, "heads": 2, "kv_heads": 1, "head_dim": 8,
+                              "dtype": "fp32", "skipped": {},
+                              "rows": [_row(impl="math", kv_len=256, status="ok",
+                                            device_s=5e-4, **slow)]})
+    text = capsys.readouterr().out
+    assert text.count("±12%") == 4  # one per table, after the flagged time only
+    assert "3 ms ±12%" in text and "2 ms ±" not in text
+    assert text.count(console.UNSTABLE_NOTE[:40]) == 4
+
+
+def test_stable_timings_carry_no_mark(capsys):
+    console.mlp({"hidden": 8, "intermediate": 16, "tokens": 4, "dtype": "fp32", "notes": [],
+                 "rows": [_row(mode="eager", device_s=1e-3, wall_s=1e-3, kernels_per_call=11,
+                               first_call_s=0.1)]})
+    text = capsys.readouterr().out
+    assert "±" not in text and console.UNSTABLE_NOTE[:40] not in text
+
+
+def test_an_answer_names_the_unstable_timings_it_compares():
+    rows = [{"impl": "flash", "cv": 0.02, "unstable": False},
+            {"impl": "standard", "cv": 0.31, "unstable": True}]
+    text = noise(rows, lambda r: r["impl"])
+    assert "standard (CV 31%)" in text and "flash" not in text
+    assert noise(rows[:1], lambda r: r["impl"]) == ""
+    many = [{"impl": str(i), "cv": 0.1, "unstable": True} for i in range(6)]
+    assert "and 2 more" in noise(many, lambda r: r["impl"])
