@@ -2,6 +2,10 @@
 its name. Shared by the lab's prose and the views."""
 from __future__ import annotations
 
+# a timing whose robust CV is above this is flagged unstable (the timer's threshold, named in the
+# views that mark such timings)
+CV_UNSTABLE = 0.05
+
 
 def si(v, unit: str = "") -> str:
     """1.23e12 -> '1.23 T'; None -> '-'."""

@@ -5,6 +5,8 @@ advance: "memory-bound", "fits", "2-4x" are decided by the run's figures.
 """
 from __future__ import annotations
 
+from rooflab.units import CV_UNSTABLE
+
 IDS = ("1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "3.3", "3.4.1", "3.4.2", "3.4.3", "4.1", "4.2",
        "4.3", "4.4", "4.4.2", "5.1", "5.2", "B.attention_macs", "B.attention_io",
        "B.decode_profile", "B.cuda_graph_profile", "B.flash_vs_sdpa", "B.flash_analysis",
@@ -35,6 +37,6 @@ def noise(rows: list[dict], label, flag: str = "unstable", cv: str = "cv") -> st
         return ""
     listed = ", ".join(f"{label(r)} (CV {r[cv]:.0%})" for r in bad[:4])
     more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
-    return (f" Unstable timings (robust CV above 5%): {listed}{more}: their calls varied that "
-            "much (another process, clocks, caches), so ratios that use them are uncertain by "
-            "about as much.")
+    return (f" Unstable timings (robust CV above {CV_UNSTABLE:.0%}): {listed}{more}: their calls "
+            "varied that much (another process, clocks, caches), so ratios that use them are "
+            "uncertain by about as much.")

@@ -146,8 +146,8 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
         del q, k, v
     c = C.attention(b, h, n, n, d, hkv, dtype, causal=causal)
     return {**row, "status": "ok", "extra_peak_bytes": mem.extra_peak_bytes,
-            "device_s": t.device_s, "cv": t.cv, "unstable": t.unstable, "tflops_per_s": c.flops / t.device_s / 1e12,
-            "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
+            "device_s": t.device_s, "cv": t.cv, "unstable": t.unstable,
+            "tflops_per_s": c.flops / t.device_s / 1e12, "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
 
 
 def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, head_dim: int,

@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rooflab.errors import RooflabError
-
-CV_UNSTABLE = 0.05  # coefficient of variation above which a timing is flagged
+from rooflab.units import CV_UNSTABLE
 FLUSH_BYTES = 256 << 20  # larger than any L2 in the table
 CUPTI_BELOW_S = 100e-6  # event pairs are a few us off below this: CUPTI times such calls
 

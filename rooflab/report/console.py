@@ -6,7 +6,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from rooflab.units import secs, si
+from rooflab.units import CV_UNSTABLE, secs, si
 
 # a pipe or CI log gets a wide table instead of rich's 80-column default
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -22,9 +22,9 @@ def table(title: str, columns: list[str], rows: list[list]) -> None:
     out.print(t)
 
 
-UNSTABLE_NOTE = ("±N%: an unstable timing, its robust CV shown (above the timer's 5%): its calls "
-                 "varied that much (another process, clocks, caches); compare it with care, or "
-                 "run again")
+UNSTABLE_NOTE = (f"±N%: an unstable timing, its robust CV shown (above {CV_UNSTABLE:.0%}): its "
+                 "calls varied that much (another process, clocks, caches); compare it with "
+                 "care, or run again")
 
 
 def timed(r: dict, key: str = "device_s", cv: str = "cv", flag: str = "unstable") -> str:
@@ -273,7 +273,8 @@ def generation(d: dict) -> None:
     table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
           f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
           ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)
-    noise_note([p, {"unstable": dec.get("eager_unstable")}])
+    if p.get("unstable") or dec.get("eager_unstable"):
+        out.print(UNSTABLE_NOTE)
     out.print(f"kernel time (profiler): prefill {secs(p['kernel_s'])}, decode step "
               f"{secs(dec['kernel_s'])}; predicted/kernel {ratio(p['predicted_over_kernel'])} and "
               f"{ratio(dec['predicted_over_kernel'])}")
