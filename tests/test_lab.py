@@ -55,6 +55,15 @@ def test_every_question_answered_by_its_id(cpu_report):
     assert all(f"id='q{q}'" in page for q in IDS)
 
 
+def test_the_warm_timing_is_checked_against_an_independent_clock(cpu_report):
+    _, res = cpu_report
+    a = res["answers"]["1.2"]
+    ratio = a["figures"]["timer_over_independent"]
+    assert ratio == pytest.approx(a["figures"]["warm_s"] / a["figures"]["independent_s"])
+    assert f"a ratio of {ratio:.2f}" in a["text"] and "independent clock" in a["text"]
+    assert 0.5 < ratio < 2  # the two clocks time the same calls: a 2x gap is a bug, not noise
+
+
 def test_prefill_sweep_answers_follow_the_numbers(cpu_report):
     _, res = cpu_report
     a = res["answers"]["3.4.3"]

@@ -52,6 +52,15 @@ def questions(d: dict, device: str) -> dict:
                   "the allocator and other processes)")
     causes.append(f"after warm-up, torch.matmul's runs still vary by CV {warm['cv']:.1%} "
                   f"(20th to 80th percentile {secs(warm['p20_s'])} to {secs(warm['p80_s'])})")
+    ratio = cw["timer_over_independent"]
+    agree = abs(ratio - 1) <= max(0.1, 2 * warm["cv"])
+    check = (f" The warm figure, {secs(warm['device_s'])}, checked in this run against an "
+             f"independent clock (torch.utils.benchmark's own loop): {secs(cw['independent_s'])}"
+             f", a ratio of {ratio:.2f}: " + (
+                 "the two clocks agree." if agree else
+                 f"more apart than twice the warm runs' spread (CV {warm['cv']:.1%}): the "
+                 "device's speed moved between the rounds, or a clock is off; compare this "
+                 "run's timings with care."))
     return {
         "1.1": answer(
             f"At n = {big['n']} the GEMM is {big['macs']:,} MACs ({big['flops']:,} FLOPs) over "
@@ -67,7 +76,9 @@ def questions(d: dict, device: str) -> dict:
         "1.2": answer(
             "Timed run after run with no warm-up (wall time), the numbers move for three reasons "
             "this run shows: " + "; ".join(causes) + ". A latency is only worth quoting after "
-            "warm-up, over many runs, with its spread.",
+            "warm-up, over many runs, with its spread." + check,
             first_call_s=cw["first_call_s"], settled_s=cw["settled_s"], first_over_settled=first,
-            naive_runs_s=naive, naive_spread=spread, warm_cv=warm["cv"]),
+            naive_runs_s=naive, naive_spread=spread, warm_cv=warm["cv"],
+            warm_s=warm["device_s"], independent_s=cw["independent_s"],
+            timer_over_independent=cw["timer_over_independent"]),
     }
