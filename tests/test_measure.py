@@ -274,3 +274,15 @@ def test_busy_time_is_the_union_of_kernels_inside_the_range():
     assert busy_us(spans, 2.5, 8.0) == 3.0 + 0.5      # [3, 6] and [6.5, 7]
     assert busy_us(spans, 1.0, 3.5) == 1.0 + 0.5      # cut at both ends
     assert busy_us(spans, 7.5, 9.0) == 0.0
+
+
+def test_a_dtype_runs_as_the_device_runs_it(monkeypatch):
+    """bf16 on a GPU without it natively (a T4) is measured in fp16, half dtypes on a CPU in
+    fp32 (its measured roof); everything else as asked."""
+    from rooflab.measure.dtypes import runnable
+    assert runnable("bf16", "cpu") == runnable("fp16", "cpu") == "fp32"
+    assert runnable("fp32", "cpu") == "fp32" and runnable("bfloat16", "cpu") == "fp32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
+    assert runnable("bf16", "cuda") == "fp16" and runnable("fp32", "cuda") == "fp32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert runnable("bf16", "cuda") == "bf16"

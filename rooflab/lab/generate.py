@@ -31,7 +31,7 @@ from rooflab.errors import RooflabError
 from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
-from rooflab.measure.dtypes import torch_dtype
+from rooflab.measure.dtypes import runnable, torch_dtype
 from rooflab.measure.memory import free_bytes
 from rooflab.measure.timer import capture_graph, time
 
@@ -63,9 +63,10 @@ def predicted_memory(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, 
 
 
 def default_dtype(cfg: M.ModelConfig, device: str) -> str:
-    """The config's dtype on a GPU; fp32 on a CPU, whose measured roof is fp32 (its bf16
-    matmuls are emulated, far below it)."""
-    return cfg.dtype if device == "cuda" else "fp32"
+    """The config's dtype as this device runs it (dtypes.runnable): fp32 on a CPU, whose
+    measured roof is fp32 (its bf16 matmuls are emulated, far below it); fp16 for bf16 on a
+    GPU without native bf16."""
+    return runnable(cfg.dtype, device)
 
 
 def check_fits(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, device: str,

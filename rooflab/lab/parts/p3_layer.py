@@ -7,6 +7,7 @@ from rooflab import roofline as R
 from rooflab.lab import decoder
 from rooflab.lab.answers import answer, noise
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
+from rooflab.measure.dtypes import runnable
 from rooflab.units import secs
 
 TITLE = "A real decoder layer"
@@ -114,6 +115,7 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
     from rooflab.measure import op_classes as OC
 
     cuda = ctx.device == "cuda"
+    dtype = runnable(cfg.dtype, ctx.device)
     phases = [M.Phase.decode(1, 4096 if cuda else 256),
               M.Phase.prefill(8 if cuda else 1, 2048 if cuda else 128)]
     modes = (False, True) if cuda else (False,)
@@ -123,10 +125,13 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
     for ph in phases:
         for graph in modes:
             measured.append(LM.measure(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
-                                       costs=costs, dtype=cfg.dtype if cuda else "fp32"))
+                                       costs=costs, dtype=dtype))
             tick()
-    return measured, [] if cuda else ["bf16 layer timing and CUDA graphs: no GPU here "
-                                      "(fp32 on the CPU)"]
+    if not cuda:
+        return measured, [f"{cfg.dtype} layer timing and CUDA graphs: no GPU here ({dtype} on "
+                          "the CPU)"]
+    return measured, [] if dtype == cfg.dtype else [
+        f"{cfg.dtype} layer timing: this GPU has no native {cfg.dtype} ({dtype} instead)"]
 
 
 def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:

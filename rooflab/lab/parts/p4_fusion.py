@@ -7,7 +7,7 @@ from rooflab import roofline as R
 from rooflab.lab import fusion
 from rooflab.lab.answers import answer, names, noise
 from rooflab.lab.context import Context, result, table
-from rooflab.measure.dtypes import torch_dtype
+from rooflab.measure.dtypes import runnable, torch_dtype
 from rooflab.units import secs
 
 TITLE = "Profiler and kernel fusion"
@@ -16,9 +16,7 @@ TITLE = "Profiler and kernel fusion"
 def run(ctx: Context) -> dict:
     cuda = ctx.device == "cuda"
     numel = (1 << 26 if not ctx.quick else 1 << 24) if cuda else 1 << 20
-    # bf16 where the GPU has it natively (a T4 does not: fp16 there)
-    dtype = ("bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16") \
-        if cuda else "fp32"
+    dtype = runnable("bf16", ctx.device)  # fp16 where the GPU has no native bf16 (a T4)
     tick = ctx.progress("part 4: fusion", 2)
     g = fusion.gelu_study(numel, dtype, ctx.device, ctx.ceilings.mem_bandwidth_bytes_per_s,
                           ctx.trace_dir)

@@ -5,6 +5,7 @@ from rooflab import roofline as R
 from rooflab.lab import attention as ATT
 from rooflab.lab.answers import answer, names, noise
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
+from rooflab.measure.dtypes import runnable
 from rooflab.units import secs
 
 TITLE = "Attention and FlashAttention"
@@ -23,8 +24,8 @@ def run(ctx: Context) -> dict:
     view = ATT.profile_view(4096 if cuda else 512, ctx.device, trace_dir=ctx.trace_dir, **kw)
     # decode: one new token per sequence against a cache (the shape: 8 x 32 heads, GQA 4:1)
     kv_lens = [512 << i for i in range(0, 7, 2 if ctx.quick else 1)] if cuda else [256, 1024]
-    dkw = (dict(batch=8, heads=32, kv_heads=8, head_dim=128, dtype="bf16") if cuda else
-           dict(batch=2, heads=4, kv_heads=2, head_dim=64, dtype="fp32"))
+    dkw = (dict(batch=8, heads=32, kv_heads=8, head_dim=128, dtype=runnable("bf16", "cuda"))
+           if cuda else dict(batch=2, heads=4, kv_heads=2, head_dim=64, dtype="fp32"))
     tick = ctx.progress("part 5: decode attention", len(kv_lens) * len(ATT.DECODE_IMPLS))
     dec = ATT.decode_sweep(kv_lens, device=ctx.device, progress=tick,
                            bandwidth_bytes_per_s=ctx.ceilings.mem_bandwidth_bytes_per_s, **dkw)
