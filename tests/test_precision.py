@@ -48,6 +48,23 @@ def test_recipes_on_a_card_without_the_dtype_are_left_out():
     assert w4["intensity"] > 3 * w16["intensity"]  # the same FLOPs over about a quarter the bytes
 
 
+def test_a_card_without_bf16_runs_the_16_bit_recipes_in_fp16():
+    """A T4 has fp16 and int8 peaks but no bf16: W16A16 and W4A16 take fp16 there (the same
+    bytes), so the lab's single-user point (W4A16) is answered on it too."""
+    from rooflab.lab.parts.p3_layer import _recipes_text
+    gemma = M.load("gemma-3-270m-it")
+    rows = decoder.recipes(gemma, H.lookup("T4"), batches=(1,))
+    assert {r["recipe"] for r in rows} == {"W16A16", "W8A8", "W4A16"}
+    w16 = next(r for r in rows if r["recipe"] == "W16A16")
+    assert w16["precision"] == "weights fp16, activations fp16, KV fp16"
+    same = next(r for r in decoder.recipes(gemma, H.lookup("RTX A6000"), batches=(1,))
+                if r["recipe"] == "W16A16")
+    assert w16["intensity"] == same["intensity"]  # bf16 and fp16: the same bytes
+    # a comparison names the recipe it is made against
+    text = _recipes_text([r for r in rows if r["recipe"] != "W16A16"])
+    assert "x W16A16" not in text and "fastest W4A16 at 1.9x W8A8" in text
+
+
 def test_cli_precision(capsys):
     code = main(["layer", "--model", "Llama-3.1-8B", "--phase", "decode", "--gpu", "H200",
                  "--weight-dtype", "int8", "--act-dtype", "int8", "--json"])

@@ -2,6 +2,8 @@
 layer (wall time, profiled kernel time) against the roofline prediction."""
 from __future__ import annotations
 
+import dataclasses
+
 from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import models as M
@@ -50,10 +52,15 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
 def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1024,
             layer_type: str | None = None) -> list[dict]:
     """The MLP at decode under each serving recipe (W16A16, W8A8, W4A16, FP8) on ``hw``'s
-    datasheet roof for the recipe's compute dtype: intensity, bound and time floor per token."""
+    datasheet roof for the recipe's compute dtype: intensity, bound and time floor per token.
+    A card without bf16 (a T4) runs the 16-bit recipes in fp16: the same bytes, its fp16 peak."""
     lt = layer_type or M.layer_type_of(cfg)
     rows = []
+    half = "bf16" not in hw.peak_flops_per_s and "fp16" in hw.peak_flops_per_s
     for name, p in Q.RECIPES.items():
+        if half:
+            p = dataclasses.replace(p, **{role: "fp16" for role in ("weight", "act", "kv")
+                                          if getattr(p, role) == "bf16"})
         if p.act not in hw.peak_flops_per_s:
             continue  # the card has no such peak: the recipe does not apply
         roof = R.Roof.of(hw, p.act)

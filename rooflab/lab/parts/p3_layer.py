@@ -224,11 +224,11 @@ def _recipes_text(recipes: list[dict]) -> str:
     out = []
     for b in sorted({r["batch"] for r in recipes}):
         rows = sorted((r for r in recipes if r["batch"] == b), key=lambda r: r["time_floor_s"])
-        base = next((r for r in rows if r["recipe"] == "W16A16"), rows[-1])
+        base = next((r for r in rows if r["recipe"] == "W16A16"), rows[-1])  # else the slowest
         out.append(f"B={b}: " + ", ".join(
             f"{r['recipe']} {secs(r['time_floor_s'])} ({r['bound']})" for r in rows)
             + f", fastest {rows[0]['recipe']} at {base['time_floor_s'] / rows[0]['time_floor_s']:.1f}"
-            "x W16A16")
+            f"x {base['recipe']}")
     return (" Quantised, the MLP's time floor on the datasheet roof of each recipe's compute "
             "dtype: " + "; ".join(out) + ". The weights' bytes stay fixed while the activations' "
             "grow with the batch, which is why the fastest recipe can change with it.")
