@@ -151,7 +151,8 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
     out["5.2"] = answer(
         f"{stand_in}. Against standard attention: " + ("; ".join(lines[:8]) or "-") +
         f". The speed-up is {claim}." + "".join(f" {n}." for n in roof_notes)
-        + noise(ok, lambda r: f"{r['impl']} at {r['seq']:,}"),
+        + noise([r for r in ok if r["impl"] in fused or r["impl"] == "standard"],
+                lambda r: f"{r['impl']} at {r['seq']:,}"),
         speedups=speedups, fused=fused)
     tri = {r["seq"]: r for r in ok if r["impl"] == "triton"}
     peers = [i for i in ("flash", "cudnn", "efficient") if any(r["impl"] == i for r in ok)]
