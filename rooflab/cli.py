@@ -170,8 +170,16 @@ def _hw_for(gpu: Optional[str]) -> H.Hardware:
 
 
 def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
+    """The roof of a model's dtype on the GPU named; a card without that dtype (a T4 has no
+    bf16) is one line that says which flag picks another."""
     hw = _hw_for(gpu)
-    return R.Roof.of(hw, dtype) if hw.peak_flops_per_s else None
+    if not hw.peak_flops_per_s:
+        return None
+    if C.dtype_name(dtype) not in hw.peak_flops_per_s:
+        raise I.UserError(f"{hw.name} has no {C.dtype_name(dtype)} peak (has: "
+                          f"{', '.join(hw.peak_flops_per_s)}): choose one with --dtype (layer) "
+                          "or --act-dtype")
+    return R.Roof.of(hw, dtype)
 
 
 TP = typer.Option(1, "--tp", help="tensor-parallel GPUs: one GPU's share and its all-reduces")

@@ -69,6 +69,8 @@ def test_specs_json(capsys):
     (["cost", "gemm", "--m", "1.5", "--k", "1", "--n", "1"], "--m"),
     (["cost", "gemm", "--m", "2", "--k", "1", "--n", "1", "--dtype", "fp7"], "unknown dtype"),
     (["roofline", "gemm", "--gpu", "T4", "--dtype", "bf16"], "no bf16 peak"),
+    (["layer", "--gpu", "T4"], "no bf16 peak (has: fp32, fp16, int8): choose one with --dtype"),
+    (["model", "--gpu", "T4"], "choose one with --dtype (layer) or --act-dtype"),
     (["roofline", "gemm", "--gpu", "H200", "--sizes", "1,x"], "sizes"),
     (["roofline", "gemm", "--gpu", "nope.json"], "cannot read"),
     (["nonsense"], "No such command"),
