@@ -342,3 +342,22 @@ def test_part3_names_the_sliding_window_and_no_idle_device_on_a_cpu(cpu_report):
     assert "with the causal sliding-window mask" in text
     profile = res["answers"]["B.decode_profile"]["text"]
     assert "waits for the host" not in profile and "the interpreter between ops" in profile
+
+
+def test_the_run_counts_its_unstable_timings_and_says_so(cpu_report):
+    from rooflab.lab.answers import unstable_text, unstable_timings
+    out, res = cpu_report
+    counts = res["meta"]["unstable_timings"]
+    assert counts == unstable_timings(res["parts"])
+    flagged = sum(r.get("unstable") is True for r in res["parts"]["5"]["result"]["data"]["sweep"]
+                  ["rows"] + res["parts"]["5"]["result"]["data"]["decode"]["rows"])
+    assert counts.get("5", 0) >= flagged  # part 5's rows are among its flagged timings
+    note = res["meta"]["unstable_note"]
+    assert note == unstable_text(counts) and (note == "") == (not counts)
+    if note:
+        assert note in (out / "index.html").read_text().replace("&#x27;", "'")
+    parts = {"1": {"result": {"data": {"rows": [{"unstable": True}, {"torch_unstable": True},
+                                                {"unstable": False}]}}},
+             "2": {"result": {"data": {"x": 1}}}, "6": {"status": "skipped"}}
+    assert unstable_timings(parts) == {"1": 2}
+    assert unstable_text({"1": 2, "5": 3}).startswith("5 timings were unstable")

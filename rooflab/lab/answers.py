@@ -40,3 +40,24 @@ def noise(rows: list[dict], label, flag: str = "unstable", cv: str = "cv") -> st
     return (f" Unstable timings (robust CV above {CV_UNSTABLE:.0%}): {listed}{more}: their calls "
             "varied that much (another process, clocks, caches), so ratios that use them are "
             "uncertain by about as much.")
+
+
+def unstable_timings(parts: dict) -> dict[str, int]:
+    """Per part, how many of its timings the timer flagged unstable: every row of its data with
+    a true flag named "unstable" or ending in "_unstable" (one flag per timing)."""
+    def count(x) -> int:
+        if isinstance(x, dict):
+            return sum(v is True for k, v in x.items() if str(k) == "unstable" or
+                       str(k).endswith("_unstable")) + sum(count(v) for v in x.values())
+        return sum(count(v) for v in x) if isinstance(x, list) else 0
+    found = {n: count((p.get("result") or {}).get("data")) for n, p in parts.items()}
+    return {n: c for n, c in found.items() if c}
+
+
+def unstable_text(counts: dict[str, int]) -> str:
+    """One sentence for a run's flagged timings, '' when there were none."""
+    if not counts:
+        return ""
+    return (f"{sum(counts.values())} timings were unstable (robust CV above {CV_UNSTABLE:.0%}; "
+            + ", ".join(f"part {n}: {c}" for n, c in sorted(counts.items()))
+            + "): the tables show their CV and the answers that compare them say so.")

@@ -56,6 +56,8 @@ def write_outputs(out_dir: str, results: dict, parts=None) -> None:
     from rooflab.report import html, plots
 
     results["answers"] = LA.collect(results["parts"])
+    results["meta"]["unstable_timings"] = LA.unstable_timings(results["parts"])
+    results["meta"]["unstable_note"] = LA.unstable_text(results["meta"]["unstable_timings"])
     _write_json(os.path.join(out_dir, "results.json"), results)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)

@@ -99,6 +99,8 @@ def lab_summary(res: dict, out_dir: str) -> None:
         rows.append([f"{n}. {title}", p["status"], f"{p.get('time_s', 0):.1f} s", head])
     table(f"rooflab lab on {res['meta']['device_name']}", ["part", "status", "time", "headline"],
           rows)
+    if res["meta"].get("unstable_note"):
+        out.print(res["meta"]["unstable_note"])
     out.print(f"report: {out_dir}/index.html")
 
 

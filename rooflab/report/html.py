@@ -114,6 +114,7 @@ def report(results: dict, titles: dict[int, str]) -> str:
 <b>{esc(meta['gpu'])}</b>; measured ceilings: {esc(meta['ceilings_summary'])}.<br>
 {versions}; {esc(meta['date'])}{' (quick sizes)' if meta.get('quick') else ''}.</p>
 <table><tr><th>part</th><th>status</th><th>time (s)</th><th>headline</th></tr>{summary}</table>
+<p>{esc(meta.get('unstable_note', ''))}</p>
 <p>Raw data: <a href="results.json">results.json</a>, CSV tables in <code>tables/</code>,
 Chrome traces (open in Perfetto) in <code>traces/</code>.</p>
 {body}
