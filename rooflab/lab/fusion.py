@@ -9,6 +9,7 @@ import time as _time
 import torch
 
 from rooflab.kernels import gelu as G
+from rooflab.lab.answers import noise
 from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import release
@@ -95,7 +96,7 @@ def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
                    max_abs_err=err, trace=prof.trace_path)
         rows.append(row)
     return {"numel": numel, "dtype": dtype, "device": device, "rows": rows, "skipped": skipped,
-            "explanation": explain_gelu(rows)}
+            "explanation": explain_gelu(rows) + noise(rows, lambda r: r["variant"])}
 
 
 def _slug(s: str) -> str:
