@@ -55,6 +55,16 @@ def column(name: str, v) -> str | None:
         return None  # exact integers, as counted
     if name.endswith("_bytes") or name.startswith("bytes_"):
         return si(v, "B")
-    if name.startswith("fraction_") or name in ("cv", "torch_cv") or name.endswith("_cv"):
+    if name.startswith("fraction_") or is_cv(name):
         return f"{v:.1%}"
     return None
+
+
+def is_cv(name: str) -> bool:
+    """A column of a timing's coefficient of variation ("cv", "device_cv", ...)."""
+    return name == "cv" or name.endswith("_cv")
+
+
+def unstable_cell(name: str, v) -> bool:
+    """A CV column whose value is above the timer's threshold: views mark such cells."""
+    return is_cv(name) and isinstance(v, (int, float)) and v > CV_UNSTABLE

@@ -204,6 +204,15 @@ def test_units_come_from_the_column_name_exactly():
     assert html.fmt(3.2, "intensity") == "3.2"
 
 
+def test_an_unstable_cv_cell_is_marked_in_the_report():
+    from rooflab.report import html
+
+    page = html.table_html({"title": "t", "columns": ["impl", "device_s", "cv", "device_cv"],
+                            "rows": [["a", 1e-3, 0.02, 0.05], ["b", 2e-3, 0.12, None]]})
+    assert page.count("title='unstable") == 1  # 12% only: 5% is the threshold, not above it
+    assert "<td class='skipped' title='unstable: above 5%'>12.0%</td>" in page
+
+
 def test_the_measured_roof_is_named_after_the_device_measured():
     from rooflab import hardware as H
     from rooflab.lab.context import Context

@@ -58,8 +58,12 @@ def fmt(v, column: str = "") -> str:
 
 def table_html(t: dict) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in t["columns"])
-    body = "".join("<tr>" + "".join(f"<td>{esc(fmt(v, c))}</td>"
-                                    for c, v in zip(t["columns"], row)) + "</tr>"
+    def cell(c, v) -> str:
+        mark = (f" class='skipped' title='unstable: above {units.CV_UNSTABLE:.0%}'"
+                if units.unstable_cell(c, v) else "")
+        return f"<td{mark}>{esc(fmt(v, c))}</td>"
+
+    body = "".join("<tr>" + "".join(cell(c, v) for c, v in zip(t["columns"], row)) + "</tr>"
                    for row in t["rows"])
     return f"<h3>{esc(t['title'])}</h3><table><tr>{head}</tr>{body}</table>"
 
