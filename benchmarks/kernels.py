@@ -31,7 +31,7 @@ def t_s(fn, *args) -> float:
 
 def gelu(bw: float) -> list[dict]:
     rows = []
-    for base in (20, 22, 24, 26, 28):
+    for base in (20, 21, 22, 24, 26, 28):
         for extra in (0, 1, 3, 7, 1000):
             n = (1 << base) + extra
             for dt in ("fp32", "fp16", "bf16"):

@@ -77,6 +77,10 @@ BLOCK = 1024
 # (block, warps) per element size: the best of benchmarks/fusion.py's sweep on the H200 at 64M
 # and 256M elements (benchmarks/results/h200_fusion.json)
 TUNED = {4: (1024, 8), 2: (2048, 4)}
+# 2-byte tensors under 4M elements (8 MB) are latency-bound: twice the programs of (2048, 4) hide
+# it better. (1024, 4) read 0.94-0.96 of a copy of the same bytes at 2^20 and 2^21 elements, where
+# (2048, 4) read 0.87-0.91 (benchmarks/results/h200_kernels_gelu_small.json)
+SMALL_N, SMALL_TUNED = 1 << 22, (1024, 4)
 
 
 def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None,
@@ -90,7 +94,8 @@ def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None, block: int | N
     out = torch.empty_like(x) if out is None else out
     n = x.numel()
     if n:
-        tuned_block, tuned_warps = TUNED.get(x.element_size(), (BLOCK, 4))
+        tuned_block, tuned_warps = (SMALL_TUNED if x.element_size() == 2 and n < SMALL_N else
+                                    TUNED.get(x.element_size(), (BLOCK, 4)))
         block = block or (BLOCK if os.environ.get("TRITON_INTERPRET") == "1" else tuned_block)
         grid = (triton.cdiv(n, block),)
         gelu_kernel[grid](x, out, n, BLOCK=block, num_warps=num_warps or tuned_warps)
