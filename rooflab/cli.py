@@ -175,11 +175,10 @@ def _roof_for(gpu: Optional[str], dtype: str) -> Optional[R.Roof]:
     hw = _hw_for(gpu)
     if not hw.peak_flops_per_s:
         return None
-    if C.dtype_name(dtype) not in hw.peak_flops_per_s:
-        raise I.UserError(f"{hw.name} has no {C.dtype_name(dtype)} peak (has: "
-                          f"{', '.join(hw.peak_flops_per_s)}): choose one with --dtype (layer) "
-                          "or --act-dtype")
-    return R.Roof.of(hw, dtype)
+    try:
+        return R.Roof.of(hw, dtype)
+    except H.HardwareError as e:
+        raise I.UserError(f"{e}: choose one with --dtype (layer) or --act-dtype") from None
 
 
 TP = typer.Option(1, "--tp", help="tensor-parallel GPUs: one GPU's share and its all-reduces")
