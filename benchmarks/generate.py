@@ -36,8 +36,10 @@ def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "") -> None
                      "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
             rows.append(r)
             p, d = r.get("prefill", {}), r.get("decode", {})
-            print(name, batch, seq, "TTFT", p.get("device_s"), "pred/meas",
-                  round(p.get("predicted_over_device", 0), 3), "| decode", d.get("eager_device_s"),
+            print(name, batch, seq, "TTFT", p.get("device_s"), "graph", p.get("graph_device_s"),
+                  "pred/meas", round(p.get("predicted_over_device", 0), 3), "pred/kernel",
+                  round(p.get("predicted_over_kernel") or 0, 3), p.get("graph_error", ""),
+                  "| decode", d.get("eager_device_s"),
                   d.get("graph_device_s"), "pred/meas", round(d.get("predicted_over_device", 0), 3),
                   "| roof", round(p.get("roofline_over_device", 0), 3),
                   round(d.get("roofline_over_device", 0), 3), "| mem", round(

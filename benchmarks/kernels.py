@@ -3,8 +3,9 @@
   same bytes (L2 flushed: each call reads from HBM);
 - flash-decoding (split-KV) against every SDPA backend and rooflab's FlashAttention at decode
   shapes, with a search over how many programs it launches;
+- part 5's decode sweep (512 to 32768 cached tokens), every backend, three alternating rounds;
 - the FlashAttention forward rows of the kernels issue against SDPA's flash and cuDNN backends.
-Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,flash]"""
+Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,lab_decode,flash]"""
 from __future__ import annotations
 
 import sys
@@ -144,6 +145,37 @@ def decode(bw: float) -> list[dict]:
     return rows
 
 
+LAB_KV_LENS = [512 << i for i in range(7)]  # part 5's decode sweep: 512 to 32768 cached tokens
+
+
+def lab_decode(bw: float, rounds: int = 3) -> dict:
+    """Part 5's decode sweep itself (B=8, 32 heads, 8 KV heads, d 128, bf16, L2 flushed), every
+    implementation, in ``rounds`` alternating rounds: per cached length, the median of each."""
+    runs = [A.decode_sweep(LAB_KV_LENS, bandwidth_bytes_per_s=bw) for _ in range(rounds)]
+    rows = []
+    for n in LAB_KV_LENS:
+        times = {}
+        for run in runs:
+            for r in run["rows"]:
+                if r["kv_len"] == n and r["status"] == "ok":
+                    times.setdefault(r["impl"], []).append(r["device_s"])
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        mine = med.pop("triton_decode", None)
+        peers = {k: v for k, v in med.items() if k not in ("triton", "standard")}  # SDPA's
+        best = min(peers, key=peers.get) if peers else None
+        row = {"kv_len": n, "median_s": {**med, "triton_decode": mine}, "all_s": times,
+               "fastest_sdpa": best}
+        if mine and best:
+            row["triton_decode_over_fastest_sdpa"] = peers[best] / mine  # > 1: ours is faster
+            row["triton_decode_fraction_of_copy_ceiling"] = (
+                next(r for r in runs[0]["rows"] if r["kv_len"] == n)["bytes_fused"] / mine / bw)
+        rows.append(row)
+        print("lab decode", n, {k: round(v * 1e6, 1) for k, v in row["median_s"].items() if v},
+              "ours/fastest", round(row.get("triton_decode_over_fastest_sdpa", 0), 3), flush=True)
+    return {"shape": {k: runs[0][k] for k in ("batch", "heads", "kv_heads", "head_dim", "dtype")},
+            "rounds": rounds, "rows": rows}
+
+
 FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table
     (1, 16, 16, 16384, 128, "fp16", False), (2, 32, 4, 1000, 128, "bf16", True),
     (1, 8, 8, 4096, 256, "bf16", True), (4, 32, 32, 2048, 64, "fp16", False),
@@ -195,11 +227,12 @@ def flash() -> list[dict]:
     return rows
 
 
-def main(out_dir: str, what: str = "gelu,decode,flash") -> None:  # gelu_tiles: tuning
+def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # gelu_tiles: tuning
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s
     data = {"copy_ceiling_bytes_per_s": bw}
     for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
-                     ("decode", lambda: decode(bw)), ("flash", flash)):
+                     ("decode", lambda: decode(bw)), ("lab_decode", lambda: lab_decode(bw)),
+                     ("flash", flash)):
         if name in what.split(","):
             data[name] = fn()
             write(out_dir, "kernels", data)  # after each section: a late failure loses nothing

@@ -69,6 +69,7 @@ def test_generation_measured_and_predicted_on_cpu(capsys):
     assert {"layer 0", "layer 1", "layer 2", "embedding", "final norm", "lm_head"} <= set(
         r["layers_predicted"]["decode"])
     assert d["flops"] < p["flops"] and "graph_device_s" not in d  # no CUDA graph on a CPU
+    assert "graph_device_s" not in p and "ttft_graph_s" not in r
     assert p["kernel_s"] > 0
     assert d["predicted_over_kernel"] == d["predicted_kernels_s"] / d["kernel_s"]
     assert p["kernel_busy_fraction"] == p["kernel_s"] / p["device_s"]
@@ -85,6 +86,48 @@ def test_generation_measured_and_predicted_on_cpu(capsys):
     kinds = r["op_costs"]["attention"]  # the prefill's and the decode's, each measured once
     assert {k.split()[-1] for k in kinds} == {"prefill", "decode"}
     assert all(k in shown for k in kinds) and "FLOP/s" in shown and "B/s" in shown
+
+
+def test_mask_decision_under_capture_is_the_warm_ups(monkeypatch):
+    """During capture HF's is_causal decision (which reads a device tensor) is not made again:
+    the one made by the warm-up for the same shape is returned; outside capture, it is made."""
+    MU = pytest.importorskip("transformers.masking_utils")
+    calls = []
+    monkeypatch.setattr(MU, "_ignore_causal_mask_sdpa",
+                        lambda *a, **k: calls.append(a) or len(calls) == 1)
+    capturing = [False]
+    monkeypatch.setattr(GN, "_capturing", lambda: capturing[0])
+    offset = torch.zeros((), dtype=torch.long)
+    with GN.mask_decisions_made_before_capture() as made:
+        assert MU._ignore_causal_mask_sdpa(None, 512, 544, offset, 0) is True  # warm-up
+        capturing[0] = True
+        assert MU._ignore_causal_mask_sdpa(None, 512, 544, offset, 0) is True  # reused
+        assert len(calls) == 1 and len(made) == 1
+        capturing[0] = False
+        assert MU._ignore_causal_mask_sdpa(None, 512, 544, offset, 0) is False  # afresh
+    assert MU._ignore_causal_mask_sdpa(None, 1, 1, 0, 0) is False  # put back on exit
+
+
+def test_generation_console_shows_the_graph_prefill(capsys):
+    cfg = M.from_hf_dict(TINY, "tiny")
+    r = GN.measure(cfg, 1, 16, 2, CEIL, "cpu", dtype="fp32", costs=COSTS)
+    p = r["prefill"]
+    g = p["device_s"] / 4  # as a CUDA graph would read on a host-bound prefill
+    p.update(graph_device_s=g, graph_wall_s=g, graph_cv=0.01, graph_unstable=False,
+             predicted_over_graph_device=p["predicted_s"] / g,
+             roofline_over_graph_device=p["roofline_s"] / g, host_bound=True,
+             kernel_busy_fraction=0.25, graph_error=None)
+    r["ttft_graph_s"] = g
+    r["decode"]["graph_error"] = "operation not permitted when stream is capturing"
+    from rooflab.report import console
+
+    capsys.readouterr()
+    console.generation(r)
+    shown = capsys.readouterr().out
+    assert "prefill (TTFT), CUDA graph" in shown and "prefill (TTFT), eager" in shown
+    assert f"{p['predicted_s'] / g:.2f}" in shown
+    assert "in a CUDA graph" in shown and "the kernel time or the CUDA graph's" in shown
+    assert "CUDA graph of the decode step: not captured (operation not permitted" in shown
 
 
 def test_model_measure_cli(tmp_path, monkeypatch):
@@ -121,9 +164,11 @@ def test_generation_on_the_gpu_with_a_cuda_graph():
     cfg = M.from_hf_dict({**TINY, "model_type": "llama", "layer_types": None,
                           "sliding_window": None, "num_key_value_heads": 2}, "tiny-llama")
     r = GN.measure(cfg, 2, 64, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
-    d = r["decode"]
+    d, p = r["decode"], r["prefill"]
     assert "graph_error" not in d, d.get("graph_error")
     assert d["graph_device_s"] > 0 and d["graph_loop_s"] > 0
+    assert "graph_error" not in p, p.get("graph_error")
+    assert p["graph_device_s"] > 0 and r["ttft_graph_s"] == p["graph_wall_s"]
     assert r["memory_measured_peak_bytes"] > r["memory_predicted"]["weights_bytes"]
 
 
@@ -133,8 +178,26 @@ def test_a_full_sliding_window_cache_is_captured_in_a_cuda_graph():
     tensor from Python data at every step, which capture refuses unless it is made once."""
     cfg = M.from_hf_dict(TINY, "tiny-gemma")
     r = GN.measure(cfg, 2, 48, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
-    assert "graph_error" not in r["decode"], r["decode"].get("graph_error")
-    assert r["decode"]["graph_device_s"] > 0
+    for call in ("prefill", "decode"):
+        assert "graph_error" not in r[call], r[call].get("graph_error")
+        assert r[call]["graph_device_s"] > 0
+
+
+@pytest.mark.gpu
+def test_the_captured_prefill_computes_what_the_eager_prefill_does():
+    """The graph reuses the warm-up's mask decision: its logits are the eager prefill's."""
+    from rooflab.measure.timer import capture_graph
+
+    cfg = M.from_hf_dict(TINY, "tiny-gemma")
+    with torch.no_grad():
+        g = GN.Generation(cfg, 2, 48, 4, "cuda", "bf16", lm_head="all")
+        eager = g.prefill().clone()
+        out = torch.empty_like(eager)
+        with GN.constants_made_once(), GN.mask_decisions_made_before_capture():
+            replay = capture_graph(lambda: out.copy_(g.prefill()))
+        out.zero_()
+        replay()
+        torch.testing.assert_close(out, eager, rtol=0, atol=0)
 
 
 def test_constants_made_once_only_inside_and_only_for_small_device_data():

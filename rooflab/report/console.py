@@ -261,12 +261,17 @@ def generation(d: dict) -> None:
 
     p, dec = d["prefill"], d["decode"]
     ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
-    rows = [["prefill (TTFT)", secs(p["wall_s"]), timed(p), secs(p["predicted_s"]),
-             ratio(p["predicted_over_device"]), ratio(p["roofline_over_device"])],
-            ["decode step, eager", secs(dec["eager_wall_s"]),
-             timed(dec, "eager_device_s", "eager_cv", "eager_unstable"),
-             secs(dec["predicted_s"]), ratio(dec["predicted_over_eager_device"]),
-             ratio(dec["roofline_over_eager_device"])]]
+    rows = [["prefill (TTFT), eager", secs(p["wall_s"]), timed(p), secs(p["predicted_s"]),
+             ratio(p["predicted_over_eager_device"]), ratio(p["roofline_over_eager_device"])]]
+    if p.get("graph_device_s"):
+        rows.append(["prefill (TTFT), CUDA graph", secs(p["graph_wall_s"]),
+                     timed(p, "graph_device_s", "graph_cv", "graph_unstable"),
+                     secs(p["predicted_s"]), ratio(p["predicted_over_graph_device"]),
+                     ratio(p["roofline_over_graph_device"])])
+    rows.append(["decode step, eager", secs(dec["eager_wall_s"]),
+                 timed(dec, "eager_device_s", "eager_cv", "eager_unstable"),
+                 secs(dec["predicted_s"]), ratio(dec["predicted_over_eager_device"]),
+                 ratio(dec["roofline_over_eager_device"])])
     if dec.get("graph_device_s"):
         rows.append(["decode step, CUDA graph", secs(dec["graph_wall_s"]),
                      secs(dec["graph_device_s"]), secs(dec["predicted_s"]),
@@ -275,22 +280,27 @@ def generation(d: dict) -> None:
     table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
           f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
           ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)
-    if p.get("unstable") or dec.get("eager_unstable"):
+    if p.get("unstable") or p.get("graph_unstable") or dec.get("eager_unstable"):
         out.print(UNSTABLE_NOTE)
     out.print(f"kernel time (profiler): prefill {secs(p['kernel_s'])}, decode step "
               f"{secs(dec['kernel_s'])}; predicted/kernel {ratio(p['predicted_over_kernel'])} and "
               f"{ratio(dec['predicted_over_kernel'])}")
     for name, x in (("prefill", p), ("eager decode step", dec)):
         if x.get("host_bound"):
+            graphed = " or the CUDA graph's" if x.get("graph_device_s") else ""
             out.print(f"{name}: bound by the host (kernels busy {x['kernel_busy_fraction']:.0%} "
-                      f"of its device time); read the prediction against the kernel time")
+                      f"of its device time); read the prediction against the kernel time"
+                      + graphed)
     if OC.attention_summary(d["op_costs"].get("attention", {})):
         out.print("attention kernels, each kind timed on a reference shape of its kind: "
                   + OC.attention_summary(d["op_costs"]["attention"]))
-    out.print(f"TTFT {secs(d['ttft_s'])}, TPOT {secs(d['tpot_s'])} (a loop of "
+    ttft = secs(d["ttft_s"]) + (f" eager, {secs(d['ttft_graph_s'])} in a CUDA graph"
+                                if d.get("ttft_graph_s") else "")
+    out.print(f"TTFT {ttft}, TPOT {secs(d['tpot_s'])} (a loop of "
               f"{d['new_tokens']} steps), {d['tokens_per_s']:,.0f} tokens/s")
-    if dec.get("graph_error"):
-        out.print(f"CUDA graph: not captured ({dec['graph_error']})")
+    for name, x in (("prefill", p), ("decode step", dec)):
+        if x.get("graph_error"):
+            out.print(f"CUDA graph of the {name}: not captured ({x['graph_error']})")
     m = d["memory_predicted"]
     line = (f"memory predicted {m['total_bytes'] / 2**30:.2f} GiB (weights "
             f"{m['weights_bytes'] / 2**30:.2f}, KV cache {m['kv_cache_bytes'] / 2**30:.2f}, "
