@@ -4,10 +4,13 @@ At decode a (batch, KV head) pair has one query per head of its group (GQA) and 
 FlashAttention's grid (one program per query tile) would give the GPU B*H programs, each walking
 the whole cache alone: too few to keep HBM busy. Here the cache is cut into runs of key blocks;
 a program reads each block of K and V exactly once for all the query heads that share it, and
-leaves a partial softmax (its output and log-sum-exp) per head it touched. The last program to
-finish a head merges its partials: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse).
-(A second kernel for the merge cost its launch: 10.9 us against cuDNN's 9.1 at 512 cached
-tokens, 36.7 against 36.0 at 4096, in the lab's decode sweep on the H200.)
+leaves a partial softmax (its output and log-sum-exp) per head it touched. A second, small kernel
+merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse).
+On Hopper and later the merge is launched while the first kernel runs (programmatic dependent
+launch) and waits inside for its partials, so its launch costs no idle time between the two.
+Merging in the first kernel instead (the last program to finish a head, told by an atomic count)
+was slower on the H200: +0.4 to +1.0 us at the lab's decode shapes, +13 us with one sequence of
+4096 keys, whose last programs then merge alone (h200_kernels_decode_merge_variants.json).
 
 How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
 into one equal run per program, a run crossing from one head to the next where it must (as
@@ -94,50 +97,17 @@ if triton is not None:
         tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=valid[:, None])
 
     @triton.jit
-    def merge_head(O_PART, LSE_PART, O, LSE, bhk, used, max_slots, sob, soh, som, HKV, GROUP,
-                   n_q, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-        # The partials of one (batch, KV head), slot by slot, into its rows' outputs:
-        # O = sum_s w_s O_s / sum_s w_s, w_s = exp2(lse_s - max lse), as an online sum.
-        b, hk = bhk // HKV, bhk % HKV
-        rows = tl.arange(0, BLOCK_M)
-        g, i = rows // n_q, rows % n_q
-        valid = rows < GROUP * n_q
-        offs_d = tl.arange(0, HEAD_DIM)
-        m = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        total = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-        for s in range(used):
-            part = (bhk * max_slots + s) * BLOCK_M + rows
-            # .cg: read from L2, where the other programs' stores are, never a stale L1 line
-            lse = tl.load(LSE_PART + part, mask=valid, other=float("-inf"), cache_modifier=".cg")
-            o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
-                        mask=valid[:, None], other=0.0, cache_modifier=".cg")
-            m_new = tl.maximum(m, lse)
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing seen in any slot yet
-            alpha = tl.math.exp2(m - m_ref)
-            w = tl.math.exp2(lse - m_ref)                    # a slot that saw no key weighs 0
-            total = total * alpha + w
-            acc = acc * alpha[:, None] + o * w[:, None]
-            m = m_new
-        total = tl.where(valid, total, 1.0)               # every valid row sees a key somewhere
-        h = hk * GROUP + g
-        tl.store(LSE + (b * HKV * GROUP + h) * n_q + i,
-                 (m + tl.math.log2(total)) * 0.6931471805599453, mask=valid)  # natural log
-        tl.store(O + b * sob + h[:, None] * soh + i[:, None] * som + offs_d[None, :],
-                 (acc / total[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
-
-    @triton.jit
-    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
-                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
+                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr):
         # Every (batch, KV head)'s key blocks laid end to end; program p takes the blocks
         # [p * per_program, (p + 1) * per_program), crossing from one head to the next where
         # its range does, and leaves one partial per head it touched (slot 0 is the head's
-        # first program). Every program gets the same work, whatever B * Hkv is. The last
-        # program to finish a head (counted in ARRIVED) merges that head's partials, and sets
-        # its count back to 0 for the next call: one kernel, no second launch.
+        # first program). Every program gets the same work, whatever B * Hkv is.
+        if PDL:
+            tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
         pid = tl.program_id(0)
         start = pid * per_program
         end = tl.minimum(start + per_program, total_blocks)
@@ -145,18 +115,37 @@ if triton is not None:
             bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
             lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
-            first = (bhk * n_blocks) // per_program      # the head's first program
-            used = ((bhk + 1) * n_blocks - 1) // per_program - first + 1
-            partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - first, max_slots,
-                            lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
+            partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - (bhk * n_blocks) // per_program,
+                            max_slots, lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
                             sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, HKV, GROUP, n_q, n_kv,
                             HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST)
-            tl.debug_barrier()                           # all the program's stores, then:
-            arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish, and count
-            if arrived == used - 1:                      # the head's last partial: merge
-                tl.atomic_xchg(ARRIVED + bhk, 0)
-                merge_head(O_PART, LSE_PART, O, LSE, bhk, used, max_slots, sob, soh, som,
-                           HKV, GROUP, n_q, HEAD_DIM, BLOCK_M)
+
+    @triton.jit
+    def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
+                     per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     SLOTS: tl.constexpr, PDL: tl.constexpr):
+        row = tl.program_id(0)                           # one query row of one head
+        bh = row // n_q
+        i = row % n_q
+        b, h = bh // H, bh % H
+        bhk = (b * (H // GROUP) + h // GROUP).to(tl.int64)
+        r = (h % GROUP) * n_q + i
+        used = ((bhk + 1) * n_blocks - 1) // per_program - (bhk * n_blocks) // per_program + 1
+        s = tl.arange(0, SLOTS)
+        offs_d = tl.arange(0, HEAD_DIM)
+        part = (bhk * max_slots + s) * BLOCK_M + r
+        if PDL:
+            tl.extra.cuda.gdc_wait()                     # until the partials are all written
+        lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
+        m = tl.max(lse, 0)                               # every row sees a key somewhere
+        w = tl.math.exp2(lse - m)                        # empty slots weigh exp2(-inf) = 0
+        o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=(s < used)[:, None], other=0.0)
+        total = tl.sum(w, 0)
+        out = tl.sum(o * w[:, None], 0) / total
+        tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)  # natural log
+        tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
+                 out.to(O.dtype.element_ty))
 
 
 # --- the launcher ----------------------------------------------------------------------------
@@ -172,7 +161,7 @@ def config(head_dim: int) -> dict:
 def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[int, int, int]:
     """(blocks per program, programs, partial slots per head). The B * Hkv heads' key blocks,
     laid end to end, are cut into ``programs`` equal runs of at least two blocks; a head is cut
-    into at most 64 runs (the merge, one program's loop over them, stays short)."""
+    into at most 64 runs (the merge holds them at once)."""
     n_blocks = -(-n_kv // block_n)
     total = b * hkv * n_blocks
     per = max(2, -(-total // programs), -(-n_blocks // 63))
@@ -190,18 +179,14 @@ def _programs(head_dim: int) -> int:
     return 8
 
 
-_ARRIVED: dict = {}
-
-
-def arrival_counts(device, n: int) -> torch.Tensor:
-    """A zeroed int32 count per (batch, KV head), kept between calls: the kernel leaves every
-    count at 0 when it ends, so no call pays for a memset (a second launch). One buffer per
-    device: calls on two streams at once would share it (rooflab makes none)."""
-    key = str(device)
-    buf = _ARRIVED.get(key)
-    if buf is None or buf.numel() < n:
-        buf = _ARRIVED[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    return buf
+def dependent_launch(device) -> bool:
+    """Programmatic dependent launch: a GPU of compute capability 9.0 or later and a Triton
+    that exposes it (3.5 and later); never under the interpreter."""
+    if INTERPRET or torch.device(device).type != "cuda":
+        return False
+    cuda = getattr(getattr(tl, "extra", None), "cuda", None)
+    return (hasattr(cuda, "gdc_wait") and
+            torch.cuda.get_device_capability(torch.device(device))[0] >= 9)
 
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
@@ -216,22 +201,25 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
                          f"(got {group} x {n_q}); use flash_attention for longer queries")
     c = dict(cfg or config(d))
     block_n = c.pop("BLOCK_N")
+    pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
     n_blocks = -(-n_kv // block_n)
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs(d))
     o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
-    o = torch.empty_like(q)
-    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     split_kv_fwd[(grid,)](
-        q, k, v, o_part, lse_part, o, lse, arrival_counts(q.device, b * hkv),
-        scale * 1.4426950408889634,  # log2(e) folded in: exp2
+        q, k, v, o_part, lse_part, scale * 1.4426950408889634,  # log2(e) folded in: exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-        hkv, group, n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d,
-        BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        UPCAST=INTERPRET and q.dtype == torch.bfloat16, **c)
+        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, n_blocks, per,
+        b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+        UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, **c)
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
+                                 h, group, n_q, n_blocks, per, slots, HEAD_DIM=d,
+                                 BLOCK_M=block_m, SLOTS=max(2, triton.next_power_of_2(slots)),
+                                 PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
     return o, lse
 
 
