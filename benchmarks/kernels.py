@@ -121,6 +121,9 @@ def decode(bw: float) -> list[dict]:
                                                             cfg=cfg))
                 except Exception:  # noqa: BLE001 - a tile that does not fit in shared memory
                     continue
+        if FD.dependent_launch("cuda"):  # the merge launched early (the default) or not
+            r["triton_decode_no_pdl_s"] = t_s(lambda: FD.flash_decode(
+                q, k, v, causal, cfg={**FD.config(d), "PDL": False}))
         r["search_s"] = best
         r["search_best"] = min(best, key=best.get)
         # reading the same bytes and nothing else: reads alone stream faster than the copy that
@@ -133,7 +136,8 @@ def decode(bw: float) -> list[dict]:
             r["triton_decode_fraction_of_copy_ceiling"] = c.bytes / mine / bw
             r["triton_decode_over_read_same_bytes"] = r["read_same_bytes_s"] / mine
             peers = {k[:-2]: s for k, s in r.items() if k.endswith("_s") and k not in (
-                "triton_decode_s", "floor_s", "search_s", "read_same_bytes_s")}
+                "triton_decode_s", "floor_s", "search_s", "read_same_bytes_s",
+                "triton_decode_no_pdl_s")}
             r["fastest_peer"] = min(peers, key=peers.get) if peers else None
             if peers:
                 r["triton_decode_over_fastest_peer"] = peers[r["fastest_peer"]] / mine
