@@ -150,6 +150,10 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
             "tflops_per_s": c.flops / t.device_s / 1e12, "flops": c.flops, "bytes_eager": c.bytes, "bytes_fused": c.bytes_fused}
 
 
+READS_ONLY = ("it only reads (the cache, once); the copy that sets the ceiling reads half and "
+              "writes half, and reads alone stream faster than that mix")
+
+
 def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, head_dim: int,
                  dtype: str, device: str, bandwidth_bytes_per_s: float | None) -> dict:
     """One (implementation, cache length) at decode: device time with the L2 flushed (each layer
@@ -172,6 +176,8 @@ def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, h
                cache_bytes=2 * C.elem_bytes(dtype) * batch * kv_heads * n * head_dim)
     if bandwidth_bytes_per_s:
         row["fraction_of_copy_bw"] = row["bandwidth_bytes_per_s"] / bandwidth_bytes_per_s
+        if row["fraction_of_copy_bw"] > 1:
+            row["above_roof"] = READS_ONLY
     return row
 
 

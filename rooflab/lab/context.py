@@ -84,7 +84,8 @@ def hold_roofline(spec: dict, cache_bytes: int | None) -> list[str]:
     if not roof["measured"]:
         return []
     idx = [i for i, p in enumerate(spec["points"]) if p["kind"] == "measured"
-           and p["intensity"] > 0 and p["hover"].get("bytes")]
+           and p["intensity"] > 0 and p["hover"].get("bytes")
+           and not p["hover"].get("above_roof")]  # a point that says why it is above stays
     r = R.Roof(roof["label"], roof["peak_flops_per_s"], roof["mem_bandwidth_bytes_per_s"],
                measured=True)
     pts = spec["points"]

@@ -18,7 +18,7 @@ from rooflab import count, hf
 from rooflab import models as M
 from rooflab import parallel as P
 from rooflab.measure import op_classes as OC
-from rooflab.measure.collectives import free_port
+from rooflab.measure.collectives import free_port, leave
 
 HOOKED = ("self_attn.o_proj", "mlp.down_proj")  # row-parallel: each rank holds a partial sum
 
@@ -102,7 +102,7 @@ def _check_worker(rank, world, cfg, layer_type, phase, port, out_path, reduce=Tr
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump({"max_rel_err": float(err)}, f)
-    dist.destroy_process_group()
+    leave()
 
 
 def check(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int = 2,
@@ -166,7 +166,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(rows, f)
-    dist.destroy_process_group()
+    leave()
 
 
 def measure(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int, collective: dict,

@@ -46,7 +46,7 @@ def run(ctx: Context) -> dict:
                           table("p5_decode", "Decode attention (one query per head)",
                                 dec["rows"], ["impl", "kv_len", "status", "device_s", "cv",
                                               "bandwidth_bytes_per_s", "fraction_of_copy_bw",
-                                              "error"])])
+                                              "above_roof", "error"])])
 
 
 def attention_plots(sw: dict, roof: R.Roof, dec: dict) -> list[dict]:
@@ -74,7 +74,8 @@ def attention_plots(sw: dict, roof: R.Roof, dec: dict) -> list[dict]:
         i = r["flops"] / r["bytes_fused"]
         rpts.append(pt(f"decode {r['impl']} kv={r['kv_len']}", i, r["flops"] / r["device_s"],
                        "measured", "decode", measured_s=r["device_s"], flops=r["flops"],
-                       bytes=r["bytes_fused"]))
+                       bytes=r["bytes_fused"],
+                       **({"above_roof": r["above_roof"]} if r.get("above_roof") else {})))
     dimpls = sorted({r["impl"] for r in dok})
     return [
         {"kind": "lines", "name": "p5_memory", "title": "Extra peak memory of one attention call",
