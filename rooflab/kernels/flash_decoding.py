@@ -7,10 +7,12 @@ a program reads each block of K and V exactly once for all the query heads that 
 leaves a partial softmax (its output and log-sum-exp) per head it touched. A second, small kernel
 merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse).
 On Hopper and later the merge is launched while the first kernel runs (programmatic dependent
-launch) and waits inside for its partials, so its launch costs no idle time between the two.
+launch) and waits inside for its partials: on the H200 up to 2.3 us faster where the cache is
+long or the batch large, no change below 8k cached tokens (h200_kernels_decode_pdl.json).
 Merging in the first kernel instead (the last program to finish a head, told by an atomic count)
-was slower on the H200: +0.4 to +1.0 us at the lab's decode shapes, +13 us with one sequence of
-4096 keys, whose last programs then merge alone (h200_kernels_decode_merge_variants.json).
+was slower at 10 of 11 shapes: +0.9 to +3.5 us at the lab's decode shapes, +13 us with one
+sequence, whose few last programs merge alone; 1.9 us faster at B=64
+(h200_kernels_decode_merge_variants.json).
 
 How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
 into one equal run per program, a run crossing from one head to the next where it must (as

@@ -370,22 +370,16 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
     d["kernel_busy_fraction"] = d["kernel_s"] / d["eager_device_s"]
     for x in (p, d):
         x["host_bound"] = x["kernel_busy_fraction"] < HOST_BOUND
-    p["predicted_over_eager_device"] = p["predicted_s"] / p["device_s"]
-    p["roofline_over_eager_device"] = p["roofline_s"] / p["device_s"]
-    if p.get("graph_device_s"):
-        p["predicted_over_graph_device"] = p["predicted_s"] / p["graph_device_s"]
-        p["roofline_over_graph_device"] = p["roofline_s"] / p["graph_device_s"]
+    for x, eager in ((p, p["device_s"]), (d, d["eager_device_s"])):
+        for mode, s in (("eager", eager), ("graph", x.get("graph_device_s"))):
+            if s:
+                x[f"predicted_over_{mode}_device"] = x["predicted_s"] / s
+                x[f"roofline_over_{mode}_device"] = x["roofline_s"] / s
+        best = "graph" if x.get("graph_device_s") else "eager"  # the call without launch gaps
+        x["predicted_over_device"] = x[f"predicted_over_{best}_device"]
+        x["roofline_over_device"] = x[f"roofline_over_{best}_device"]
+    if p.get("graph_wall_s"):
         out["ttft_graph_s"] = p["graph_wall_s"]
-    best = "graph" if p.get("graph_device_s") else "eager"  # the call without launch gaps
-    p["predicted_over_device"] = p[f"predicted_over_{best}_device"]
-    p["roofline_over_device"] = p[f"roofline_over_{best}_device"]
-    for mode in ("eager", "graph"):
-        if d.get(f"{mode}_device_s"):
-            d[f"predicted_over_{mode}_device"] = d["predicted_s"] / d[f"{mode}_device_s"]
-            d[f"roofline_over_{mode}_device"] = d["roofline_s"] / d[f"{mode}_device_s"]
-    best = "graph" if d.get("graph_device_s") else "eager"  # the step without launch gaps
-    d["predicted_over_device"] = d[f"predicted_over_{best}_device"]
-    d["roofline_over_device"] = d[f"roofline_over_{best}_device"]
     tpot = d.get("graph_loop_s") or d["eager_loop_s"]
     out["ttft_s"] = p["wall_s"] if p["wall_s"] is not None else p["device_s"]
     out["tpot_s"] = tpot
