@@ -77,8 +77,10 @@ def gelu_tiles() -> list[dict]:
     return rows
 
 
-DECODE_SHAPES = [  # (B, H, Hkv, Lq, Lkv, D): the issue's row first, then batch, length, q_len
-    (8, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 4096, 128), (64, 32, 8, 1, 4096, 128),
+DECODE_SHAPES = [  # (B, H, Hkv, Lq, Lkv, D): the issue's row first, part 5's short caches,
+    # then batch, length, q_len
+    (8, 32, 8, 1, 4096, 128), (8, 32, 8, 1, 512, 128), (8, 32, 8, 1, 1024, 128),
+    (1, 32, 8, 1, 4096, 128), (64, 32, 8, 1, 4096, 128),
     (8, 32, 8, 1, 16384, 128), (1, 32, 8, 1, 131072, 128), (8, 32, 8, 4, 4096, 128),
     (8, 32, 8, 16, 4096, 128), (8, 8, 1, 1, 8192, 256), (32, 16, 16, 1, 4096, 64),
 ]
@@ -105,7 +107,7 @@ def decode(bw: float) -> list[dict]:
             except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
                 r[name + "_error"] = str(e).splitlines()[0][:160]
         best = {}
-        for mult in (1, 2, 4):  # programs = mult x SMs
+        for mult in (0.25, 0.5, 1, 2, 4):  # programs = mult x SMs: fewer, longer runs too
             sms = torch.cuda.get_device_properties(0).multi_processor_count
             for cfg in ({"BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
                         {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
@@ -117,8 +119,8 @@ def decode(bw: float) -> list[dict]:
                     continue
                 key = f"x{mult} n{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
                 try:
-                    best[key] = t_s(lambda: FD.flash_decode(q, k, v, causal, programs=mult * sms,
-                                                            cfg=cfg))
+                    best[key] = t_s(lambda: FD.flash_decode(
+                        q, k, v, causal, programs=max(1, int(mult * sms)), cfg=cfg))
                 except Exception:  # noqa: BLE001 - a tile that does not fit in shared memory
                     continue
         if FD.dependent_launch("cuda"):  # the merge launched early (the default) or not
