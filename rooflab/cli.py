@@ -294,9 +294,13 @@ def lab(device: str = DEVICE,
         note.print("No CUDA device: running the CPU lab (measured CPU roofline; "
                    "GPU-only parts say what they could not measure).")
     try:
-        with console.Progress() as prog:
-            res = LR.run(dev, nums, gpu, quick, out, resume, progress=prog.task,
-                         on_part=prog.part_done)
+        with console.Progress() as prog, I.stop_between_steps() as check:
+            def task(desc, total):
+                advance = prog.task(desc, total)
+                return lambda: (advance(), check())
+
+            res = LR.run(dev, nums, gpu, quick, out, resume, progress=task,
+                         on_part=lambda num, entry: (prog.part_done(num, entry), check()))
     except KeyboardInterrupt:
         raise I.Interrupted(f"interrupted; finished parts are in {out} (--resume continues)") \
             from None

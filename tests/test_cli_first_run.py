@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rooflab import cli
+from rooflab import cli_input as I
 from rooflab.cli import main
 from rooflab.lab import run as LR
 
@@ -143,6 +144,20 @@ def test_ctrl_c_anywhere_is_exit_130(capsys, monkeypatch):
         monkeypatch.setattr(cli, "app", behaviour)
         code, _, err = run(capsys, "specs")
         assert code == 130 and "rooflab: interrupted" in err
+
+
+def test_first_ctrl_c_waits_for_the_next_step_a_second_stops_at_once(capsys):
+    with I.stop_between_steps() as check:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered to this (the main) thread
+        time.sleep(0.01)
+        x = sum(range(1000))                 # runs on: the interrupt is held
+        with pytest.raises(KeyboardInterrupt):
+            check()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)                  # the second raises here, without a check
+    assert x == 499500 and "stopping after this step" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
 def test_sigint_to_a_real_lab_keeps_finished_parts(tmp_path):
