@@ -47,7 +47,7 @@ def free_port() -> int:
 def leave() -> None:
     """Every rank at the same point, then out of the process group. Without the barrier a rank
     that left first (rank 0 serves the group's store) made another abort in its teardown
-    ("terminate called without an active exception"): 1 of 25 two-process checks on CI's CPU."""
+    ("terminate called without an active exception"): 1 of 25 two-process checks on a 2-core CPU."""
     import torch.distributed as dist
 
     dist.barrier()
