@@ -332,6 +332,22 @@ def test_a_decode_row_above_the_copy_ceiling_says_why_in_its_row_and_point():
     assert spec["roofs"][0]["mem_bandwidth_bytes_per_s"] == 1e6
 
 
+def test_part3_says_when_the_profiled_ops_outlast_the_call():
+    """On a CPU the ops' profiled times can sum to more than the unprofiled call: 3.3 says so
+    rather than show kernels longer than the call without a word."""
+    from rooflab.lab.parts.p3_layer import questions_measured
+    m = {"phase": "decode", "batch": 1, "kv_len": 512, "mode": "eager", "wall_s": 1.31e-3,
+         "device_s": 1.31e-3, "kernel_s": 1.52e-3, "predicted_s": 5.36e-4,
+         "predicted_over_kernel": 5.36e-4 / 1.52e-3,
+         "roofline_s": 3.8e-4, "device_unstable": False, "device_cv": 0.02,
+         "timeline": {"busy_us": 1000, "span_us": 1500, "gaps": 3, "largest_gap_us": 50},
+         "components": [], "launches_per_iter": 60}
+    text = questions_measured([m], [], "cpu")["3.3"]["text"]
+    assert "kernels 1.52 ms (1.16x the call timed without the profiler" in text
+    m["kernel_s"] = 1.2e-3
+    assert "without the profiler" not in questions_measured([m], [], "cpu")["3.3"]["text"]
+
+
 def test_part3_names_every_measured_rate(cpu_report):
     """Answer 3.3 shows what the roofline misses from the run's own op costs: floors, the
     generic and roll rates, and each kind of attention kernel's rate (here the CPU's)."""

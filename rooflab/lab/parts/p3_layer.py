@@ -307,9 +307,13 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
                 ("3.3", "B.decode_profile", "B.cuda_graph_profile")}
     lines = []
     for m in measured:
+        over = m["kernel_s"] / m["device_s"] if m["device_s"] else 0
         lines.append(
             f"{m['phase']} B={m['batch']} {m['mode']}: wall {secs(m['wall_s'])}, device "
-            f"{secs(m['device_s'])}, kernels {secs(m['kernel_s'])}, predicted "
+            f"{secs(m['device_s'])}, kernels {secs(m['kernel_s'])}" + (
+                f" ({over:.2f}x the call timed without the profiler: under it, a CPU runs the "
+                "same ops slower)" if device != "cuda" and over > 1 else "")
+            + ", predicted "
             f"{secs(m['predicted_s'])} ({m['predicted_over_kernel']:.2f} of measured; the plain "
             f"roofline alone {m['roofline_s'] / m['kernel_s']:.2f})")
     out = {"3.3": answer("The real layer, measured: " + "; ".join(lines) + "." + noise(
