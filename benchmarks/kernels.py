@@ -5,7 +5,8 @@
   shapes, with a search over how many programs it launches;
 - part 5's decode sweep (512 to 32768 cached tokens), every backend, three alternating rounds;
 - the FlashAttention forward rows of the kernels issue against SDPA's flash and cuDNN backends.
-Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,lab_decode,flash]"""
+Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,lab_decode,flash]
+(decode_default and flash_default: the same without the searches over programs and tiles)"""
 from __future__ import annotations
 
 import sys
@@ -86,7 +87,7 @@ DECODE_SHAPES = [  # (B, H, Hkv, Lq, Lkv, D): the issue's row first, part 5's sh
 ]
 
 
-def decode(bw: float) -> list[dict]:
+def decode(bw: float, search: bool = True) -> list[dict]:
     rows = []
     impls = {n: A.implementation(n, "cuda")[0] for n in A.DECODE_IMPLS}
     for b, h, hkv, lq, lkv, d in DECODE_SHAPES:
@@ -107,27 +108,28 @@ def decode(bw: float) -> list[dict]:
             except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
                 r[name + "_error"] = str(e).splitlines()[0][:160]
         best = {}
-        for mult in (0.25, 0.5, 1, 2, 4):  # programs = mult x SMs: fewer, longer runs too
-            sms = torch.cuda.get_device_properties(0).multi_processor_count
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        searched = [(f"x{m}", max(1, int(m * sms))) for m in (0.5, 1, 2)] + [("heads", b * hkv)]
+        # programs = mult x SMs (fewer, longer runs too), or one per KV head: each program then
+        # holds a whole head and writes its answer, and the merge kernel is not launched
+        for mult, programs in searched if search else []:
             for cfg in ({"BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
                         {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
                         {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
-                        {"BLOCK_N": 32, "num_warps": 4, "num_stages": 4},
-                        {"BLOCK_N": 128, "num_warps": 4, "num_stages": 2},
                         {"BLOCK_N": 128, "num_warps": 8, "num_stages": 3}):
                 if d > 128 and cfg["BLOCK_N"] > 64:
                     continue
-                key = f"x{mult} n{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
+                key = f"{mult} n{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
                 try:
                     best[key] = t_s(lambda: FD.flash_decode(
-                        q, k, v, causal, programs=max(1, int(mult * sms)), cfg=cfg))
+                        q, k, v, causal, programs=programs, cfg=cfg))
                 except Exception:  # noqa: BLE001 - a tile that does not fit in shared memory
                     continue
         if FD.dependent_launch("cuda"):  # the merge launched early (the default) or not
             r["triton_decode_no_pdl_s"] = t_s(lambda: FD.flash_decode(
                 q, k, v, causal, cfg={**FD.config(d), "PDL": False}))
         r["search_s"] = best
-        r["search_best"] = min(best, key=best.get)
+        r["search_best"] = min(best, key=best.get) if best else None
         # reading the same bytes and nothing else: reads alone stream faster than the copy that
         # sets the ceiling (half reads, half writes), so a read-only kernel can pass 100% of it
         x = torch.empty(c.bytes // 2, device="cuda", dtype=torch.bfloat16)
@@ -147,7 +149,7 @@ def decode(bw: float) -> list[dict]:
         print("decode", (b, h, hkv, lq, lkv, d), {k: (round(v * 1e6, 1) if k.endswith("_s")
               else v) for k, v in r.items() if (k.endswith("_s") and k != "search_s") or
               "fraction" in k or k.endswith("peer")},
-              "best", r["search_best"], round(best[r["search_best"]] * 1e6, 1))
+              "best", r["search_best"], best and round(best[r["search_best"]] * 1e6, 1))
     return rows
 
 
@@ -182,23 +184,22 @@ def lab_decode(bw: float, rounds: int = 3) -> dict:
             "rounds": rounds, "rows": rows}
 
 
-FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table
+FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table, then two more
     (1, 16, 16, 16384, 128, "fp16", False), (2, 32, 4, 1000, 128, "bf16", True),
     (1, 8, 8, 4096, 256, "bf16", True), (4, 32, 32, 2048, 64, "fp16", False),
     (4, 32, 32, 2048, 64, "bf16", True), (2, 16, 16, 4096, 128, "bf16", False),
+    (4, 16, 16, 4096, 128, "fp16", True), (2, 8, 8, 4096, 256, "fp16", False),
 ]
 
-
-TMA_TILES = [  # tried through tensor descriptors beside the default tiles (rooflab's TMA path)
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "WS": True},
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "WS": True},
-]
+FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and through TMA; the
+    # 128-row tiles of 8 warps also warp-specialized (FA.WS_TILES says where that compiles)
+    (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 64, 4, 3),
+    (128, 64, 8, 4), (64, 128, 4, 3), (128, 32, 8, 4)]
 
 
-def flash() -> list[dict]:
+def flash(tiles: bool = True) -> list[dict]:
+    """Per shape: the default, every tile of FLASH_TILES that fits, and SDPA's flash and cuDNN
+    backends; then the default, the best tile and cuDNN again in three alternating rounds."""
     rows = []
     peers = {"sdpa_flash": A._sdpa("flash"), "sdpa_cudnn": A._sdpa("cudnn")}
     for b, h, hkv, n, d, dt, causal in FLASH_ROWS:
@@ -208,28 +209,46 @@ def flash() -> list[dict]:
                 for _ in range(2))
         flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
         r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
-             "causal": causal}
-        tma = {f"triton_tma_m{c['BLOCK_M']}n{c['BLOCK_N']}w{c['num_warps']}s{c['num_stages']}"
-               f"{'_ws' if c.get('WS') else ''}":
-               (lambda c=c: FA.flash_attention(q, k, v, causal, cfg={**c, "TMA": True}))
-               for c in (FA.config(d, causal), *TMA_TILES) if d < 256 or c["BLOCK_N"] <= 64}
-        for name, fn in [("triton", lambda: FA.flash_attention(q, k, v, causal)), *tma.items(),
-                         *[(p, (lambda f=f: f(q, k, v, causal))) for p, f in peers.items()]]:
+             "causal": causal, "default_config": FA.config(d, causal), "tflops_per_s": {},
+             "errors": {}}
+        fns = {"triton": lambda: FA.flash_attention(q, k, v, causal),
+               **{p: (lambda f=f: f(q, k, v, causal)) for p, f in peers.items()}}
+        for bm, bn, w, st in FLASH_TILES if tiles else []:
+            if d == 256 and (bn > 64 or (bm == 128 and st > 2)):  # past 227 KB shared memory
+                continue
+            for tma, ws in ((False, False), (True, False), (True, True)):
+                if ws and (bm, w) != (128, 8):
+                    continue
+                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st,
+                       "TMA": tma, "WS": ws}
+                fns[f"m{bm}n{bn}w{w}s{st}{'_tma' if tma else ''}{'_ws' if ws else ''}"] = (
+                    lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg))
+
+        def tf(fn):
+            return flops / time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False,
+                                device="cuda").device_s / 1e12
+
+        for name, fn in fns.items():
             try:
-                s = time(fn, warmup=3, budget_s=0.2, max_reps=50, wall=False,
-                         device="cuda").device_s
-                r[name + "_tflops_per_s"] = flops / s / 1e12
-            except Exception as e:  # noqa: BLE001
-                r[name + "_error"] = str(e).splitlines()[0][:160]
-        best_tma = max((r.get(n + "_tflops_per_s", 0) for n in tma), default=0)
-        if best_tma:
-            r["triton_tma_best_tflops_per_s"] = best_tma
+                r["tflops_per_s"][name] = tf(fn)
+            except Exception as e:  # noqa: BLE001 - a tile that does not fit or compile
+                r["errors"][name] = str(e).splitlines()[0][:160]
+        tiles = {k2: v2 for k2, v2 in r["tflops_per_s"].items() if k2[0] == "m"}
+        r["best_tile"] = max(tiles, key=tiles.get) if tiles else None
+        rounds = {k2: [] for k2 in ("triton", r["best_tile"], "sdpa_cudnn", "sdpa_flash")
+                  if k2 in r["tflops_per_s"]}
+        for _ in range(3):
+            for k2 in rounds:
+                rounds[k2].append(tf(fns[k2]))
+        med = {k2: sorted(v2)[1] for k2, v2 in rounds.items()}
+        r["median_of_3_tflops_per_s"] = med
         for p in peers:
-            for mine in ("triton", "triton_tma_best"):
-                if p + "_tflops_per_s" in r and mine + "_tflops_per_s" in r:
-                    r[f"{mine}_over_{p}"] = r[mine + "_tflops_per_s"] / r[p + "_tflops_per_s"]
+            if p in med and "triton" in med:
+                r[f"triton_over_{p}"] = med["triton"] / med[p]
         rows.append(r)
-        print("flash", r)
+        print("flash", (b, h, hkv, n, d, dt, causal), {k2: round(v2, 1) for k2, v2 in med.items()},
+              {k2: round(v2, 3) for k2, v2 in r.items() if k2.startswith("triton_over")},
+              flush=True)
     return rows
 
 
@@ -237,8 +256,9 @@ def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # g
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s
     data = {"copy_ceiling_bytes_per_s": bw}
     for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
-                     ("decode", lambda: decode(bw)), ("lab_decode", lambda: lab_decode(bw)),
-                     ("flash", flash)):
+                     ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),
+                     ("lab_decode", lambda: lab_decode(bw)), ("flash", flash),
+                     ("flash_default", lambda: flash(False))):
         if name in what.split(","):
             data[name] = fn()
             write(out_dir, "kernels", data)  # after each section: a late failure loses nothing

@@ -16,10 +16,12 @@ sequence, whose few last programs merge alone; 1.9 us faster at B=64
 
 How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
 into one equal run per program, a run crossing from one head to the next where it must (as
-stream-K cuts a GEMM), so that every program has the same work. Cutting each head into equal
-chunks instead gives B * Hkv * chunks programs of whatever size that makes: at B=64 (512 heads of
-4096 keys, one chunk each, 3.9 programs per SM) the H200 took 277 us where the even cut took
-248 us (benchmarks/results/h200_decode_probe.json).
+stream-K cuts a GEMM), so that every program has the same work. Where there are at least as many
+(batch, KV head) pairs as SMs, or a head's cache is short (8 blocks or fewer), each program takes
+whole heads instead and writes their answer itself: no partials, no merge kernel. On the H200
+(h200_kernels_decode_search.json) that took 239 us at B=64 x 8 KV heads x 4096 keys (the even cut
+246), 126 against 133 us at 512 heads of head_dim 64, and 10.4 against 11.0 us at the lab's 512
+cached tokens; at 1024 (16 blocks a head, 64 heads) the cut was faster, 14.2 against 15.6 us.
 
 Read in order: the reference, the kernels, the launcher (the schedule), the cost, the check.
 Shapes: q (B, H, Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the
@@ -50,10 +52,13 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 if triton is not None:
     @triton.jit
     def partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi, qk_scale,
-                        sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, HKV, GROUP, n_q, n_kv,
-                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+                        sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV, GROUP,
+                        n_q, n_kv, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                        WHOLE: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
+        # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
+        # LSE_PART are then O and LSE themselves, written in their final form (no merge).
         b, hk = bhk // HKV, bhk % HKV
         rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
         g, i = rows // n_q, rows % n_q
@@ -94,20 +99,30 @@ if triton is not None:
         seen = l_i > 0                                   # causal rows may see no key of a range
         acc = acc / tl.where(seen, l_i, 1.0)[:, None]
         lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
-        part = (bhk * max_slots + slot) * BLOCK_M + rows
-        tl.store(LSE_PART + part, lse, mask=valid)       # partials: fp32, a few KB in all
-        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=valid[:, None])
+        if WHOLE:  # every row saw its keys: the final O (in O's dtype) and LSE (natural log)
+            head = hk * GROUP + g
+            tl.store(LSE_PART + (b * HKV * GROUP + head) * n_q + i, lse * 0.6931471805599453,
+                     mask=valid)
+            tl.store(O_PART + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
+                     acc.to(O_PART.dtype.element_ty), mask=valid[:, None])
+        else:
+            part = (bhk * max_slots + slot) * BLOCK_M + rows
+            tl.store(LSE_PART + part, lse, mask=valid)   # partials: fp32, a few KB in all
+            tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc,
+                     mask=valid[:, None])
 
     @triton.jit
     def split_kv_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
-                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr):
+                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
+                     WHOLE: tl.constexpr):
         # Every (batch, KV head)'s key blocks laid end to end; program p takes the blocks
         # [p * per_program, (p + 1) * per_program), crossing from one head to the next where
         # its range does, and leaves one partial per head it touched (slot 0 is the head's
-        # first program). Every program gets the same work, whatever B * Hkv is.
+        # first program). Every program gets the same work, whatever B * Hkv is. WHOLE: every
+        # run is whole heads (blocks per program a multiple of a head's), each written final.
         if PDL:
             tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
         pid = tl.program_id(0)
@@ -119,8 +134,8 @@ if triton is not None:
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
             partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - (bhk * n_blocks) // per_program,
                             max_slots, lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
-                            sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, HKV, GROUP, n_q, n_kv,
-                            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST)
+                            sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV,
+                            GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE)
 
     @triton.jit
     def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
@@ -170,13 +185,20 @@ def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[
     return per, -(-total // per), -(-n_blocks // per) + 1
 
 
-def _programs(head_dim: int) -> int:
-    """As many programs as run at once: two per SM where two fit in shared memory (three stages
-    of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 (192 KB). On the
-    H200 two per SM beat one at 7 of 9 shapes, by up to 1.3x at head_dim 64; at head_dim 256
-    one per SM took 22.6 us and two 26.0 (benchmarks/results/h200_kernels_decode.json)."""
+WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
+
+
+def _programs(head_dim: int, heads: int, n_blocks: int) -> int:
+    """One program per (batch, KV head) where there are as many as SMs or a head is short (see
+    the module's docstring); otherwise as many as run at once: two per SM where two fit in
+    shared memory (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at
+    head_dim 256 (192 KB). On the H200 two per SM beat one at 7 of 9 shapes, by up to 1.3x at
+    head_dim 64; at head_dim 256 one per SM took 22.6 us and two 26.0
+    (benchmarks/results/h200_kernels_decode.json)."""
     if torch.cuda.is_available():
         sms = torch.cuda.get_device_properties(0).multi_processor_count
+        if heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS:
+            return heads
         return sms * (2 if head_dim <= 128 else 1)
     return 8
 
@@ -206,22 +228,29 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
     n_blocks = -(-n_kv // block_n)
-    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs(d))
-    o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
-    lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
+    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs(d, b * hkv, n_blocks))
+    whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    if whole:
+        o_part, lse_part, pdl = o, lse, False
+    else:
+        o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
+        lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     split_kv_fwd[(grid,)](
         q, k, v, o_part, lse_part, scale * 1.4426950408889634,  # log2(e) folded in: exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), hkv, group, n_q, n_kv, n_blocks, per,
-        b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, **c)
-    o = torch.empty_like(q)
-    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
-    merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2),
-                                 h, group, n_q, n_blocks, per, slots, HEAD_DIM=d,
-                                 BLOCK_M=block_m, SLOTS=max(2, triton.next_power_of_2(slots)),
-                                 PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
+        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), hkv, group,
+        n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m,
+        BLOCK_N=block_n, CAUSAL=causal, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
+        WHOLE=whole, **c)
+    if not whole:
+        merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1),
+                                     o.stride(2), h, group, n_q, n_blocks, per, slots,
+                                     HEAD_DIM=d, BLOCK_M=block_m,
+                                     SLOTS=max(2, triton.next_power_of_2(slots)), PDL=pdl,
+                                     num_warps=4, **({"launch_pdl": True} if pdl else {}))
     return o, lse
 
 
