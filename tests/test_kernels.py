@@ -225,6 +225,19 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
         assert float((o.double() - ref).abs().max()) < 2e-3
 
 
+def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monkeypatch):
+    from types import SimpleNamespace
+    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    cfg = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    assert FD._programs(128, 64, 8, cfg) == 64      # the lab's 512 cached tokens: short heads
+    assert FD._programs(128, 64, 16, cfg) == 264    # 1024: cut, two programs per SM
+    assert FD._programs(64, 512, 64, cfg) == 512    # 48 KB a program: 4 an SM, one wave
+    assert FD._programs(128, 512, 64, cfg) == 264   # 96 KB: 2 an SM, two waves: cut
+    assert FD._programs(256, 8, 128, cfg) == 132    # few long heads: cut, one per SM
+
+
 def test_flash_decode_gives_every_program_the_same_work():
     # (blocks per program, programs, partial slots per head)
     assert FD.schedule(8, 8, 4096, 64, 132) == (32, 128, 3)   # 4,096 blocks: 2 runs a head

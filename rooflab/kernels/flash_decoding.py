@@ -16,12 +16,14 @@ sequence, whose few last programs merge alone; 1.9 us faster at B=64
 
 How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
 into one equal run per program, a run crossing from one head to the next where it must (as
-stream-K cuts a GEMM), so that every program has the same work. Where there are at least as many
-(batch, KV head) pairs as SMs, or a head's cache is short (8 blocks or fewer), each program takes
-whole heads instead and writes their answer itself: no partials, no merge kernel. On the H200
-(h200_kernels_decode_search.json) that took 239 us at B=64 x 8 KV heads x 4096 keys (the even cut
-246), 126 against 133 us at 512 heads of head_dim 64, and 10.4 against 11.0 us at the lab's 512
-cached tokens; at 1024 (16 blocks a head, 64 heads) the cut was faster, 14.2 against 15.6 us.
+stream-K cuts a GEMM), so that every program has the same work. Where every (batch, KV head) pair
+can have a program of its own in one wave, and they either fill the SMs or a head's cache is
+short (8 blocks or fewer), each program takes one whole head instead and writes its answer
+itself: no partials, no merge kernel. On the H200 (h200_kernels_decode_search.json) that took
+125.8 us at 512 heads of head_dim 64 and 4096 keys (the even cut 132.9) and 10.4 us at the
+lab's 512 cached tokens (the cut 11.0); at 1024 (16 blocks a head, 64 heads) the cut was faster,
+14.2 against 15.6 us. Where the heads need two waves it is not a rule: at B=64 x 8 KV heads of
+head_dim 128 whole heads took 239-270 us by pipeline depth, the even cut 245.
 
 Read in order: the reference, the kernels, the launcher (the schedule), the cost, the check.
 Shapes: q (B, H, Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the
@@ -188,16 +190,20 @@ def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
 
 
-def _programs(head_dim: int, heads: int, n_blocks: int) -> int:
-    """One program per (batch, KV head) where there are as many as SMs or a head is short (see
-    the module's docstring); otherwise as many as run at once: two per SM where two fit in
-    shared memory (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at
-    head_dim 256 (192 KB). On the H200 two per SM beat one at 7 of 9 shapes, by up to 1.3x at
-    head_dim 64; at head_dim 256 one per SM took 22.6 us and two 26.0
+def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
+    """One program per (batch, KV head) where all of them run at once (in one wave: K and V
+    tiles of every pipeline stage fit in shared memory beside each other) and either fill the
+    SMs or are short (see the module's docstring). Otherwise as many as run at once: two per SM
+    where two fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim
+    128), one at head_dim 256 (192 KB). On the H200 two per SM beat one at 7 of 9 shapes, by up
+    to 1.3x at head_dim 64; at head_dim 256 one per SM took 22.6 us and two 26.0
     (benchmarks/results/h200_kernels_decode.json)."""
     if torch.cuda.is_available():
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        if heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS:
+        props = torch.cuda.get_device_properties(0)
+        sms = props.multi_processor_count
+        tiles_bytes = cfg["num_stages"] * cfg["BLOCK_N"] * head_dim * 2 * 2  # K, V: 2 B each
+        per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
+        if heads <= sms * max(1, per_sm) and (heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
         return sms * (2 if head_dim <= 128 else 1)
     return 8
@@ -228,7 +234,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
     n_blocks = -(-n_kv // block_n)
-    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs or _programs(d, b * hkv, n_blocks))
+    programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
+    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
