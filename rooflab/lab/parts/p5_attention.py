@@ -202,7 +202,10 @@ def decode_answer(dec: dict, roof: R.Roof) -> dict:
                             for n, r in sorted(mine.items()))
         text += (" rooflab's flash-decoding kernel lays every sequence's cache end to end, gives "
                  "each program an equal run of it (crossing from one head to the next where it "
-                 f"must), then merges the partial softmaxes: {reached} of copy bandwidth.")
+                 "must), then merges the partial softmaxes; where every head can have a "
+                 "program of its own in one wave, and the heads fill the SMs or each cache is "
+                 "short, each program takes a whole head and nothing is merged: "
+                 f"{reached} of copy bandwidth.")
     else:
         text += " " + dec["skipped"].get("triton_decode", "") + "."
     if any(r["fraction_of_copy_bw"] > 1 for r in ok):
