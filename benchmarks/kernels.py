@@ -198,10 +198,11 @@ FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and thro
 
 
 def flash(tiles: bool = True) -> list[dict]:
-    """Per shape: the default, every tile of FLASH_TILES that fits, and SDPA's flash and cuDNN
-    backends; then the default, the best tile and cuDNN again in three alternating rounds."""
+    """Per shape: the default, every tile of FLASH_TILES that fits, and SDPA's fused backends;
+    then the default, the best tile, cuDNN and flash again in three alternating rounds."""
     rows = []
-    peers = {"sdpa_flash": A._sdpa("flash"), "sdpa_cudnn": A._sdpa("cudnn")}
+    peers = {"sdpa_flash": A._sdpa("flash"), "sdpa_cudnn": A._sdpa("cudnn"),
+             "sdpa_efficient": A._sdpa("efficient")}  # math: the N x N matrix, not a peer here
     for b, h, hkv, n, d, dt, causal in FLASH_ROWS:
         g = torch.Generator(device="cuda").manual_seed(n)
         q = torch.randn(b, h, n, d, device="cuda", dtype=DT[dt], generator=g)
