@@ -208,7 +208,7 @@ def flash(tiles: bool = True) -> list[dict]:
         q = torch.randn(b, h, n, d, device="cuda", dtype=DT[dt], generator=g)
         k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=DT[dt], generator=g)
                 for _ in range(2))
-        flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
+        cost = FA.cost(b, h, n, n, d, hkv, dt, causal)
         r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
              "causal": causal, "default_config": FA.config(d, causal), "tflops_per_s": {},
              "errors": {}}
@@ -226,16 +226,16 @@ def flash(tiles: bool = True) -> list[dict]:
                     lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg))
 
         def tf(fn):
-            return flops / time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False,
-                                device="cuda").device_s / 1e12
+            return FA.tflops(cost, time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False,
+                                        device="cuda").device_s)
 
         for name, fn in fns.items():
             try:
                 r["tflops_per_s"][name] = tf(fn)
             except Exception as e:  # noqa: BLE001 - a tile that does not fit or compile
                 r["errors"][name] = str(e).splitlines()[0][:160]
-        tiles = {k2: v2 for k2, v2 in r["tflops_per_s"].items() if k2[0] == "m"}
-        r["best_tile"] = max(tiles, key=tiles.get) if tiles else None
+        tried = {k2: v2 for k2, v2 in r["tflops_per_s"].items() if k2[0] == "m"}
+        r["best_tile"] = max(tried, key=tried.get) if tried else None
         rounds = {k2: [] for k2 in ("triton", r["best_tile"], "sdpa_cudnn", "sdpa_flash")
                   if k2 in r["tflops_per_s"]}
         for _ in range(3):
