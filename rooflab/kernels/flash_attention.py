@@ -44,6 +44,35 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 if triton is not None:
     @triton.jit
+    def _tile(base, start_n, stride_n, offs_n, offs_d, n_kv, b, hk, BLOCK_N: tl.constexpr,
+              EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
+        # one (BLOCK_N, D) tile of K or V: through a descriptor (rows past the end load as 0 and
+        # are masked in the scores), or by addresses (masked only where n_kv is ragged)
+        if TMA:
+            t = base.load([b, hk, start_n, 0]).reshape(BLOCK_N, offs_d.shape[0])
+        elif EVEN_N:
+            t = tl.load(base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :])
+        else:
+            t = tl.load(base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :],
+                        mask=(start_n + offs_n)[:, None] < n_kv, other=0.0)
+        if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
+            t = t.to(tl.float32)
+        return t
+
+    @triton.jit
+    def _update(acc, l_i, m_i, qk, v, qk_scale):
+        # the online softmax on one block of raw scores qk (BLOCK_M, BLOCK_N): the running max
+        # in log2 units (qk_scale > 0 commutes with max), then one fused multiply-add per score,
+        # scale and shift together, the softmax's cheapest form
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)             # rescale what was summed so far
+        l_i = l_i * alpha + tl.sum(p, 1)
+        # the tensor cores add P V onto the rescaled accumulator in place
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        return acc, l_i, m_new
+
+    @triton.jit
     def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
                lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
                EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
@@ -53,33 +82,42 @@ if triton is not None:
         # WS: warp specialization (some warps load, others compute), an experiment with TMA
         for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
             cols = start_n + offs_n
-            kv_mask = cols[:, None] < n_kv
-            if TMA:  # k_base, v_base: descriptors; rows past the end load as 0 (masked below)
-                k = k_base.load([b, hk, start_n, 0]).reshape(BLOCK_N, offs_d.shape[0])
-                v = v_base.load([b, hk, start_n, 0]).reshape(BLOCK_N, offs_d.shape[0])
-            elif EVEN_N:
-                k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :])
-                v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
-            else:
-                k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
-                v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
-            if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
-                k = k.to(tl.float32)
-                v = v.to(tl.float32)
+            k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
+                      UPCAST, TMA)
+            v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
+                      UPCAST, TMA)
             qk = tl.dot(q, tl.trans(k))              # raw scores, never stored
             if MASK:  # the diagonal band: causal mask (query row + delta sees keys <= it)
                 qk = tl.where(offs_m[:, None] + delta >= cols[None, :], qk, float("-inf"))
             if not EVEN_N:
                 qk = tl.where(cols[None, :] < n_kv, qk, float("-inf"))
-            # the running max in log2 units (qk_scale > 0 commutes with max), then one fused
-            # multiply-add per score: scale and shift together, the softmax's cheapest form
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-            alpha = tl.math.exp2(m_i - m_new)         # rescale what was summed so far
-            l_i = l_i * alpha + tl.sum(p, 1)
-            # the tensor cores add P V onto the rescaled accumulator in place
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-            m_i = m_new
+            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale)
+        return acc, l_i, m_i
+
+    @triton.jit
+    def _inner_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_n, offs_d,
+                         lo, hi, n_kv, qk_scale, b, hk, BLOCK_N: tl.constexpr,
+                         UPCAST: tl.constexpr, TMA: tl.constexpr):
+        # The same sweep over whole, unmasked blocks [lo, hi), software-pipelined by hand: the
+        # scores of block j+1 are asked of the tensor cores before the softmax of block j, so
+        # the matmul and the exponentials (the special function units) can run at once, the
+        # overlap FlashAttention-3 calls intra-warpgroup pipelining. It costs a second score
+        # tile in registers.
+        if hi > lo:
+            k = _tile(k_base, lo, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
+                      UPCAST, TMA)
+            qk = tl.dot(q, tl.trans(k))
+            for start_n in tl.range(lo + BLOCK_N, hi, BLOCK_N):
+                k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N,
+                          True, UPCAST, TMA)
+                qk_next = tl.dot(q, tl.trans(k))      # block j+1's scores, issued first
+                v = _tile(v_base, start_n - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk,
+                          BLOCK_N, True, UPCAST, TMA)
+                acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale)   # block j
+                qk = qk_next
+            v = _tile(v_base, hi - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N,
+                      True, UPCAST, TMA)
+            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale)       # the last block
         return acc, l_i, m_i
 
     @triton.jit
@@ -88,9 +126,10 @@ if triton is not None:
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr, WS: tl.constexpr):
+                  TMA: tl.constexpr, WS: tl.constexpr, PIPE: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
+        # PIPE: the unmasked blocks through the hand-pipelined sweep.
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
         b, h = bh // H, bh % H
@@ -115,20 +154,23 @@ if triton is not None:
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
         qk_scale = sm_scale * 1.4426950408889634         # fold log2(e) in: exp2 is cheaper
         delta = n_kv - n_q                               # causal: queries are the last n_q
-        if CAUSAL:
-            # blocks fully left of the diagonal need no mask; the band across it does
-            band_lo = tl.maximum(((start_m * BLOCK_M + delta) // BLOCK_N) * BLOCK_N, 0)
-            band_hi = tl.minimum((start_m + 1) * BLOCK_M + delta, n_kv)
-            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, band_lo, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                                   False, True, UPCAST, TMA, WS)
-            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, band_lo, band_hi, n_kv, delta, qk_scale, b, hk,
-                                   BLOCK_N, True, EVEN_N, UPCAST, TMA, WS)
+        if CAUSAL:  # blocks fully left of the diagonal need no mask; the band across it does
+            full_hi = tl.maximum(((start_m * BLOCK_M + delta) // BLOCK_N) * BLOCK_N, 0)
+            hi = tl.minimum((start_m + 1) * BLOCK_M + delta, n_kv)
+        else:       # whole blocks need no mask; a ragged last one does
+            full_hi = (n_kv // BLOCK_N) * BLOCK_N
+            hi = n_kv
+        if PIPE:
+            acc, l_i, m_i = _inner_pipelined(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_n,
+                                             offs_d, 0, full_hi, n_kv, qk_scale, b, hk, BLOCK_N,
+                                             UPCAST, TMA)
         else:
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, n_kv, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                                   EVEN_N, UPCAST, TMA, WS)
+                                   offs_d, 0, full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
+                                   False, True, UPCAST, TMA, WS)
+        acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                               offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
+                               EVEN_N, UPCAST, TMA, WS and CAUSAL)
         acc = acc / l_i[:, None]
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
@@ -221,6 +263,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
         tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
         ws = c.pop("WS", False) and tma
+        pipe = c.pop("PIPE", False) and not ws
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
@@ -229,7 +272,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                 EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
-                WS=ws, **c)
+                WS=ws, PIPE=pipe, **c)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
