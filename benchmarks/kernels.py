@@ -6,8 +6,7 @@
 - part 5's decode sweep (512 to 32768 cached tokens), every backend, three alternating rounds;
 - the FlashAttention forward rows of the kernels issue against SDPA's flash and cuDNN backends.
 Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,lab_decode,flash]
-(decode_default and flash_default: the same without the searches over programs and tiles;
-flash_pipe: the hand-pipelined FlashAttention sweep against the plain one, tile for tile)"""
+(decode_default and flash_default: the same without the searches over programs and tiles)"""
 from __future__ import annotations
 
 import sys
@@ -197,41 +196,10 @@ FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and thro
     (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 64, 4, 3),
     (128, 64, 8, 4), (64, 128, 4, 3), (128, 32, 8, 4)]
 
-PIPE_TILES = [  # the hand-pipelined sweep (FA's PIPE) against the plain one, same tiles, loads
-    # as the default moves them (TMA above head_dim 64)
-    (64, 64, 4, 3), (64, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 2), (64, 128, 4, 3),
-    (128, 64, 4, 3)]
 
-
-def fits(d: int, bm: int, bn: int, stages: int) -> bool:
-    return not (d == 256 and (bn > 64 or (bm == 128 and stages > 2)))  # past 227 KB of smem
-
-
-def tile_grid(d: int, search: str) -> dict:
-    """name -> config of the tiles tried beside the default: "tiles" (FLASH_TILES by addresses,
-    TMA and warp-specialized), "pipe" (PIPE_TILES with and without PIPE), or none."""
-    grid = {}
-    if search == "tiles":
-        for bm, bn, w, st in FLASH_TILES:
-            for tma, ws in ((False, False), (True, False), (True, True)):
-                if fits(d, bm, bn, st) and not (ws and (bm, w) != (128, 8)):
-                    grid[f"m{bm}n{bn}w{w}s{st}{'_tma' if tma else ''}{'_ws' if ws else ''}"] = {
-                        "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st,
-                        "TMA": tma, "WS": ws}
-    elif search == "pipe":
-        for bm, bn, w, st in PIPE_TILES:
-            for pipe in (False, True):
-                if fits(d, bm, bn, st):
-                    grid[f"m{bm}n{bn}w{w}s{st}{'_pipe' if pipe else ''}"] = {
-                        "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st,
-                        "TMA": d > 64, "PIPE": pipe}
-    return grid
-
-
-def flash(search: str = "tiles") -> list[dict]:
-    """Per shape: the default, every config of ``tile_grid`` that fits, and SDPA's fused
-    backends; then the default, the best tile (of each of pipe and not, under "pipe"), cuDNN
-    and flash again in three alternating rounds."""
+def flash(tiles: bool = True) -> list[dict]:
+    """Per shape: the default, every tile of FLASH_TILES that fits, and SDPA's fused backends;
+    then the default, the best tile, cuDNN and flash again in three alternating rounds."""
     rows = []
     peers = {"sdpa_flash": A._sdpa("flash"), "sdpa_cudnn": A._sdpa("cudnn"),
              "sdpa_efficient": A._sdpa("efficient")}  # math: the N x N matrix, not a peer here
@@ -246,8 +214,16 @@ def flash(search: str = "tiles") -> list[dict]:
              "errors": {}}
         fns = {"triton": lambda: FA.flash_attention(q, k, v, causal),
                **{p: (lambda f=f: f(q, k, v, causal)) for p, f in peers.items()}}
-        for name, cfg in tile_grid(d, search).items():
-            fns[name] = lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg)
+        for bm, bn, w, st in FLASH_TILES if tiles else []:
+            if d == 256 and (bn > 64 or (bm == 128 and st > 2)):  # past 227 KB shared memory
+                continue
+            for tma, ws in ((False, False), (True, False), (True, True)):
+                if ws and (bm, w) != (128, 8):
+                    continue
+                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st,
+                       "TMA": tma, "WS": ws}
+                fns[f"m{bm}n{bn}w{w}s{st}{'_tma' if tma else ''}{'_ws' if ws else ''}"] = (
+                    lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg))
 
         def tf(fn):
             return FA.tflops(cost, time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False,
@@ -260,14 +236,8 @@ def flash(search: str = "tiles") -> list[dict]:
                 r["errors"][name] = str(e).splitlines()[0][:160]
         tried = {k2: v2 for k2, v2 in r["tflops_per_s"].items() if k2[0] == "m"}
         r["best_tile"] = max(tried, key=tried.get) if tried else None
-        best = {r["best_tile"]}
-        if search == "pipe":  # the best of each kind, so the rounds compare pipe and not
-            for kind in (True, False):
-                of_kind = {k2: v2 for k2, v2 in tried.items() if k2.endswith("_pipe") == kind}
-                if of_kind:
-                    best.add(max(of_kind, key=of_kind.get))
-        rounds = {k2: [] for k2 in ("triton", *sorted(best - {None}), "sdpa_cudnn",
-                                    "sdpa_flash") if k2 in r["tflops_per_s"]}
+        rounds = {k2: [] for k2 in ("triton", r["best_tile"], "sdpa_cudnn", "sdpa_flash")
+                  if k2 in r["tflops_per_s"]}
         for _ in range(3):
             for k2 in rounds:
                 rounds[k2].append(tf(fns[k2]))
@@ -289,8 +259,7 @@ def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # g
     for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
                      ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),
                      ("lab_decode", lambda: lab_decode(bw)), ("flash", flash),
-                     ("flash_pipe", lambda: flash("pipe")),
-                     ("flash_default", lambda: flash("none"))):
+                     ("flash_default", lambda: flash(False))):
         if name in what.split(","):
             data[name] = fn()
             write(out_dir, "kernels", data)  # after each section: a late failure loses nothing

@@ -95,41 +95,14 @@ if triton is not None:
         return acc, l_i, m_i
 
     @triton.jit
-    def _inner_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_n, offs_d,
-                         lo, hi, n_kv, qk_scale, b, hk, BLOCK_N: tl.constexpr,
-                         UPCAST: tl.constexpr, TMA: tl.constexpr):
-        # The same sweep over whole, unmasked blocks [lo, hi), software-pipelined by hand: the
-        # scores of block j+1 are asked of the tensor cores before the softmax of block j, so
-        # the matmul and the exponentials (the special function units) can run at once, the
-        # overlap FlashAttention-3 calls intra-warpgroup pipelining. It costs a second score
-        # tile in registers.
-        if hi > lo:
-            k = _tile(k_base, lo, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
-                      UPCAST, TMA)
-            qk = tl.dot(q, tl.trans(k))
-            for start_n in tl.range(lo + BLOCK_N, hi, BLOCK_N):
-                k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N,
-                          True, UPCAST, TMA)
-                qk_next = tl.dot(q, tl.trans(k))      # block j+1's scores, issued first
-                v = _tile(v_base, start_n - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk,
-                          BLOCK_N, True, UPCAST, TMA)
-                acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale)   # block j
-                qk = qk_next
-            v = _tile(v_base, hi - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N,
-                      True, UPCAST, TMA)
-            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale)       # the last block
-        return acc, l_i, m_i
-
-    @triton.jit
     def flash_fwd(Q, K, V, O, LSE, sm_scale,
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr, WS: tl.constexpr, PIPE: tl.constexpr):
+                  TMA: tl.constexpr, WS: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
-        # PIPE: the unmasked blocks through the hand-pipelined sweep.
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
         b, h = bh // H, bh % H
@@ -160,14 +133,9 @@ if triton is not None:
         else:       # whole blocks need no mask; a ragged last one does
             full_hi = (n_kv // BLOCK_N) * BLOCK_N
             hi = n_kv
-        if PIPE:
-            acc, l_i, m_i = _inner_pipelined(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_n,
-                                             offs_d, 0, full_hi, n_kv, qk_scale, b, hk, BLOCK_N,
-                                             UPCAST, TMA)
-        else:
-            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                                   False, True, UPCAST, TMA, WS)
+        acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                               offs_d, 0, full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
+                               True, UPCAST, TMA, WS)
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
                                EVEN_N, UPCAST, TMA, WS and CAUSAL)
@@ -191,7 +159,14 @@ def config(head_dim: int, causal: bool) -> dict:
     tensor memory accelerator (TMA) where the GPU has one, within 1.1% of the best tile at each
     of its 8 shapes (head dims 64-256, causal or not, GQA). Against the former
     default (128 x 64 tiles by addresses): 393 TFLOP/s against 309 at head_dim 256 causal, 556
-    against 502 at 128 non-causal; cuDNN ran 407 and 669 in the same run."""
+    against 502 at 128 non-causal; cuDNN ran 407 and 669 in the same run.
+
+    What limits it: Triton 3.6 waits on every tensor-core (wgmma) group of this kernel at once
+    (its PTX: wgmma.wait_group 0 after each), so within a program the matmuls and the softmax's
+    exponentials take turns; they overlap only between the programs that share an SM. Asking for
+    block j+1's scores before block j's softmax by hand (FlashAttention-3's intra-warpgroup
+    overlap) did not change that and lost 10-40% at every tile (h200_kernels_flash_pipe.json,
+    made at the commit that adds it)."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim > 64}
@@ -263,7 +238,6 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
         tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
         ws = c.pop("WS", False) and tma
-        pipe = c.pop("PIPE", False) and not ws
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
@@ -272,7 +246,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                 EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
-                WS=ws, PIPE=pipe, **c)
+                WS=ws, **c)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
