@@ -46,3 +46,25 @@ def test_an_answer_names_the_unstable_timings_it_compares():
     assert noise(rows[:1], lambda r: r["impl"]) == ""
     many = [{"impl": str(i), "cv": 0.1, "unstable": True} for i in range(6)]
     assert "and 2 more" in noise(many, lambda r: r["impl"])
+
+
+def test_progress_in_a_pipe_prints_a_line_now_and_then(monkeypatch):
+    """No terminal, no bar: a plain line every 30 s and at the end, with the pace's estimate."""
+    import io
+
+    from rich.console import Console
+
+    from rooflab.report import console as V
+
+    buf = io.StringIO()
+    monkeypatch.setattr(V, "err", Console(file=buf, force_terminal=False, width=200))
+    now = [0.0]
+    tick = V._LogTicks("attention", 4, clock=lambda: now[0])
+    for t in (10.0, 40.0, 50.0, 60.0):  # 4 points done at these times
+        now[0] = t
+        tick()
+    assert buf.getvalue().splitlines() == [
+        "attention: 2/4 in 40 s, about 40 s more at this pace",
+        "attention: 4/4 in 60 s"]
+    with V.Progress() as prog:  # the same through the bar's own entry point
+        assert isinstance(prog.task("decode", 2), V._LogTicks)

@@ -80,6 +80,8 @@ class Progress:
         return self._p.__exit__(*exc)
 
     def task(self, desc: str, total: int):
+        if not err.is_terminal:  # a pipe or a log shows no bar: a line now and then instead
+            return _LogTicks(desc, total)
         tid = self._p.add_task(desc, total=total)
         return lambda: self._p.advance(tid)
 
@@ -87,6 +89,31 @@ class Progress:
         status = "resumed" if entry.get("resumed") else entry["status"]
         why = f"; recomputed, {entry['recomputed']}" if entry.get("recomputed") else ""
         self._p.console.print(f"part {num}: {status} ({entry.get('time_s', 0):.1f} s){why}")
+
+
+class _LogTicks:
+    """Progress where stderr is not a terminal: one plain line every ``every_s`` seconds and
+    at the end, with the time the rest takes at the pace so far (a sweep's later points are
+    usually its longer ones: then the rest takes longer)."""
+
+    def __init__(self, desc: str, total: int, every_s: float = 30.0, clock=None):
+        import time
+
+        self.desc, self.total, self.every_s, self.done = desc, total, every_s, 0
+        self.clock = clock or time.monotonic
+        self.start = self.last = self.clock()
+
+    def __call__(self) -> None:
+        self.done += 1
+        now = self.clock()
+        if now - self.last < self.every_s and self.done < self.total:
+            return
+        self.last = now
+        spent = now - self.start
+        rest = (f", about {spent / self.done * (self.total - self.done):.0f} s more at this pace"
+                if self.done < self.total else "")
+        err.print(f"{self.desc}: {self.done}/{self.total} in {spent:.0f} s{rest}",
+                  highlight=False)
 
 
 def lab_summary(res: dict, out_dir: str) -> None:
