@@ -90,6 +90,38 @@ def test_flash_attention_through_tensor_descriptors(monkeypatch, device, shape, 
     assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4 and e["lse_max_abs_err"] < 1e-3
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_with_the_first_blocks_max(device, shape, causal):
+    """FIXED_MAX: after the first block, the max stays where it put it; same answers."""
+    cfg = {**FA.config(shape[4], causal), "FIXED_MAX": True}
+    b, h, lq, lkv, d, hkv = shape
+    e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device=device, seed=lq + d,
+                  kernel=lambda q, k, v, c: FA.flash_attention(
+                      q, k, v, c, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4 and e["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal):
+    """A key far above the first block's max (p would be 2^100, inf in fp16): the kernel sees it
+    and redoes the sweep with a running max, so the answer stays finite and right."""
+    g = torch.Generator().manual_seed(3)
+    d = 64
+    spike = torch.randn(d, generator=g)
+    q = torch.randn(1, 2, 70, d, generator=g) + 3 * spike
+    k = torch.randn(1, 2, 70, d, generator=g)
+    k[:, :, 40] = 3 * spike                    # a score near 9 sqrt(d) = 72 for every query
+    v = torch.randn(1, 2, 70, d, generator=g)
+    q, k, v = (t.to(device, torch.float16) for t in (q, k, v))
+    cfg = {**FA.config(d, causal), "FIXED_MAX": True}
+    o, lse = FA.flash_attention(q, k, v, causal, cfg=cfg)
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), causal)
+    assert torch.isfinite(o).all() and torch.isfinite(lse).all()
+    assert float((o.double() - ref).norm() / ref.norm()) < 2e-3
+
+
 def test_flash_attention_without_tma_where_strides_do_not_allow_it(device):
     wide = torch.randn(1, 2, 40, 65, dtype=torch.float16, device=device)
     q = wide[..., :64]  # rows 130 bytes apart: not a multiple of 16

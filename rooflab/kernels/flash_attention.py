@@ -95,14 +95,36 @@ if triton is not None:
         return acc, l_i, m_i
 
     @triton.jit
+    def _inner_fixed_max(acc, l_i, m_ref, q, k_base, v_base, stride_kn, stride_vn, offs_n,
+                         offs_d, lo, hi, n_kv, qk_scale, b, hk, BLOCK_N: tl.constexpr,
+                         UPCAST: tl.constexpr, TMA: tl.constexpr):
+        # The sweep over whole blocks with the max held where the first block left it (m_ref):
+        # nothing rescales acc between one P V and the next, so the tensor cores may take the
+        # next matmul before the last is waited for. p = exp2(score - m_ref) may pass 1; the
+        # largest scaled score seen (m_seen) tells the caller whether it stayed small enough.
+        m_seen = m_ref
+        for start_n in tl.range(lo, hi, BLOCK_N):
+            k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
+                      UPCAST, TMA)
+            v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
+                      UPCAST, TMA)
+            qk = tl.dot(q, tl.trans(k))
+            m_seen = tl.maximum(m_seen, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
+            l_i += tl.sum(p, 1)
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        return acc, l_i, m_seen
+
+    @triton.jit
     def flash_fwd(Q, K, V, O, LSE, sm_scale,
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr, WS: tl.constexpr):
+                  TMA: tl.constexpr, WS: tl.constexpr, FIXED_MAX: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
+        # FIXED_MAX: the whole blocks after the first with the first block's max (an experiment)
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
         b, h = bh // H, bh % H
@@ -133,9 +155,28 @@ if triton is not None:
         else:       # whole blocks need no mask; a ragged last one does
             full_hi = (n_kv // BLOCK_N) * BLOCK_N
             hi = n_kv
-        acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                               offs_d, 0, full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                               True, UPCAST, TMA, WS)
+        if FIXED_MAX:
+            first = tl.minimum(full_hi, BLOCK_N)
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                                   offs_d, 0, first, n_kv, delta, qk_scale, b, hk, BLOCK_N,
+                                   False, True, UPCAST, TMA, WS)
+            acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, k_base, v_base, skn, svn,
+                                                  offs_n, offs_d, first, full_hi, n_kv,
+                                                  qk_scale, b, hk, BLOCK_N, UPCAST, TMA)
+            grew = tl.where(m_i == float("-inf"), 0.0, m_seen - m_i)
+            if tl.max(grew, 0) > 8.0:  # some p reached past 2^8: redo the sweep the usual way
+                acc, l_i, m_i = _inner(tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
+                                       tl.zeros([BLOCK_M], tl.float32),
+                                       tl.full([BLOCK_M], float("-inf"), tl.float32), q,
+                                       k_base, v_base, skn, svn, offs_m, offs_n, offs_d, 0,
+                                       full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
+                                       True, UPCAST, TMA, WS)
+            else:
+                acc, l_i = acc_f, l_f
+        else:
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                                   offs_d, 0, full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
+                                   False, True, UPCAST, TMA, WS)
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
                                EVEN_N, UPCAST, TMA, WS and CAUSAL)
@@ -238,6 +279,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
         tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
         ws = c.pop("WS", False) and tma
+        fixed = c.pop("FIXED_MAX", False)
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
@@ -246,7 +288,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                 EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
-                WS=ws, **c)
+                WS=ws, FIXED_MAX=fixed, **c)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
