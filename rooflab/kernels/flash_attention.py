@@ -284,7 +284,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
         tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
         ws = c.pop("WS", False) and tma
-        fixed = c.pop("FIXED_MAX", False)
+        fixed = c.pop("FIXED_MAX", False) and not ws  # WS was measured with the running max
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from rich.console import Console
 from rich.table import Table
@@ -96,11 +97,9 @@ class _LogTicks:
     at the end, with the time the rest takes at the pace so far (a sweep's later points are
     usually its longer ones: then the rest takes longer)."""
 
-    def __init__(self, desc: str, total: int, every_s: float = 30.0, clock=None):
-        import time
-
+    def __init__(self, desc: str, total: int, every_s: float = 30.0, clock=time.monotonic):
         self.desc, self.total, self.every_s, self.done = desc, total, every_s, 0
-        self.clock = clock or time.monotonic
+        self.clock = clock
         self.start = self.last = self.clock()
 
     def __call__(self) -> None:
