@@ -211,8 +211,8 @@ def config(head_dim: int, causal: bool) -> dict:
     made at the commit that adds it). What helped instead, above head_dim 64: holding the first
     block's max over the blocks after it (FIXED_MAX), which drops the accumulator's rescale from
     every block: up to +6.5% at head dims 128 and 256, five of their six rows faster and one
-    0.3% slower (h200_kernels_flash_fixed_max.json), 571
-    against 536 TFLOP/s at d=128 N=16384; at d=64 it lost 3% (bf16 causal) and is left off."""
+    0.3% slower (h200_kernels_flash_fixed_max.json), 571 against 536 TFLOP/s at d=128
+    N=16384; at d=64 it lost 3% (bf16 causal) and is left off."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim > 64,
