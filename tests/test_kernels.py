@@ -111,14 +111,33 @@ def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal
     d = 64
     spike = torch.randn(d, generator=g)
     q = torch.randn(1, 2, 70, d, generator=g) + 3 * spike
-    k = torch.randn(1, 2, 70, d, generator=g)
-    k[:, :, 40] = 3 * spike                    # a score near 9 sqrt(d) = 72 for every query
-    v = torch.randn(1, 2, 70, d, generator=g)
+    k = torch.randn(1, 2, 200, d, generator=g)
+    k[:, :, 150] = 3 * spike                   # a score near 9 sqrt(d) = 72 for every query,
+    v = torch.randn(1, 2, 200, d, generator=g)  # past the first block at any tile size
     q, k, v = (t.to(device, torch.float16) for t in (q, k, v))
     cfg = {**FA.config(d, causal), "FIXED_MAX": True}
     o, lse = FA.flash_attention(q, k, v, causal, cfg=cfg)
     ref = FA.standard_attention(q.double(), k.double(), v.double(), causal)
     assert torch.isfinite(o).all() and torch.isfinite(lse).all()
+    assert float((o.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+@pytest.mark.parametrize("score", [9.5, 11.5])
+def test_flash_attention_first_blocks_max_at_fp16s_edge(device, score):
+    """One later key `score` (natural log units) above every key of the first block: 9.5 keeps
+    the first block's max (p reaches e^9.5 = 2^13.7, inside fp16); 11.5 would make p 2^16.6,
+    past fp16's 65504, so the kernel must have redone the sweep. Right answers both ways."""
+    g = torch.Generator().manual_seed(5)
+    d = 64
+    q = torch.zeros(1, 1, 40, d)
+    q[..., 0] = 8.0                             # every query along e_0, |q| = 8 = sqrt(d)
+    k = 0.01 * torch.randn(1, 1, 200, d, generator=g)
+    k[:, :, 150, 0] = score                     # q . k / sqrt(d) = score for that key alone,
+    v = torch.randn(1, 1, 200, d, generator=g)  # past the first block at any tile size
+    q, k, v = (t.to(device, torch.float16) for t in (q, k, v))
+    o, _ = FA.flash_attention(q, k, v, cfg={**FA.config(d, False), "FIXED_MAX": True})
+    ref = FA.standard_attention(q.double(), k.double(), v.double())
+    assert torch.isfinite(o).all()
     assert float((o.double() - ref).norm() / ref.norm()) < 2e-3
 
 
