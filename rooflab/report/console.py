@@ -74,11 +74,12 @@ class Progress:
                     console=err, transient=False)
 
     def __enter__(self):
-        self._p.__enter__()
+        if err.is_terminal:  # elsewhere the bar is not drawn (see task)
+            self._p.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return self._p.__exit__(*exc)
+        return self._p.__exit__(*exc) if err.is_terminal else None
 
     def task(self, desc: str, total: int):
         if not err.is_terminal:  # a pipe or a log shows no bar: a line now and then instead
