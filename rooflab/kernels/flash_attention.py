@@ -155,11 +155,13 @@ if triton is not None:
         else:       # whole blocks need no mask; a ragged last one does
             full_hi = (n_kv // BLOCK_N) * BLOCK_N
             hi = n_kv
-        if FIXED_MAX:
+        first = full_hi               # the whole blocks with a running max: all of them, or
+        if FIXED_MAX:                 # the first alone, which sets the max the rest keep
             first = tl.minimum(full_hi, BLOCK_N)
-            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, first, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                                   False, True, UPCAST, TMA, WS)
+        acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                               offs_d, 0, first, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
+                               True, UPCAST, TMA, WS)
+        if FIXED_MAX:
             acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, k_base, v_base, skn, svn,
                                                   offs_n, offs_d, first, full_hi, n_kv,
                                                   qk_scale, b, hk, BLOCK_N, UPCAST, TMA)
@@ -174,10 +176,6 @@ if triton is not None:
                                        True, UPCAST, TMA, WS)
             else:
                 acc, l_i = acc_f, l_f
-        else:
-            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, 0, full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                                   False, True, UPCAST, TMA, WS)
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
                                EVEN_N, UPCAST, TMA, WS and CAUSAL)
