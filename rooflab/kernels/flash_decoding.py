@@ -171,7 +171,18 @@ if triton is not None:
 def config(head_dim: int) -> dict:
     """Keys per loop step, warps and pipeline depth: within 3% of the best of
     benchmarks/kernels.py's decode search on the H200 at 8 of its 9 shapes
-    (benchmarks/results/h200_kernels_decode.json)."""
+    (benchmarks/results/h200_kernels_decode.json). A wider search (blocks of 16-128 keys, 2-8
+    stages, whole heads or 1-3 programs per SM) found nothing 3% faster at 7 shapes
+    (h200_kernels_decode_pipeline_search.json).
+
+    What limits it: with one query a head it runs at the rate of a read of the same bytes
+    (torch's sum: 10.5 us at 512 cached tokens against the kernel's 10.4, 36.2 against 36.2 at
+    4k). With 16 it is its own work: K and V resident in L2 (every head reading one head's
+    cache) it still takes 41 us against 49 from HBM (a read: 37), so the 64-row chain
+    QK^T -> softmax -> PV is the limit. FlashAttention's update (one multiply-add a score, P V
+    accumulated in the dot) changed nothing (-0.6% to +0.7%) and holding the first block's max
+    lost 1-15% at all 12 shapes: two loops, two pipeline fills (h200_kernels_decode_variants_ab
+    .json)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
