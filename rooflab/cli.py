@@ -336,7 +336,8 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
                                                   "max-autotune")), "--modes",
                                    help="eager and torch.compile modes, comma-separated"),
                tokens: int = typer.Option(2048, "--tokens", help="rows through the MLP"),
-               dtype: str = typer.Option("bf16", "--dtype", help="fp32, fp16 or bf16"),
+               dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32, fp16 or bf16 "
+                                                   "(default: bf16; fp32 on a CPU)"),
                device: str = DEVICE,
                trace: Optional[str] = typer.Option(None, "--trace", help="write traces here"),
                as_json: bool = JSON):
@@ -345,10 +346,11 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
 
     C._sizes(tokens=tokens)
     chosen = I.choices(modes, fusion.MLP_MODES, "--modes")
-    dt = I.dtype(dtype, fusion.DTYPES)
+    dev = I.device(device)
+    dt = _dtype_here(dtype, fusion.DTYPES, "bf16", dev)
     if trace:
         I.writable_dir(trace, "--trace")
-    data = fusion.mlp_study(640, 2048, tokens, dt, I.device(device), chosen, trace)
+    data = fusion.mlp_study(640, 2048, tokens, dt, dev, chosen, trace)
     _emit(data, as_json, console.mlp)
 
 
@@ -364,7 +366,8 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
                                                      help="--decode: K/V heads (GQA; default "
                                                      "--heads)"),
               head_dim: int = typer.Option(128, "--head-dim", help="per-head dimension"),
-              dtype: str = typer.Option("fp16", "--dtype", help="fp16, bf16 or fp32"),
+              dtype: Optional[str] = typer.Option(None, "--dtype", help="fp16, bf16 or fp32 "
+                                                  "(default: fp16; fp32 on a CPU)"),
               causal: bool = typer.Option(False, "--causal", help="causal mask"),
               decode: bool = typer.Option(False, "--decode", help="one new token per sequence "
                                           "against a KV cache of each --seq length"),
@@ -379,8 +382,8 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
     seqs = I.seq_range(seq)
     allowed = A.DECODE_IMPLS if decode else A.IMPLS
     impls = I.choices(impl or ",".join(allowed), allowed, "--impl")
-    dt = I.dtype(dtype, A.DTYPES)
     dev = I.device(device)
+    dt = _dtype_here(dtype, A.DTYPES, "fp16", dev)
     if decode and causal:
         raise I.UserError("--causal is for prefill: one new token sees the whole cache")
     if not decode and kv_heads is not None:
@@ -402,6 +405,21 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
         raise I.Interrupted("interrupted before the sweep finished; nothing was written") \
             from None
     _emit(data, as_json, console.decode_attention if decode else console.attention)
+
+
+def _dtype_here(text: Optional[str], allowed, default: str, device: str) -> str:
+    """The asked dtype, or ``default`` as this device runs it (fp32 on a CPU, where half types
+    are emulated); one line on stderr when a half type is asked of a CPU."""
+    from rooflab.measure.dtypes import runnable
+
+    if text is None:
+        return runnable(default, device)
+    dt = I.dtype(text, allowed)
+    if runnable(dt, device) != dt:
+        where = "CPU" if device == "cpu" else "GPU"
+        sys.stderr.write(f"rooflab: {dt} on this {where} is emulated, far below its measured "
+                         f"roof; --dtype {runnable(dt, device)} runs at it\n")
+    return dt
 
 
 def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) -> None:

@@ -299,3 +299,20 @@ def test_a_long_sweep_says_so_before_it_starts(capsys, monkeypatch):
     floor = attention.predicted_sweep_s([32768], ["flash"], 1, 16, 128, "fp16", False, 1e11, 1e10)
     # 14 calls of 2*2*16*32768^2*128 MACs... at 100 GFLOP/s: about 20 minutes for that point
     assert floor == pytest.approx(14 * (4 * 16 * 32768**2 * 128 + 6 * 16 * 32768**2) / 1e11)
+
+
+@pytest.mark.parametrize("argv", [
+    ["attention", "--seq", "64", "--impl", "flash", "--heads", "2", "--head-dim", "16"],
+    ["attention", "--decode", "--seq", "64", "--impl", "standard", "--heads", "2",
+     "--head-dim", "16"],
+    ["fusion", "mlp", "--modes", "eager", "--tokens", "8"]], ids=["prefill", "decode", "mlp"])
+def test_half_dtype_defaults_become_fp32_on_a_cpu(capsys, argv):
+    """A CPU emulates fp16 and bf16 (here 0.7 GFLOP/s against 63 in fp32 for a 1024^3 matmul):
+    without --dtype the commands run fp32 there; asked for a half type they run it, saying so."""
+    code, out, err = run(capsys, *argv, "--device", "cpu", "--json")
+    assert code == 0, err
+    assert json.loads(out)["dtype"] == "fp32" and "emulated" not in err
+    code, out, err = run(capsys, *argv, "--device", "cpu", "--dtype", "bf16", "--json")
+    assert code == 0, err
+    assert json.loads(out)["dtype"] == "bf16"
+    assert "rooflab: bf16 on this CPU is emulated" in err and "--dtype fp32" in err
