@@ -409,7 +409,8 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
 
 def _dtype_here(text: Optional[str], allowed, default: str, device: str) -> str:
     """The asked dtype, or ``default`` as this device runs it (fp32 on a CPU, where half types
-    are emulated); one line on stderr when a half type is asked of a CPU."""
+    are emulated; fp16 for bf16 on a GPU without native bf16); one line on stderr when the
+    asked dtype is emulated here."""
     from rooflab.measure.dtypes import runnable
 
     if text is None:

@@ -179,10 +179,10 @@ def config(head_dim: int) -> dict:
     (torch's sum: 10.5 us at 512 cached tokens against the kernel's 10.4, 36.2 against 36.2 at
     4k). With 16 it is its own work: K and V resident in L2 (every head reading one head's
     cache) it still takes 41 us against 49 from HBM (a read: 37; with one query, the same L2
-    run takes 23 us), so the 64-row chain QK^T -> softmax -> PV is the limit. FlashAttention's update (one multiply-add a score, P V
-    accumulated in the dot) changed nothing (-0.6% to +0.7%) and holding the first block's max
-    lost 1-15% at all 12 shapes: two loops, two pipeline fills (h200_kernels_decode_variants_ab
-    .json)."""
+    run takes 23 us), so the 64-row chain QK^T -> softmax -> PV is the limit. FlashAttention's
+    update (one multiply-add a score, P V accumulated in the dot) changed nothing (-0.6% to
+    +0.7%) and holding the first block's max lost 1-15% at all 12 shapes: two loops, two
+    pipeline fills (h200_kernels_decode_variants_ab.json)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
