@@ -103,6 +103,23 @@ def test_flash_attention_with_the_first_blocks_max(device, shape, causal):
     assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4 and e["lse_max_abs_err"] < 1e-3
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_with_q_in_registers(device, shape, dtype, causal):
+    """Q_REG: q halved after its load (exact) and qk_scale doubled; same answers, by
+    addresses and, where the GPU has one, through TMA."""
+    b, h, lq, lkv, d, hkv = shape
+    for tma in (False, True):
+        cfg = {**FA.config(d, causal), "Q_REG": True, "TMA": tma}
+        e = FA.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lq + d,
+                      kernel=lambda q, k, v, c: FA.flash_attention(
+                          q, k, v, c, cfg=cfg, out=torch.full_like(q, float("nan"))))
+        assert e["all_finite"]
+        assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+        assert e["lse_max_abs_err"] < 1e-3
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal):
     """A key far above the first block's max (p would be 2^100, inf in fp16): the kernel sees it

@@ -121,10 +121,13 @@ if triton is not None:
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr, WS: tl.constexpr, FIXED_MAX: tl.constexpr):
+                  TMA: tl.constexpr, WS: tl.constexpr, FIXED_MAX: tl.constexpr,
+                  Q_REG: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
-        # FIXED_MAX: the whole blocks after the first with the first block's max
+        # FIXED_MAX: the whole blocks after the first with the first block's max.
+        # Q_REG: the Q tile held in registers for Q K^T (else the compiler reads it from shared
+        # memory at every block)
         start_m = tl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = tl.num_programs(0) - 1 - start_m
@@ -146,10 +149,14 @@ if triton is not None:
         out_dtype = q.dtype                              # O's, as Q's before any upcast
         if UPCAST:
             q = q.to(tl.float32)
+        if Q_REG:  # a computed q is a register operand; halving is exact (a power of two), and
+            q = q * 0.5  # qk_scale below doubles to match
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
         qk_scale = sm_scale * 1.4426950408889634         # fold log2(e) in: exp2 is cheaper
+        if Q_REG:
+            qk_scale = qk_scale * 2.0
         delta = n_kv - n_q                               # causal: queries are the last n_q
         if CAUSAL:  # blocks fully left of the diagonal need no mask; the band across it does
             full_hi = tl.maximum(((start_m * BLOCK_M + delta) // BLOCK_N) * BLOCK_N, 0)
@@ -199,9 +206,10 @@ def config(head_dim: int, causal: bool) -> dict:
     shapes by addresses, by TMA and warp-specialized (benchmarks/results/
     h200_kernels_flash_tiles.json): 64 x 64 tiles, three stages, and above head_dim 64 the
     tensor memory accelerator (TMA) where the GPU has one, within 1.1% of the best tile at each
-    of its 8 shapes (head dims 64-256, causal or not, GQA). Against the former
-    default (128 x 64 tiles by addresses): 393 TFLOP/s against 309 at head_dim 256 causal, 556
-    against 502 at 128 non-causal; cuDNN ran 407 and 669 in the same run.
+    of its 8 shapes (head dims 64-256, causal or not, GQA); at 64, TMA with Q_REG (below).
+    Against the former default (128 x 64 tiles by addresses): 393 TFLOP/s against 309 at
+    head_dim 256 causal, 556 against 502 at 128 non-causal; cuDNN ran 407 and 669 in the same
+    run.
 
     What limits it: Triton 3.6 waits on every tensor-core (wgmma) group of this kernel at once
     (its PTX: wgmma.wait_group 0 after each), so within a program the matmuls and the softmax's
@@ -217,11 +225,21 @@ def config(head_dim: int, causal: bool) -> dict:
     rows, one 0.5% slower, d=256 420 TFLOP/s against cuDNN's 408 in the same run
     (h200_kernels_flash_causal_order.json). With FIXED_MAX, 128 x 128 tiles of 8 warps beat
     these by 4.6% at d=128 N=16384 non-causal (594 against 568 TFLOP/s) and lost at the five
-    other rows tried (0.76-0.98x, h200_kernels_flash_tiles_fixed_max.json): not a rule yet."""
+    other rows tried (0.76-0.98x, h200_kernels_flash_tiles_fixed_max.json): not a rule yet.
+
+    At head_dim 64, Q in registers (Q_REG) and tiles by TMA: Q K^T's tensor-core op then reads
+    only K from shared memory, not Q and K (an m64n64k16 op reading both moves 4 KB, the 32
+    clocks its math takes at 128 B a clock), and the kernel needs 49 KB of shared memory instead
+    of 57 (with its 127 registers, four programs fit an SM instead of three). Against the
+    kernel before it, in one run: +5.0% to +8.9% at all 7 rows of head_dim 64, past cuDNN at 6
+    of them (1.003-1.08x; 0.98x at N=8192 fp16), 462 against 433 TFLOP/s at fp16 N=2048
+    (h200_kernels_flash_qreg_default.json). At head_dim 32 it lost 2.5-4.6%, and above 64 it
+    lost at 3 of 5 rows, 30% at d=256 where registers run out; without TMA it lost 8%
+    (h200_kernels_flash_qreg.json): Q_REG is for head_dim 64 alone."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
-    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim > 64,
-            "FIXED_MAX": head_dim > 64}
+    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
+            "FIXED_MAX": head_dim > 64, "Q_REG": head_dim == 64}
 
 
 # warp specialization (WS: some warps load through TMA, the others compute) compiles with these
@@ -291,6 +309,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
         ws = c.pop("WS", False) and tma
         fixed = c.pop("FIXED_MAX", False) and not ws  # WS was measured with the running max
+        q_reg = c.pop("Q_REG", False)
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
@@ -299,7 +318,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                 EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
-                WS=ws, FIXED_MAX=fixed, **c)
+                WS=ws, FIXED_MAX=fixed, Q_REG=q_reg, **c)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
