@@ -182,7 +182,9 @@ def config(head_dim: int) -> dict:
     run takes 23 us), so the 64-row chain QK^T -> softmax -> PV is the limit. FlashAttention's
     update (one multiply-add a score, P V accumulated in the dot) changed nothing (-0.6% to
     +0.7%) and holding the first block's max lost 1-15% at all 12 shapes: two loops, two
-    pipeline fills (h200_kernels_decode_variants_ab.json)."""
+    pipeline fills (h200_kernels_decode_variants_ab.json). Holding Q in registers, as
+    FlashAttention does at head_dim 64, made Q K^T read only K from shared memory at 64 rows
+    and changed nothing: 0.986-1.010x at 16 shapes (h200_kernels_decode_qreg.json)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
