@@ -235,7 +235,9 @@ def config(head_dim: int, causal: bool) -> dict:
     of them (1.003-1.08x; 0.98x at N=8192 fp16), 462 against 433 TFLOP/s at fp16 N=2048
     (h200_kernels_flash_qreg_default.json). At head_dim 32 it lost 2.5-4.6%, and above 64 it
     lost at 3 of 5 rows, 30% at d=256 where registers run out; without TMA it lost 8%
-    (h200_kernels_flash_qreg.json): Q_REG is for head_dim 64 alone."""
+    (h200_kernels_flash_qreg.json); without FIXED_MAX (fewer registers) or in 128-row tiles of
+    8 warps it lost above 64 too, but for one row, 1.05x at d=128 N=16384
+    (h200_kernels_flash_qreg128.json): Q_REG is for head_dim 64 alone."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
