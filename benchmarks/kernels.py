@@ -184,11 +184,15 @@ def lab_decode(bw: float, rounds: int = 3) -> dict:
             "rounds": rounds, "rows": rows}
 
 
-FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table, then two more
+FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table, then the rest of
+    # its goal's grid (N >= 2048; head dims 64, 128, 256; causal and not; fp16 and bf16; GQA)
     (1, 16, 16, 16384, 128, "fp16", False), (2, 32, 4, 1000, 128, "bf16", True),
     (1, 8, 8, 4096, 256, "bf16", True), (4, 32, 32, 2048, 64, "fp16", False),
     (4, 32, 32, 2048, 64, "bf16", True), (2, 16, 16, 4096, 128, "bf16", False),
     (4, 16, 16, 4096, 128, "fp16", True), (2, 8, 8, 4096, 256, "fp16", False),
+    (4, 32, 32, 2048, 64, "fp16", True), (4, 32, 32, 2048, 64, "bf16", False),
+    (2, 32, 8, 4096, 64, "bf16", True), (1, 32, 8, 8192, 128, "bf16", True),
+    (1, 8, 8, 4096, 256, "fp16", True), (2, 8, 8, 4096, 256, "bf16", False),
 ]
 
 FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and through TMA; the
@@ -220,8 +224,9 @@ def flash(tiles: bool = True) -> list[dict]:
             for tma, ws in ((False, False), (True, False), (True, True)):
                 if ws and (bm, w) != (128, 8):
                     continue
-                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st,
-                       "TMA": tma, "WS": ws}
+                cfg = {**FA.config(d, causal), "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w,
+                       "num_stages": st, "TMA": tma, "WS": ws}  # the default's other choices
+                cfg["Q_REG"] = cfg.get("Q_REG", False) and tma  # measured with TMA only
                 fns[f"m{bm}n{bn}w{w}s{st}{'_tma' if tma else ''}{'_ws' if ws else ''}"] = (
                     lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg))
 
