@@ -149,8 +149,8 @@ if triton is not None:
         out_dtype = q.dtype                              # O's, as Q's before any upcast
         if UPCAST:
             q = q.to(tl.float32)
-        if Q_REG:  # a computed q is a register operand; halving is exact (a power of two), and
-            q = q * 0.5  # qk_scale below doubles to match
+        if Q_REG:  # a computed q is a register operand. Halving is exact (a power of two; in
+            q = q * 0.5  # fp16 below 2^-13 it drops the last bit); qk_scale below doubles
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
