@@ -1,0 +1,122 @@
+"""Same-run A/B of rooflab's FlashAttention: the kernel file as it was at a git revision
+(``before``) against the working tree's (``after``) and named variants of its config, beside
+SDPA's cuDNN and flash backends; medians of alternating rounds; outputs against ``after``.
+
+Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON ...]
+           [--head-dims 64,128] [--rows PY_LIST] [--rounds 3] [--name ab_flash] [--device cuda]
+A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
+  --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
+Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
+tuples. Without --before there is no ``before``. Each row is written as soon as it is done.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from rooflab.kernels import flash_attention as FA
+from rooflab.lab import attention as A
+from rooflab.measure.timer import time
+
+from common import write
+from kernels import DT, FLASH_ROWS
+
+KERNEL = "rooflab/kernels/flash_attention.py"
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def kernel_at(rev: str):
+    """The FlashAttention module as it was at git revision ``rev``, imported under its own name."""
+    src = git("show", f"{rev}:{KERNEL}")
+    path = os.path.join(tempfile.mkdtemp(), f"flash_attention_at_{rev.replace('/', '_')}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # Triton's @jit reads the source from this file
+    return module
+
+
+def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
+    b, h, hkv, n, d, dt, causal = shape
+    g = torch.Generator(device=device).manual_seed(n)
+    q = torch.randn(b, h, n, d, device=device, dtype=DT[dt], generator=g)
+    k, v = (torch.randn(b, hkv, n, d, device=device, dtype=DT[dt], generator=g) for _ in range(2))
+    fns = {"after": lambda: FA.flash_attention(q, k, v, causal)}
+    if before is not None:
+        fns["before"] = lambda: before.flash_attention(q, k, v, causal)
+    for name, over in variants.items():
+        cfg = {**FA.config(d, causal), **over}
+        fns[name] = lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg)
+    for peer in ("cudnn", "flash"):
+        f = A._sdpa(peer)
+        if f is not None:
+            fns[peer] = lambda f=f: f(q, k, v, causal)
+    ref = fns["after"]()[0].float()
+    r = {"shape": list(shape), "config": FA.config(d, causal), "errors": {},
+         "max_abs_diff_vs_after": {}}
+    for name in [x for x in fns if x not in ("after", "cudnn", "flash")]:  # try each once
+        try:
+            r["max_abs_diff_vs_after"][name] = float((fns[name]()[0].float() - ref).abs().max())
+        except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
+            r["errors"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    fns = {x: f for x, f in fns.items() if x not in r["errors"]}
+    times = {x: [] for x in fns}
+    for _ in range(rounds):
+        for x, f in fns.items():
+            try:
+                times[x].append(time(f, warmup=3, budget_s=0.15, max_reps=60, wall=False,
+                                     device=device).device_s)
+            except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
+                r["errors"][x] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    med = {x: sorted(s)[len(s) // 2] for x, s in times.items() if len(s) == rounds}
+    flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
+    r.update(all_s=times, median_s=med, tflops={x: flops / s / 1e12 for x, s in med.items()},
+             time_ratio_over_after={x: med[x] / med["after"] for x in med if "after" in med})
+    return r
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--before")
+    p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
+    p.add_argument("--head-dims")
+    p.add_argument("--rows")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--name", default="ab_flash")
+    p.add_argument("--device", default="cuda")
+    a = p.parse_args(argv)
+    variants = {v.split("=", 1)[0]: json.loads(v.split("=", 1)[1]) for v in a.variant}
+    shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else FLASH_ROWS
+    if a.head_dims:
+        shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
+    before = kernel_at(a.before) if a.before else None
+    after = git("rev-parse", "HEAD").strip() + (" + changes" if git("status", "--porcelain",
+                                                                      "--", KERNEL) else "")
+    rows = []
+    for shape in shapes:
+        rows.append(row(shape, before, variants, a.rounds, a.device))
+        tf = rows[-1]["tflops"]
+        print(shape, {x: round(t) for x, t in tf.items()}, rows[-1]["errors"], flush=True)
+        write(a.out_dir, a.name, {"after": after, "before": a.before, "variants": variants,
+                                  "rows": rows, "note": __doc__})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
