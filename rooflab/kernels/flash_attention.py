@@ -237,7 +237,9 @@ def config(head_dim: int, causal: bool) -> dict:
     lost at 3 of 5 rows, 30% at d=256 where registers run out; without TMA it lost 8%
     (h200_kernels_flash_qreg.json); without FIXED_MAX (fewer registers) or in 128-row tiles of
     8 warps it lost above 64 too, but for one row, 1.05x at d=128 N=16384
-    (h200_kernels_flash_qreg128.json): Q_REG is for head_dim 64 alone."""
+    (h200_kernels_flash_qreg128.json): Q_REG is for head_dim 64 alone. Which of its two effects
+    (fewer shared-memory reads, a fourth program) gains at 64 is not separated; at 128 the
+    first alone gained nothing."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
