@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go; results land in the folder given as $1 (e.g. $OUT).
 # Usage: scripts/gpu_check.sh OUT [parts]
-#   parts: any of tests,kernel_tests,measure,fusion,kernels,generate,decode_attn,decoder,attn_tiles,
-#          attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
+#   parts: any of tests,kernel_tests,measure,fusion,kernels,l2,generate,decode_attn,decoder,
+#          attn_tiles,attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,fusion,kernels,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
+parts=${2:-tests,measure,fusion,kernels,l2,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 mkdir -p "$out/bench"
@@ -18,6 +18,7 @@ has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider te
 has measure && run measure python3 benchmarks/measurement.py "$out/bench"
 has fusion && run fusion python3 benchmarks/fusion.py "$out/bench"
 has kernels && run kernels python3 benchmarks/kernels.py "$out/bench"
+has l2 && run l2 python3 benchmarks/l2_bandwidth.py "$out/bench"
 has generate && run generate python3 benchmarks/generate.py "$out/bench"
 has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$out/bench/gemma" \
   gemma-3-270m-it
