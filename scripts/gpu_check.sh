@@ -3,6 +3,7 @@
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,fusion,kernels,l2,generate,decode_attn,decoder,
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
+#          kernel_tests and other_tests split tests (on the H200: about 150 s and 360 s);
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
@@ -15,6 +16,8 @@ run() { echo "=== $1 ($(date +%T))"; shift; "$@"; echo "=== rc=$? ($(date +%T))"
 has() { [[ ",$parts," == *",$1,"* ]]; }
 has tests && run tests python3 -m pytest -q -p no:cacheprovider --junitxml="$out/bench/pytest-gpu.xml" tests
 has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py
+has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider \
+  --junitxml="$out/bench/pytest-gpu-other.xml" tests --deselect tests/test_kernels.py
 has measure && run measure python3 benchmarks/measurement.py "$out/bench"
 has fusion && run fusion python3 benchmarks/fusion.py "$out/bench"
 has kernels && run kernels python3 benchmarks/kernels.py "$out/bench"
