@@ -15,7 +15,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 run() { echo "=== $1 ($(date +%T))"; shift; "$@"; echo "=== rc=$? ($(date +%T))"; }
 has() { [[ ",$parts," == *",$1,"* ]]; }
 has tests && run tests python3 -m pytest -q -p no:cacheprovider --junitxml="$out/bench/pytest-gpu.xml" tests
-has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py
+has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider \
+  --junitxml="$out/bench/pytest-gpu-kernels.xml" tests/test_kernels.py
 has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider \
   --junitxml="$out/bench/pytest-gpu-other.xml" tests --deselect tests/test_kernels.py
 has measure && run measure python3 benchmarks/measurement.py "$out/bench"
