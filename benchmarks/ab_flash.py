@@ -24,10 +24,9 @@ import torch
 
 from rooflab.kernels import flash_attention as FA
 from rooflab.lab import attention as A
-from rooflab.measure.timer import time
 
 from common import write
-from kernels import DT, FLASH_ROWS
+from kernels import DT, FLASH_ROWS, flash_s
 
 KERNEL = "rooflab/kernels/flash_attention.py"
 
@@ -80,8 +79,7 @@ def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
     for _ in range(rounds):
         for x, f in fns.items():
             try:
-                times[x].append(time(f, warmup=3, budget_s=0.15, max_reps=60, wall=False,
-                                     device=device).device_s)
+                times[x].append(flash_s(f, device))
             except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
                 r["errors"][x] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
     med = {x: sorted(s)[len(s) // 2] for x, s in times.items() if len(s) == rounds}

@@ -201,6 +201,11 @@ FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and thro
     (128, 64, 8, 4), (64, 128, 4, 3), (128, 32, 8, 4)]
 
 
+def flash_s(fn, device: str = "cuda") -> float:
+    """Device seconds of one attention call, timed as every FlashAttention figure here is."""
+    return time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False, device=device).device_s
+
+
 def flash(tiles: bool = True) -> list[dict]:
     """Per shape: the default, every tile of FLASH_TILES that fits, and SDPA's fused backends;
     then the default, the best tile, cuDNN and flash again in three alternating rounds."""
@@ -231,8 +236,7 @@ def flash(tiles: bool = True) -> list[dict]:
                     lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg))
 
         def tf(fn):
-            return FA.tflops(cost, time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False,
-                                        device="cuda").device_s)
+            return FA.tflops(cost, flash_s(fn))
 
         for name, fn in fns.items():
             try:

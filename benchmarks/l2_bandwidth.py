@@ -43,7 +43,7 @@ def read_rate(total_bytes: int, passes: int, programs: int, block: int = 4096) -
     t = time(fn, warmup=3, budget_s=0.3, max_reps=200, wall=False, device="cuda")
     moved = programs * slice_elems * 2 * passes
     return {"buffer_bytes": programs * slice_elems * 2, "passes": passes, "programs": programs,
-            "device_s": t.device_s, "cv": t.cv, "bytes_per_s": moved / t.device_s}
+            "device_s": t.device_s, "cv": t.cv, "unstable": t.unstable, "bytes_per_s": moved / t.device_s}
 
 
 def main(out_dir: str) -> None:
