@@ -100,11 +100,17 @@ def main(argv=None) -> None:
     p.add_argument("--name", default="ab_flash")
     p.add_argument("--device", default="cuda")
     a = p.parse_args(argv)
-    variants = {v.split("=", 1)[0]: json.loads(v.split("=", 1)[1]) for v in a.variant}
-    shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else FLASH_ROWS
+    try:
+        variants = {v.split("=", 1)[0]: dict(json.loads(v.split("=", 1)[1])) for v in a.variant}
+        shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else FLASH_ROWS
+    except (IndexError, ValueError, TypeError, SyntaxError) as e:  # argparse: one line, exit 2
+        p.error(f"--variant takes NAME=JSON object, --rows a list of tuples ({e})")
     if a.head_dims:
         shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
-    before = kernel_at(a.before) if a.before else None
+    try:
+        before = kernel_at(a.before) if a.before else None
+    except subprocess.CalledProcessError as e:
+        p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
     after = git("rev-parse", "HEAD").strip() + (" + changes" if git("status", "--porcelain",
                                                                       "--", KERNEL) else "")
     rows = []
