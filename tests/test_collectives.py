@@ -83,3 +83,24 @@ def test_nccl_and_a_split_layer_on_two_gpus():
                   OC.measure("cuda"))
     assert len(r["ranks"]) == 2 and r["predicted_s"] > r["predicted_communication_s"] > 0
     assert all("device_s" in rank["eager"] for rank in r["ranks"])
+
+
+def _abort_after_rank0_writes(rank, wrote: bool, out_path):
+    import os
+    import time
+    if rank == 0 and wrote:
+        K.write_result(out_path, {"ok": 1})
+    if rank == 1:  # the teardown abort: after rank 0's results, or (wrote=False) before any
+        while wrote and not os.path.exists(out_path):
+            time.sleep(0.01)
+        os.abort()
+    time.sleep(0 if wrote else 30)
+
+
+def test_spawn_keeps_results_written_before_a_rank_aborts():
+    """A rank that aborts after rank 0 wrote its results does not lose them; one that aborts
+    before any were written still fails the run."""
+    import torch.multiprocessing as mp
+    assert K.spawn(_abort_after_rank0_writes, (True,), 2) == {"ok": 1}
+    with pytest.raises(mp.ProcessExitedException):
+        K.spawn(_abort_after_rank0_writes, (False,), 2)

@@ -8,9 +8,7 @@ check that the split layer computes what the whole one does).
 """
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 
 import torch
 
@@ -18,7 +16,7 @@ from rooflab import count, hf
 from rooflab import models as M
 from rooflab import parallel as P
 from rooflab.measure import op_classes as OC
-from rooflab.measure.collectives import free_port, leave
+from rooflab.measure.collectives import free_port, leave, spawn, write_result
 
 HOOKED = ("self_attn.o_proj", "mlp.down_proj")  # row-parallel: each rank holds a partial sum
 
@@ -84,7 +82,7 @@ def _init(rank, world, backend, port):
     dist.init_process_group(backend, rank=rank, world_size=world)
 
 
-def _check_worker(rank, world, cfg, layer_type, phase, port, out_path, reduce=True):
+def _check_worker(rank, world, cfg, layer_type, phase, port, reduce, out_path):
     import torch.distributed as dist
 
     _init(rank, world, "gloo", port)
@@ -100,8 +98,7 @@ def _check_worker(rank, world, cfg, layer_type, phase, port, out_path, reduce=Tr
     err = torch.tensor([float((got - want).abs().max() / want.abs().max())])
     dist.all_reduce(err, op=dist.ReduceOp.MAX)
     if rank == 0:
-        with open(out_path, "w") as f:
-            json.dump({"max_rel_err": float(err)}, f)
+        write_result(out_path, {"max_rel_err": float(err)})
     leave()
 
 
@@ -110,15 +107,9 @@ def check(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int = 2,
     """The split layer against the whole one (fp32, gloo between ``tp`` CPU processes): the
     largest difference of the outputs, relative to the largest output. ``reduce=False`` leaves
     out the all-reduces (the control: each rank then has only its partial sums)."""
-    import torch.multiprocessing as mp
-
     P.shard(cfg, tp)  # a split the shapes do not allow fails here, in one line
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "check.json")
-        mp.spawn(_check_worker, args=(tp, cfg, layer_type, phase, free_port(), out, reduce),
-                 nprocs=tp)
-        with open(out) as f:
-            return json.load(f)["max_rel_err"]
+    return spawn(_check_worker, (tp, cfg, layer_type, phase, free_port(), reduce),
+                 tp)["max_rel_err"]
 
 
 def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs, port,
@@ -164,8 +155,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     rows = [None] * world
     dist.all_gather_object(rows, row)
     if rank == 0:
-        with open(out_path, "w") as f:
-            json.dump(rows, f)
+        write_result(out_path, rows)
     leave()
 
 
@@ -173,14 +163,8 @@ def measure(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int, collec
             ceil, costs) -> dict:
     """One layer split over ``tp`` GPUs: every rank's eager and CUDA-graph times, its kernel and
     communication time (the profiler's NCCL kernels), and the prediction."""
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "tp.json")
-        mp.spawn(_measure_worker, args=(tp, cfg, layer_type, phase, collective, ceil, costs,
-                                        free_port(), out), nprocs=tp)
-        with open(out) as f:
-            ranks = json.load(f)
+    ranks = spawn(_measure_worker, (tp, cfg, layer_type, phase, collective, ceil, costs,
+                                    free_port()), tp)
     slowest = max(ranks, key=lambda r: (r.get("graph") or {}).get("device_s") or 0)
     return {"model": cfg.name, "layer_type": layer_type, "phase": phase.kind,
             "batch": phase.batch, "seq": phase.seq, "kv_len": phase.kv_len, "tp": tp,
