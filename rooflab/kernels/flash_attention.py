@@ -206,7 +206,8 @@ def config(head_dim: int, causal: bool) -> dict:
     shapes by addresses, by TMA and warp-specialized (benchmarks/results/
     h200_kernels_flash_tiles.json): 64 x 64 tiles, three stages, and above head_dim 64 the
     tensor memory accelerator (TMA) where the GPU has one, within 1.1% of the best tile at each
-    of its 8 shapes (head dims 64-256, causal or not, GQA); at 64, TMA with Q_REG (below).
+    of its 8 shapes (head dims 64-256, causal or not, GQA); since, Q_REG (below) at 64 and up,
+    and above 64 blocks of 32 keys (the last paragraph).
     Against the former default (128 x 64 tiles by addresses): 393 TFLOP/s against 309 at
     head_dim 256 causal, 556 against 502 at 128 non-causal; cuDNN ran 407 and 669 in the same
     run.
@@ -237,13 +238,28 @@ def config(head_dim: int, causal: bool) -> dict:
     lost at 3 of 5 rows, 30% at d=256 where registers run out; without TMA it lost 8%
     (h200_kernels_flash_qreg.json); without FIXED_MAX (fewer registers) or in 128-row tiles of
     8 warps it lost above 64 too, but for one row, 1.05x at d=128 N=16384
-    (h200_kernels_flash_qreg128.json): Q_REG is for head_dim 64 alone. Which of its two effects
-    (fewer shared-memory reads, a fourth program) gains at 64 is not separated; at 128 the
-    first alone gained nothing."""
+    (h200_kernels_flash_qreg128.json). Which of its two effects (fewer shared-memory reads, a
+    fourth program) gains at 64 is not separated.
+
+    Above head_dim 64, Q_REG with blocks of 32 keys: their scores (64 x 32 fp32) take half the
+    registers of 64-key ones, which leaves room for Q. At head_dim 256, in two runs: +12% to
+    +15% non-causal, +1.0% to +2.1% causal (the second: 647 and 665 TFLOP/s against 576 and
+    580, cuDNN 701 and 721; causal 429 and 425 against 423 and 419, cuDNN 412 and 407); 2 or 4
+    stages, 16-key blocks, or 64 keys in two stages lost (h200_kernels_flash_ab_d256_tiles.json,
+    ..._ab_d256_n32.json). At 128, with four stages: 0.2% to 2.2% faster at all 5 rows, 576
+    against 565 at N=16384 (three stages: 3% slower there; h200_kernels_flash_ab_d128_n32.json).
+    128-row tiles of 8 warps (two programs an SM at 128 registers a thread, with or without
+    FIXED_MAX) and 128 x 128 tiles lost 2-24% at 128 (h200_kernels_flash_ab_d128_tiles.json);
+    at 64, blocks of 32 or 128 keys lost 18-25% (h200_kernels_flash_ab_d64_n.json). Not the L2:
+    the SMs read it at 18.1 TB/s (h200_l2_bandwidth.json), 1160 TFLOP/s for 64-row tiles' 64
+    FLOPs a byte."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
-    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
-            "FIXED_MAX": head_dim > 64, "Q_REG": head_dim == 64}
+    c = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
+         "FIXED_MAX": head_dim > 64, "Q_REG": head_dim >= 64}
+    if head_dim > 64:  # 32-key blocks leave registers for Q (see above)
+        c.update(BLOCK_N=32, num_stages=4 if head_dim == 128 else 3)
+    return c
 
 
 # warp specialization (WS: some warps load through TMA, the others compute) compiles with these
