@@ -251,11 +251,12 @@ def config(head_dim: int, causal: bool) -> dict:
     there; h200_kernels_flash_ab_d128_n32.json; a second run: +0.7% to +3.5%,
     ..._ab_d128_d256_default.json); five stages lost 9-14%, and 128 x 32 tiles of 8 warps
     17-45% (..._ab_d128_more.json); three stages at 168 registers (for three programs an SM)
-    0.98-1.03x, at 128 (for four) 26-40% slower (..._ab_d128_occupancy.json); 128 x 64
-    tiles of 8 warps (two programs an SM at 128 registers a thread, with or without FIXED_MAX)
-    and 128 x 128 tiles lost 2-24% (..._ab_d128_tiles.json). At 64, blocks of 32 or 128 keys
-    lost 18-25% (h200_kernels_flash_ab_d64_n.json). Not the L2: the SMs read it at 18.1 TB/s
-    (h200_l2_bandwidth.json), 1160 TFLOP/s for 64-row tiles' 64 FLOPs a byte."""
+    0.98-1.03x, at 128 (for four) 26-40% slower (..._ab_d128_occupancy.json); 128 x 64 tiles of
+    8 warps (two programs an SM at 128 registers a thread, with or without FIXED_MAX) and 128 x
+    128 tiles lost 2-24% (..._ab_d128_tiles.json); 64-row tiles of 8 warps (32 or 64 keys, 2 or
+    3 stages) ran at 0.37-0.72x at head dims 128 and 256 (..._ab_w8_64rows.json). At 64, blocks
+    of 32 or 128 keys lost 18-25% (h200_kernels_flash_ab_d64_n.json). Not the L2: the SMs read
+    it at 18.1 TB/s (h200_l2_bandwidth.json), 1160 TFLOP/s for 64-row tiles' 64 FLOPs a byte."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     c = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
