@@ -1,10 +1,12 @@
 """The benchmarks that CI can check without a GPU: ab_flash.py (the same-run A/B of the
-FlashAttention kernel) run as a user runs it, and l2_bandwidth.py's read kernel."""
+FlashAttention kernel) run as a user runs it, l2_bandwidth.py's read kernel, and
+flash_resources.py (the kernel compiled for sm_90, which needs no GPU)."""
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,3 +45,30 @@ def test_l2_read_kernel_sums_each_slice_every_pass(device):
     out = torch.empty(4, device=device)
     L._read[(4,)](x, out, 256, 3, BLOCK=128)
     assert torch.allclose(out, x.float().view(4, 256).sum(1) * 3, rtol=1e-4, atol=1e-3)
+
+
+def test_flash_resources_compiles_for_hopper_without_a_gpu(tmp_path):
+    """Registers, shared memory and programs an SM of real sm_90 builds; the shared memory of
+    a Q-in-shared-memory config against the hand count of its tiles; a config that cannot
+    compile is recorded, and bad input is one line and exit 2."""
+    triton = pytest.importorskip("triton")
+    if not os.path.exists(triton.knobs.nvidia.cuobjdump.path):
+        pytest.skip("this Triton has no CUDA tools to compile for a GPU")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--head-dims", "64",
+           "--variant", 'smem_q={"Q_REG": false}', "--variant", 'bad={"BLOCK_M": 48}']
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = {r["name"]: r for r in json.load(open(tmp_path / "flash_resources.json"))["rows"]}
+    for r in (rows["default"], rows["smem_q"]):
+        assert 0 < r["registers_per_thread"] <= 255 and r["spill_bytes"] == 0
+        assert r["programs_per_sm"] == min(r["programs_per_sm_by"].values()) >= 1
+    c = rows["smem_q"]["config"]  # Q's tile and every stage's K and V tiles, 2 bytes each
+    hand = (c["BLOCK_M"] + 2 * c["num_stages"] * c["BLOCK_N"]) * 64 * 2
+    assert hand <= rows["smem_q"]["shared_bytes"] <= hand + 2048
+    assert "error" in rows["bad"]
+    bad = subprocess.run(cmd[:3] + ["--variant", "nojson"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr  # argparse: usage, one error
+    assert bad.stderr.strip().splitlines()[-1].startswith("flash_resources.py: error: --variant")

@@ -256,7 +256,13 @@ def config(head_dim: int, causal: bool) -> dict:
     128 tiles lost 2-24% (..._ab_d128_tiles.json); 64-row tiles of 8 warps (32 or 64 keys, 2 or
     3 stages) ran at 0.37-0.72x at head dims 128 and 256 (..._ab_w8_64rows.json). At 64, blocks
     of 32 or 128 keys lost 18-25% (h200_kernels_flash_ab_d64_n.json). Not the L2: the SMs read
-    it at 18.1 TB/s (h200_l2_bandwidth.json), 1160 TFLOP/s for 64-row tiles' 64 FLOPs a byte."""
+    it at 18.1 TB/s (h200_l2_bandwidth.json), 1160 TFLOP/s for 64-row tiles' 64 FLOPs a byte.
+    What each asks of an SM (benchmarks/flash_resources.py: Triton 3.9 compiling for sm_90
+    without a GPU, sm90_flash_resources.json; the device's Triton 3.6 may differ): at 256 the
+    32-key blocks hold two programs an SM (98 KB of shared memory, 255 registers a thread, no
+    spills) where 64-key blocks held one (230 KB); at 128, 180 registers hold two, as 64-key
+    blocks did; 64-row tiles of 8 warps need as many registers a thread (171 at 128), so half
+    the programs fit."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     c = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,

@@ -1,0 +1,99 @@
+"""What each FlashAttention tile config asks of a Hopper SM, with no GPU: registers a thread,
+spills, shared memory, and so how many programs fit an SM (the kernel compiled by the installed
+Triton for sm_90, its cubin read by cuobjdump). The A/Bs measure speed; this says why a config
+can or cannot overlap more programs. An SM of the H100/H200: 65,536 registers (a warp's taken
+in steps of 8 a thread), 228 KB of shared memory (1 KB more reserved a program), 64 warps.
+Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal]
+           [--variant NAME=JSON ...]   (JSON merged over FA.config, as in ab_flash.py)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from rooflab.kernels import flash_attention as FA
+
+from common import write
+
+SM_REGS, SM_SMEM_BYTES, SM_WARPS, RESERVED_SMEM_BYTES = 65536, 228 << 10, 64, 1024
+
+
+def compiled(head_dim: int, causal: bool, cfg: dict):
+    """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``."""
+    c = dict(cfg)
+    bm, bn, tma = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("TMA", False)
+    consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
+              "EVEN_N": True, "UPCAST": False, "TMA": tma, "WS": c.pop("WS", False),
+              "FIXED_MAX": c.pop("FIXED_MAX", False), "Q_REG": c.pop("Q_REG", False)}
+    names = FA.flash_fwd.arg_names
+    sig = {n: "constexpr" if n in consts else "i32" for n in names}
+    for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
+        sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
+    sig.update(LSE="*fp32", sm_scale="fp32")
+    aligned = [n for n in names if sig[n] in ("*fp16", "*fp32") or n.startswith("s")
+               and sig[n] == "i32" and n != "sm_scale"]  # pointers and strides: multiples of 16
+    src = ASTSource(fn=FA.flash_fwd, signature=sig,
+                    constexprs={(names.index(k),): v for k, v in consts.items()},
+                    attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=c)
+
+
+def resources(kernel, num_warps: int) -> dict:
+    """Registers, spills and shared memory from the cubin; programs an SM by each limit."""
+    path = os.path.join(tempfile.mkdtemp(), "flash_fwd.cubin")
+    with open(path, "wb") as f:
+        f.write(kernel.asm["cubin"])
+    out = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-res-usage", path],
+                         capture_output=True, text=True, check=True).stdout
+    use = {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL):(\d+)", out)}
+    smem = kernel.metadata.shared
+    by = {"registers": SM_REGS // (-(-use["REG"] // 8) * 8 * 32 * num_warps),
+          "shared_memory": SM_SMEM_BYTES // (smem + RESERVED_SMEM_BYTES),
+          "warps": SM_WARPS // num_warps}
+    return {"registers_per_thread": use["REG"], "spill_bytes": use.get("LOCAL", 0),
+            "stack_bytes": use.get("STACK", 0), "shared_bytes": smem, "programs_per_sm_by": by,
+            "programs_per_sm": min(by.values()), "limited_by": min(by, key=by.get)}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--head-dims", default="64,128,256")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
+    a = p.parse_args(argv)
+    try:
+        variants = {v.split("=", 1)[0]: dict(json.loads(v.split("=", 1)[1])) for v in a.variant}
+        dims = [int(d) for d in a.head_dims.split(",")]
+    except (IndexError, ValueError, TypeError) as e:  # argparse: one line, exit 2
+        p.error(f"--variant takes NAME=JSON object, --head-dims a list of integers ({e})")
+    if FA.INTERPRET:
+        p.error("unset TRITON_INTERPRET: this compiles the kernel for a GPU")
+    rows = []
+    for d in dims:
+        for name, over in {"default": {}, **variants}.items():
+            cfg = {**FA.config(d, a.causal), **over}
+            r = {"head_dim": d, "causal": a.causal, "name": name, "config": cfg}
+            try:
+                r.update(resources(compiled(d, a.causal, cfg), cfg["num_warps"]))
+            except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
+                r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}"
+            rows.append(r)
+            print(d, name, {k: r.get(k) for k in ("registers_per_thread", "spill_bytes",
+                                                  "shared_bytes", "programs_per_sm",
+                                                  "limited_by", "error") if k in r}, flush=True)
+    write(a.out_dir, "flash_resources", {"target": "cuda sm_90", "triton": triton.__version__,
+                                         "rows": rows, "note": __doc__})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
