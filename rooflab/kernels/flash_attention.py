@@ -244,11 +244,12 @@ def config(head_dim: int, causal: bool) -> dict:
     Above head_dim 64, Q_REG with blocks of 32 keys: their scores (64 x 32 fp32) take half the
     registers of 64-key ones, which leaves room for Q. At head_dim 256, in two runs: +12% to
     +15% non-causal, +1.0% to +2.1% causal (the second: 647 and 665 TFLOP/s against 576 and
-    580, cuDNN 701 and 721; causal 429 and 425 against 423 and 419, cuDNN 412 and 407); 2 or 4
-    stages, 16-key blocks, or 64 keys in two stages lost
-    (h200_kernels_flash_ab_d256_tiles.json, ..._ab_d256_n32.json). At 128, with four stages:
-    0.2% to 2.2% faster at all 5 rows, 576 against 565 at N=16384 (three stages: 3% slower
-    there; h200_kernels_flash_ab_d128_n32.json; a second run: +0.7% to +3.5%,
+    580, cuDNN 701 and 721; causal 429 and 425 against 423 and 419, cuDNN 412 and 407; a third,
+    against the kernel at its former commit: +12.7% and +13.6% non-causal, +0.7% and +1.7%
+    causal, ..._ab_d128_d256_default.json); 2 or 4 stages, 16-key blocks, or 64 keys in two
+    stages lost (h200_kernels_flash_ab_d256_tiles.json, ..._ab_d256_n32.json). At 128, with
+    four stages: 0.2% to 2.2% faster at all 5 rows, 576 against 565 at N=16384 (three stages:
+    3% slower there; h200_kernels_flash_ab_d128_n32.json; a second run: +0.7% to +3.5%,
     ..._ab_d128_d256_default.json); five stages lost 9-14%, and 128 x 32 tiles of 8 warps
     17-45% (..._ab_d128_more.json); three stages at 168 registers (for three programs an SM)
     0.98-1.03x, at 128 (for four) 26-40% slower (..._ab_d128_occupancy.json); 128 x 64 tiles of
