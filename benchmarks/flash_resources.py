@@ -39,8 +39,8 @@ def compiled(head_dim: int, causal: bool, cfg: dict):
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
         sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
     sig.update(LSE="*fp32", sm_scale="fp32")
-    aligned = [n for n in names if sig[n] in ("*fp16", "*fp32") or n.startswith("s")
-               and sig[n] == "i32" and n != "sm_scale"]  # pointers and strides: multiples of 16
+    aligned = [n for n in names if sig[n] in ("*fp16", "*fp32")  # pointers and strides
+               or (sig[n] == "i32" and n.startswith("s"))]  # (s..): multiples of 16
     src = ASTSource(fn=FA.flash_fwd, signature=sig,
                     constexprs={(names.index(k),): v for k, v in consts.items()},
                     attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
