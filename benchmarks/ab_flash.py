@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import torch
 from rooflab.kernels import flash_attention as FA
 from rooflab.lab import attention as A
 
-from common import write
+from common import variants as parse_variants, write
 from kernels import DT, FLASH_ROWS, flash_s
 
 KERNEL = "rooflab/kernels/flash_attention.py"
@@ -100,11 +99,11 @@ def main(argv=None) -> None:
     p.add_argument("--name", default="ab_flash")
     p.add_argument("--device", default="cuda")
     a = p.parse_args(argv)
+    variants = parse_variants(p, a.variant)
     try:
-        variants = {v.split("=", 1)[0]: dict(json.loads(v.split("=", 1)[1])) for v in a.variant}
         shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else FLASH_ROWS
-    except (IndexError, ValueError, TypeError, SyntaxError) as e:  # argparse: one line, exit 2
-        p.error(f"--variant takes NAME=JSON object, --rows a list of tuples ({e})")
+    except (ValueError, TypeError, SyntaxError) as e:  # argparse: one line, exit 2
+        p.error(f"--rows takes a list of tuples ({e})")
     if a.head_dims:
         shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
     try:

@@ -30,3 +30,12 @@ def write(out_dir: str, name: str, data: dict) -> str:
         json.dump({"meta": meta(), **data}, f, indent=1, default=str)
     print(f"wrote {path}")
     return path
+
+
+def variants(parser, values: list[str]) -> dict:
+    """--variant NAME=JSON options as {name: config overrides}; bad ones end the run through
+    argparse (one line, exit 2)."""
+    try:
+        return {v.split("=", 1)[0]: dict(json.loads(v.split("=", 1)[1])) for v in values}
+    except (IndexError, ValueError, TypeError) as e:
+        parser.error(f"--variant takes NAME=JSON with a JSON object ({e})")

@@ -9,7 +9,6 @@ Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -22,18 +21,17 @@ from triton.compiler import ASTSource
 
 from rooflab.kernels import flash_attention as FA
 
-from common import write
+from common import variants as parse_variants, write
 
 SM_REGS, SM_SMEM_BYTES, SM_WARPS, RESERVED_SMEM_BYTES = 65536, 228 << 10, 64, 1024
 
 
 def compiled(head_dim: int, causal: bool, cfg: dict):
     """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``."""
-    c = dict(cfg)
-    bm, bn, tma = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("TMA", False)
+    bm, bn, flags, options = FA.resolved(cfg, tma_possible=True)  # Hopper, aligned tensors
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
-              "EVEN_N": True, "UPCAST": False, "TMA": tma, "WS": c.pop("WS", False),
-              "FIXED_MAX": c.pop("FIXED_MAX", False), "Q_REG": c.pop("Q_REG", False)}
+              "EVEN_N": True, "UPCAST": False, **flags}
+    tma = flags["TMA"]
     names = FA.flash_fwd.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
@@ -44,7 +42,7 @@ def compiled(head_dim: int, causal: bool, cfg: dict):
     src = ASTSource(fn=FA.flash_fwd, signature=sig,
                     constexprs={(names.index(k),): v for k, v in consts.items()},
                     attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=c)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def resources(kernel, num_warps: int) -> dict:
@@ -71,11 +69,11 @@ def main(argv=None) -> None:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
     a = p.parse_args(argv)
+    variants = parse_variants(p, a.variant)
     try:
-        variants = {v.split("=", 1)[0]: dict(json.loads(v.split("=", 1)[1])) for v in a.variant}
         dims = [int(d) for d in a.head_dims.split(",")]
-    except (IndexError, ValueError, TypeError) as e:  # argparse: one line, exit 2
-        p.error(f"--variant takes NAME=JSON object, --head-dims a list of integers ({e})")
+    except ValueError as e:  # argparse: one line, exit 2
+        p.error(f"--head-dims takes integers separated by commas ({e})")
     if FA.INTERPRET:
         p.error("unset TRITON_INTERPRET: this compiles the kernel for a GPU")
     rows = []

@@ -323,6 +323,19 @@ def descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
     return desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m)
 
 
+def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
+    """(BLOCK_M, BLOCK_N, the kernel's flags, Triton's options) of a config: TMA where the
+    tensors allow it, warp specialization only with TMA, FIXED_MAX not with warp specialization
+    (it was measured with the running max)."""
+    c = dict(cfg)
+    bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
+    tma = c.pop("TMA", False) and tma_possible
+    ws = c.pop("WS", False) and tma
+    flags = {"TMA": tma, "WS": ws, "FIXED_MAX": c.pop("FIXED_MAX", False) and not ws,
+             "Q_REG": c.pop("Q_REG", False)}
+    return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
+
+
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
@@ -335,21 +348,16 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]
     for i, chosen in enumerate(configs):
-        c = dict(chosen)
-        bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
-        tma = c.pop("TMA", False) and o.dtype == q.dtype and tma_ok(q, k, v, o)
-        ws = c.pop("WS", False) and tma
-        fixed = c.pop("FIXED_MAX", False) and not ws  # WS was measured with the running max
-        q_reg = c.pop("Q_REG", False)
+        bm, bn, flags, options = resolved(chosen, o.dtype == q.dtype and tma_ok(q, k, v, o))
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
-                *(descriptors(q, k, v, o, bm, bn) if tma else (q, k, v, o)),
+                *(descriptors(q, k, v, o, bm, bn) if flags["TMA"] else (q, k, v, o)),
                 lse, scale if scale is not None else d ** -0.5,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
-                EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=tma,
-                WS=ws, FIXED_MAX=fixed, Q_REG=q_reg, **c)
+                EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, **flags,
+                **options)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
