@@ -92,12 +92,9 @@ def test_flash_attention_through_tensor_descriptors(monkeypatch, device, shape, 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("overlap", [False, True])
-def test_flash_attention_with_the_first_blocks_max(device, shape, causal, overlap):
-    """FIXED_MAX: after the first block, the max stays where it put it; same answers. OVERLAP:
-    that sweep two blocks a step, P V after the next scores (the shapes give it 1-4 blocks
-    after the first at the interpreter's 16 keys a block: no pair, one, and one with a tail)."""
-    cfg = {**FA.config(shape[4], causal), "FIXED_MAX": True, "OVERLAP": overlap}
+def test_flash_attention_with_the_first_blocks_max(device, shape, causal):
+    """FIXED_MAX: after the first block, the max stays where it put it; same answers."""
+    cfg = {**FA.config(shape[4], causal), "FIXED_MAX": True}
     b, h, lq, lkv, d, hkv = shape
     e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device=device, seed=lq + d,
                   kernel=lambda q, k, v, c: FA.flash_attention(
@@ -124,8 +121,7 @@ def test_flash_attention_with_q_in_registers(device, shape, dtype, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("overlap", [False, True])
-def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal, overlap):
+def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal):
     """A key far above the first block's max (p would be 2^100, inf in fp16): the kernel sees it
     and redoes the sweep with a running max, so the answer stays finite and right."""
     g = torch.Generator().manual_seed(3)
@@ -136,7 +132,7 @@ def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal
     k[:, :, 150] = 3 * spike                   # a score near 9 sqrt(d) = 72 for every query,
     v = torch.randn(1, 2, 200, d, generator=g)  # past the first block at any tile size
     q, k, v = (t.to(device, torch.float16) for t in (q, k, v))
-    cfg = {**FA.config(d, causal), "FIXED_MAX": True, "OVERLAP": overlap}
+    cfg = {**FA.config(d, causal), "FIXED_MAX": True}
     o, lse = FA.flash_attention(q, k, v, causal, cfg=cfg)
     ref = FA.standard_attention(q.double(), k.double(), v.double(), causal)
     assert torch.isfinite(o).all() and torch.isfinite(lse).all()

@@ -116,73 +116,13 @@ if triton is not None:
         return acc, l_i, m_seen
 
     @triton.jit
-    def _scores_fixed(q, k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, m_ref, m_seen,
-                      qk_scale, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
-        # one block's Q K^T and its softmax against the held max: (P in Q's dtype, row sums,
-        # the largest scaled score so far)
-        k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
-                  UPCAST, TMA)
-        qk = tl.dot(q, tl.trans(k))
-        m_seen = tl.maximum(m_seen, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
-        return p.to(q.dtype), tl.sum(p, 1), m_seen
-
-    @triton.jit
-    def _inner_fixed_max_overlap(acc, l_i, m_ref, q, k_base, v_base, stride_kn, stride_vn,
-                                 offs_n, offs_d, lo, hi, n_kv, qk_scale, b, hk,
-                                 BLOCK_N: tl.constexpr, UPCAST: tl.constexpr,
-                                 TMA: tl.constexpr):
-        # The same sweep, software-pipelined one block deep: block j's P V is issued after
-        # block j+1's scores, so it can run on the tensor cores during block j+1's softmax.
-        # Triton lets a P V run on (not wait at once) only where its P was computed in the same
-        # loop step, after that step's Q K^T: so steps go two blocks at a time, and the second
-        # block's P V overlaps (the first's, on the P carried in, waits).
-        m_seen = m_ref
-        if hi > lo:
-            p_a, row, m_seen = _scores_fixed(q, k_base, lo, stride_kn, offs_n, offs_d, n_kv, b,
-                                             hk, m_ref, m_seen, qk_scale, BLOCK_N, UPCAST, TMA)
-            l_i += row
-            for start_n in tl.range(lo + BLOCK_N, hi - BLOCK_N, 2 * BLOCK_N):
-                p_b, row, m_seen = _scores_fixed(q, k_base, start_n, stride_kn, offs_n, offs_d,
-                                                 n_kv, b, hk, m_ref, m_seen, qk_scale, BLOCK_N,
-                                                 UPCAST, TMA)
-                l_i += row
-                v = _tile(v_base, start_n - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk,
-                          BLOCK_N, True, UPCAST, TMA)
-                acc = tl.dot(p_a, v, acc)
-                k = _tile(k_base, start_n + BLOCK_N, stride_kn, offs_n, offs_d, n_kv, b, hk,
-                          BLOCK_N, True, UPCAST, TMA)
-                qk = tl.dot(q, tl.trans(k))          # block j+2's scores
-                v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N,
-                          True, UPCAST, TMA)
-                acc = tl.dot(p_b, v, acc)            # block j+1's P V, left in flight
-                m_seen = tl.maximum(m_seen, tl.max(qk, 1) * qk_scale)
-                p = tl.math.exp2(qk * qk_scale - m_ref[:, None])  # block j+2's softmax
-                l_i += tl.sum(p, 1)
-                p_a = p.to(q.dtype)
-            tail = lo + BLOCK_N + ((hi - lo - BLOCK_N) // (2 * BLOCK_N)) * 2 * BLOCK_N
-            if tail < hi:  # an odd count of blocks after the first: one more, unpaired
-                p_b, row, m_seen = _scores_fixed(q, k_base, tail, stride_kn, offs_n, offs_d,
-                                                 n_kv, b, hk, m_ref, m_seen, qk_scale, BLOCK_N,
-                                                 UPCAST, TMA)
-                l_i += row
-                v = _tile(v_base, tail - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk,
-                          BLOCK_N, True, UPCAST, TMA)
-                acc = tl.dot(p_a, v, acc)
-                p_a = p_b
-            v = _tile(v_base, hi - BLOCK_N, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N,
-                      True, UPCAST, TMA)
-            acc = tl.dot(p_a, v, acc)                # the last block's P V
-        return acc, l_i, m_seen
-
-    @triton.jit
     def flash_fwd(Q, K, V, O, LSE, sm_scale,
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
                   TMA: tl.constexpr, WS: tl.constexpr, FIXED_MAX: tl.constexpr,
-                  Q_REG: tl.constexpr, OVERLAP: tl.constexpr):
+                  Q_REG: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
@@ -231,14 +171,9 @@ if triton is not None:
                                offs_d, 0, first, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
                                True, UPCAST, TMA, WS)
         if FIXED_MAX:
-            if OVERLAP:
-                acc_f, l_f, m_seen = _inner_fixed_max_overlap(
-                    acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_n, offs_d, first, full_hi,
-                    n_kv, qk_scale, b, hk, BLOCK_N, UPCAST, TMA)
-            else:
-                acc_f, l_f, m_seen = _inner_fixed_max(
-                    acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_n, offs_d, first, full_hi,
-                    n_kv, qk_scale, b, hk, BLOCK_N, UPCAST, TMA)
+            acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, k_base, v_base, skn, svn,
+                                                  offs_n, offs_d, first, full_hi, n_kv,
+                                                  qk_scale, b, hk, BLOCK_N, UPCAST, TMA)
             grew = tl.where(m_i == float("-inf"), 0.0, m_seen - m_i)
             if tl.max(grew, 0) > 15.0:  # some p passed 2^15 (fp16 ends at 65504): redo the
                 # sweep with a running max (that tile then costs two sweeps)
@@ -282,7 +217,13 @@ def config(head_dim: int, causal: bool) -> dict:
     exponentials take turns; they overlap only between the programs that share an SM. Asking for
     block j+1's scores before block j's softmax by hand (FlashAttention-3's intra-warpgroup
     overlap) did not change that and lost 10-40% at every tile (h200_kernels_flash_pipe.json,
-    made at the commit that adds it). What helped instead, above head_dim 64: holding the first
+    made at the commit that adds it). Triton lets a P V run on past the next Q K^T only where its
+    P was computed after that Q K^T in the same loop step; the held-max sweep (below) taken two
+    blocks a step, the second block's P V in flight during the next block's exponentials (its
+    PTX shows the overlap), lost 14-63% at all 14 rows, d=64 included: four tiles in flight
+    take their own shared-memory buffers, leaving one or two programs an SM for the three or
+    four of these tiles (h200_kernels_flash_ab_overlap_*.json; commit e189dcb has it).
+    What helped instead, above head_dim 64: holding the first
     block's max over the blocks after it (FIXED_MAX), which drops the accumulator's rescale from
     every block: up to +6.5% at head dims 128 and 256, five of their six rows faster and one
     0.3% slower (h200_kernels_flash_fixed_max.json), 571 against 536 TFLOP/s at d=128
@@ -397,7 +338,7 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     tma = c.pop("TMA", False) and tma_possible
     ws = c.pop("WS", False) and tma
     flags = {"TMA": tma, "WS": ws, "FIXED_MAX": c.pop("FIXED_MAX", False) and not ws,
-             "Q_REG": c.pop("Q_REG", False), "OVERLAP": c.pop("OVERLAP", False)}
+             "Q_REG": c.pop("Q_REG", False)}
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
