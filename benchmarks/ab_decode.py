@@ -1,0 +1,107 @@
+"""Same-run A/B of rooflab's flash-decoding: the default config against named variants, beside
+a read of the same bytes (and, at q_len 1, SDPA's cuDNN backend); medians of alternating rounds,
+L2 flushed before each call; outputs against the default.
+
+Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows PY_LIST]
+           [--rounds 3] [--name ab_decode] [--device cuda]
+A variant's JSON is merged over FD.config(head_dim); its key "programs", if any, is the
+launcher's programs argument, e.g. --variant 'm16={"BLOCK_M": 16, "programs": 396}'.
+Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
+benchmark's decode shapes with more than one query. Each row is written as soon as it is done.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+
+import torch
+
+from rooflab.kernels import flash_decoding as FD
+from rooflab.lab import attention as A
+from rooflab.measure import ceilings as CE
+from rooflab.measure.timer import time
+
+from common import variants as parse_variants, write
+from kernels import DECODE_SHAPES
+
+ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
+
+
+def t_s(fn, device: str) -> float:
+    """Device seconds of one call, as benchmarks/kernels.py times its decode rows."""
+    return time(fn, warmup=3, budget_s=0.1, max_reps=200, flush_l2=True, wall=False,
+                device=device).device_s
+
+
+def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> dict:
+    b, h, hkv, lq, lkv, d = shape
+    causal = lq > 1
+    g = torch.Generator(device=device).manual_seed(lkv)
+    q = torch.randn(b, h, lq, d, device=device, dtype=torch.bfloat16, generator=g)
+    k, v = (torch.randn(b, hkv, lkv, d, device=device, dtype=torch.bfloat16, generator=g)
+            for _ in range(2))
+    fns = {"default": lambda: FD.flash_decode(q, k, v, causal)}
+    for name, over in variants.items():
+        over = dict(over)
+        programs = over.pop("programs", None)
+        cfg = {**FD.config(d), **over}
+        fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,
+                                                                cfg=cfg)
+    if not causal and device == "cuda":  # SDPA aligns is_causal top-left: with Lq > 1 only the kernels agree
+        f = A._sdpa("cudnn")
+        if f is not None:
+            fns["cudnn"] = lambda: f(q, k, v, False)
+    nbytes = FD.cost(b, h, lq, lkv, d, hkv, "bf16", causal).bytes
+    x = torch.empty(nbytes // 2, device=device, dtype=torch.bfloat16)
+    fns["read_same_bytes"] = x.sum
+    ref = fns["default"]()[0].float()
+    r = {"shape": list(shape), "config": FD.config(d), "bytes": nbytes, "errors": {},
+         "max_abs_diff_vs_default": {}}
+    for name in variants:  # try each once
+        try:
+            r["max_abs_diff_vs_default"][name] = float((fns[name]()[0].float() - ref)
+                                                       .abs().max())
+        except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
+            r["errors"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    fns = {n: f for n, f in fns.items() if n not in r["errors"]}
+    times = {n: [] for n in fns}
+    for _ in range(rounds):
+        for n, f in fns.items():
+            times[n].append(t_s(f, device))
+    med = {n: sorted(s)[len(s) // 2] for n, s in times.items()}
+    r.update(all_s=times, median_s=med,
+             time_ratio_over_default={n: s / med["default"] for n, s in med.items()})
+    if bw:
+        r["fraction_of_copy_ceiling"] = {n: nbytes / s / bw for n, s in med.items()}
+    return r
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
+    p.add_argument("--rows")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--name", default="ab_decode")
+    p.add_argument("--device", default="cuda")
+    a = p.parse_args(argv)
+    variants = parse_variants(p, a.variant)
+    try:
+        shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else ROWS
+        assert all(len(s) == 6 for s in shapes)
+    except (ValueError, SyntaxError, TypeError, AssertionError) as e:
+        p.error(f"--rows takes a list of (B, H, Hkv, Lq, Lkv, D) tuples ({e})")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
+    bw = CE.get("cuda").mem_bandwidth_bytes_per_s if a.device == "cuda" else None
+    rows = []
+    for shape in shapes:
+        rows.append(row(shape, variants, a.rounds, bw, a.device))
+        us = {n: round(s * 1e6, 1) for n, s in rows[-1]["median_s"].items()}
+        print(shape, us, rows[-1]["errors"], flush=True)
+        write(a.out_dir, a.name, {"copy_ceiling_bytes_per_s": bw, "variants": variants,
+                                  "rows": rows, "note": __doc__})
+
+
+if __name__ == "__main__":
+    main()
