@@ -5,7 +5,7 @@ L2 flushed before each call; outputs against the default.
 Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows PY_LIST]
            [--rounds 3] [--name ab_decode] [--device cuda]
 A variant's JSON is merged over FD.config(head_dim); its key "programs", if any, is the
-launcher's programs argument, e.g. --variant 'm16={"BLOCK_M": 16, "programs": 396}'.
+launcher's programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}'.
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
 benchmark's decode shapes with more than one query. Each row is written as soon as it is done.
 """
@@ -47,7 +47,8 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
         cfg = {**FD.config(d), **over}
         fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,
                                                                 cfg=cfg)
-    if not causal and device == "cuda":  # SDPA aligns is_causal top-left: with Lq > 1 only the kernels agree
+    if not causal and device == "cuda":  # SDPA aligns is_causal top-left: with Lq > 1
+        # only the kernels agree
         f = A._sdpa("cudnn")
         if f is not None:
             fns["cudnn"] = lambda: f(q, k, v, False)

@@ -1,6 +1,6 @@
 """The benchmarks that CI can check without a GPU: ab_flash.py and ab_decode.py (the same-run
-A/Bs of the FlashAttention and flash-decoding kernels) run as a user runs them, l2_bandwidth.py's read kernel, and
-flash_resources.py (the kernel compiled for sm_90, which needs no GPU)."""
+A/Bs of the FlashAttention and flash-decoding kernels) run as a user runs them, l2_bandwidth.py's
+read kernel, and flash_resources.py (the kernel compiled for sm_90, which needs no GPU)."""
 import json
 import os
 import subprocess
@@ -46,16 +46,16 @@ def test_ab_decode_default_and_variants(tmp_path, device):
         env["TRITON_INTERPRET"] = "1"
     cmd = [sys.executable, "benchmarks/ab_decode.py", str(tmp_path), "--device", device]
     run = subprocess.run(
-        cmd + ["--variant", 'm16={"BLOCK_M": 16, "programs": 3}', "--variant",
+        cmd + ["--variant", 's2={"num_stages": 2, "programs": 3}', "--variant",
                'bad={"BLOCK_N": 48}', "--rows", rows, "--rounds", "1"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     data = json.load(open(tmp_path / "ab_decode.json"))
     assert [r["shape"] for r in data["rows"]] == [[1, 8, 2, 16, 70, 64], [1, 4, 4, 1, 40, 32]]
     for r in data["rows"]:
-        assert r["max_abs_diff_vs_default"]["m16"] < 1e-2
+        assert r["max_abs_diff_vs_default"]["s2"] < 1e-2
         assert "bad" in r["errors"] and "bad" not in r["median_s"]
-        assert {"default", "m16", "read_same_bytes"} <= set(r["median_s"])
+        assert {"default", "s2", "read_same_bytes"} <= set(r["median_s"])
         assert all(t > 0 for t in r["median_s"].values())
         assert r["time_ratio_over_default"]["default"] == 1.0
     bad = subprocess.run(cmd + ["--rows", "[(1, 2)]"], cwd=ROOT, env=env, capture_output=True,

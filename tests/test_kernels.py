@@ -256,23 +256,6 @@ def test_flash_decode_matches_fp64(device, shape, dtype, causal):
     assert e["lse_max_abs_err"] < 1e-3
 
 
-@pytest.mark.parametrize("shape", [(1, 8, 16, 70, 64, 2, 3),    # 64 rows a KV head, merged
-                                   (2, 8, 8, 100, 64, 2, None),  # 32 rows, programs cross heads
-                                   (2, 8, 8, 40, 64, 2, 2)])     # whole heads, written final
-@pytest.mark.parametrize("block_m", [16, 32])
-@pytest.mark.parametrize("causal", [False, True])
-def test_flash_decode_in_row_tiles(device, shape, block_m, causal):
-    """BLOCK_M below a KV head's rows: its rows cut into tiles, a program each; same answers."""
-    b, h, lq, lkv, d, hkv, programs = shape
-    cfg = {**FD.config(d), "BLOCK_M": block_m}
-    e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device, seed=lkv,
-                  kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, programs=programs,
-                                                            cfg=cfg))
-    assert e["all_finite"]
-    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
-    assert e["lse_max_abs_err"] < 1e-3
-
-
 def test_flash_decode_strided_inputs_and_limits(device):
     """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
     g = torch.Generator(device="cpu").manual_seed(1)

@@ -55,15 +55,14 @@ if triton is not None:
     @triton.jit
     def partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi, qk_scale,
                         sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV, GROUP,
-                        n_q, n_kv, row0, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                        n_q, n_kv, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                        WHOLE: tl.constexpr, ROW_STRIDE: tl.constexpr):
-        # One (batch, KV head) = bhk (int64), keys [lo, hi), the group's rows [row0, row0 +
-        # BLOCK_M) of its ROW_STRIDE: its partial goes to ``slot``.
+                        WHOLE: tl.constexpr):
+        # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
         # LSE_PART are then O and LSE themselves, written in their final form (no merge).
         b, hk = bhk // HKV, bhk % HKV
-        rows = row0 + tl.arange(0, BLOCK_M)              # row r = (head g of the group, query i)
+        rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
         g, i = rows // n_q, rows % n_q
         valid = rows < GROUP * n_q
         offs_d = tl.arange(0, HEAD_DIM)
@@ -109,7 +108,7 @@ if triton is not None:
             tl.store(O_PART + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
                      acc.to(O_PART.dtype.element_ty), mask=valid[:, None])
         else:
-            part = (bhk * max_slots + slot) * ROW_STRIDE + rows
+            part = (bhk * max_slots + slot) * BLOCK_M + rows
             tl.store(LSE_PART + part, lse, mask=valid)   # partials: fp32, a few KB in all
             tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc,
                      mask=valid[:, None])
@@ -120,18 +119,15 @@ if triton is not None:
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-                     WHOLE: tl.constexpr, SPLITS: tl.constexpr):
+                     WHOLE: tl.constexpr):
         # Every (batch, KV head)'s key blocks laid end to end; program p takes the blocks
         # [p * per_program, (p + 1) * per_program), crossing from one head to the next where
         # its range does, and leaves one partial per head it touched (slot 0 is the head's
         # first program). Every program gets the same work, whatever B * Hkv is. WHOLE: every
         # run is whole heads (blocks per program a multiple of a head's), each written final.
-        # SPLITS: the group's rows cut into that many tiles of BLOCK_M, one program each; the
-        # programs of one run are neighbours, so a run's K and V come from HBM once, then L2.
         if PDL:
             tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
-        pid = tl.program_id(0) // SPLITS
-        row0 = (tl.program_id(0) % SPLITS) * BLOCK_M
+        pid = tl.program_id(0)
         start = pid * per_program
         end = tl.minimum(start + per_program, total_blocks)
         for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
@@ -141,12 +137,11 @@ if triton is not None:
             partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - (bhk * n_blocks) // per_program,
                             max_slots, lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
                             sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV,
-                            GROUP, n_q, n_kv, row0, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST,
-                            WHOLE, SPLITS * BLOCK_M)
+                            GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE)
 
     @triton.jit
     def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
-                     per_program, max_slots, HEAD_DIM: tl.constexpr, ROW_STRIDE: tl.constexpr,
+                     per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                      SLOTS: tl.constexpr, PDL: tl.constexpr):
         row = tl.program_id(0)                           # one query row of one head
         bh = row // n_q
@@ -157,7 +152,7 @@ if triton is not None:
         used = ((bhk + 1) * n_blocks - 1) // per_program - (bhk * n_blocks) // per_program + 1
         s = tl.arange(0, SLOTS)
         offs_d = tl.arange(0, HEAD_DIM)
-        part = (bhk * max_slots + s) * ROW_STRIDE + r
+        part = (bhk * max_slots + s) * BLOCK_M + r
         if PDL:
             tl.extra.cuda.gdc_wait()                     # until the partials are all written
         lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
@@ -189,7 +184,12 @@ def config(head_dim: int) -> dict:
     +0.7%) and holding the first block's max lost 1-15% at all 12 shapes: two loops, two
     pipeline fills (h200_kernels_decode_variants_ab.json). Holding Q in registers, as
     FlashAttention does at head_dim 64, made Q K^T read only K from shared memory at 64 rows
-    and changed nothing: 0.986-1.010x at 16 shapes (h200_kernels_decode_qreg.json)."""
+    and changed nothing: 0.986-1.010x at 16 shapes (h200_kernels_decode_qreg.json). Cutting
+    the 64 rows into tiles of 32 or 16, a program each, the tiles of a run neighbours that share
+    K and V through L2, lost at every 16-query shape: 49.8 us became 69.7 (32 rows) and 91.6
+    (16) at B=8 and 4k keys, 12.2 became 24.2 at 512 (h200_kernels_decode_ab_row_tiles.json;
+    commit 1e29545 has it): each extra read of K and V from L2 costs more than the shorter chain
+    saves."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
@@ -250,32 +250,30 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     c = dict(cfg or config(d))
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
-    rows = max(16, triton.next_power_of_2(group * n_q))
-    block_m = min(rows, c.pop("BLOCK_M", rows))  # rows a program: all of the group's, or a tile
-    splits = rows // block_m
+    block_m = max(16, triton.next_power_of_2(group * n_q))
     n_blocks = -(-n_kv // block_n)
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
-    per, grid, slots = schedule(b, hkv, n_kv, block_n, max(1, programs // splits))
+    per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     if whole:
         o_part, lse_part, pdl = o, lse, False
     else:
-        o_part = torch.empty(b * hkv * slots * rows * d, device=q.device, dtype=torch.float32)
-        lse_part = torch.empty(b * hkv * slots * rows, device=q.device, dtype=torch.float32)
+        o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
+        lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    split_kv_fwd[(grid * splits,)](
+    split_kv_fwd[(grid,)](
         q, k, v, o_part, lse_part, scale * 1.4426950408889634,  # log2(e) folded in: exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), hkv, group,
         n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m,
         BLOCK_N=block_n, CAUSAL=causal, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
-        WHOLE=whole, SPLITS=splits, **c)
+        WHOLE=whole, **c)
     if not whole:
         merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1),
                                      o.stride(2), h, group, n_q, n_blocks, per, slots,
-                                     HEAD_DIM=d, ROW_STRIDE=rows,
+                                     HEAD_DIM=d, BLOCK_M=block_m,
                                      SLOTS=max(2, triton.next_power_of_2(slots)), PDL=pdl,
                                      num_warps=4, **({"launch_pdl": True} if pdl else {}))
     return o, lse
