@@ -256,6 +256,21 @@ def test_flash_decode_matches_fp64(device, shape, dtype, causal):
     assert e["lse_max_abs_err"] < 1e-3
 
 
+@pytest.mark.parametrize("shape", DECODE_SHAPES)
+@pytest.mark.parametrize("merge_rows", [0, 8])
+def test_flash_decode_merges_by_row_or_by_tile(device, shape, merge_rows):
+    """The merge one row a program (MERGE_ROWS 0) or in tiles of 8 rows: two tiles of a KV
+    head's 16 rows, a ragged second one of its 12, one part-filled by its 4."""
+    b, h, lq, lkv, d, hkv, programs = shape
+    cfg = {**FD.config(d), "MERGE_ROWS": merge_rows}
+    e = FA.errors(b, h, lq, lkv, d, hkv, torch.float16, True, device, seed=lkv,
+                  kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, programs=programs,
+                                                            cfg=cfg))
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
 def test_flash_decode_strided_inputs_and_limits(device):
     """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
     g = torch.Generator(device="cpu").manual_seed(1)
@@ -279,8 +294,8 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
             merges.append(grid)
             return real[grid]
 
-    real = FD.merge_splits
-    monkeypatch.setattr(FD, "merge_splits", Counted())
+    real = FD.merge_tiles
+    monkeypatch.setattr(FD, "merge_tiles", Counted())
     block = FD.config(64)["BLOCK_N"]
     n_kv = 2 * block + 5                                 # 3 blocks a head: runs of 2 split it
     q = torch.randn(2, 8, 1, 64, device=device, dtype=torch.float16)

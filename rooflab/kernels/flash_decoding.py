@@ -166,6 +166,43 @@ if triton is not None:
         tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
                  out.to(O.dtype.element_ty))
 
+    @triton.jit
+    def merge_tiles(O_PART, LSE_PART, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
+                    per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                    ROWS: tl.constexpr, PDL: tl.constexpr):
+        # One (batch, KV head) and ROWS of its rows (head g of the group, query i): their
+        # partials merged one slot at a time, each row's weights in its own threads (no
+        # reduction across threads), every slot's rows read as one contiguous tile.
+        bhk = tl.program_id(0).to(tl.int64)
+        r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+        valid = r < GROUP * n_q
+        b, g, i = bhk // HKV, r // n_q, r % n_q
+        head = (bhk % HKV) * GROUP + g
+        first = (bhk * n_blocks) // per_program
+        used = ((bhk + 1) * n_blocks - 1) // per_program - first + 1
+        offs_d = tl.arange(0, HEAD_DIM)
+        m = tl.full([ROWS], float("-inf"), tl.float32)
+        total = tl.zeros([ROWS], tl.float32)
+        acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
+        if PDL:
+            tl.extra.cuda.gdc_wait()                     # until the partials are all written
+        for s in range(0, used):
+            part = (bhk * max_slots + s) * BLOCK_M + r
+            lse = tl.load(LSE_PART + part, mask=valid, other=float("-inf"))
+            o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
+                        mask=valid[:, None], other=0.0)
+            m_new = tl.maximum(m, lse)
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing seen yet
+            alpha = tl.math.exp2(m - m_ref)
+            w = tl.math.exp2(lse - m_ref)                # an empty slot weighs exp2(-inf) = 0
+            total = total * alpha + w
+            acc = acc * alpha[:, None] + o * w[:, None]
+            m = m_new
+        tl.store(LSE + (b * HKV * GROUP + head) * n_q + i,  # every row sees a key somewhere
+                 (m + tl.math.log2(total)) * 0.6931471805599453, mask=valid)  # natural log
+        tl.store(O + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
+                 (acc / total[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
+
 
 # --- the launcher ----------------------------------------------------------------------------
 def config(head_dim: int) -> dict:
@@ -251,6 +288,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
+    merge_rows = min(c.pop("MERGE_ROWS", 16), block_m)  # 0: the merge one row a program
     n_blocks = -(-n_kv // block_n)
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
@@ -270,7 +308,12 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m,
         BLOCK_N=block_n, CAUSAL=causal, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
         WHOLE=whole, **c)
-    if not whole:
+    if not whole and merge_rows:
+        merge_tiles[(b * hkv, -(-group * n_q // merge_rows))](
+            o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2), hkv, group, n_q,
+            n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m, ROWS=merge_rows, PDL=pdl,
+            num_warps=4, **({"launch_pdl": True} if pdl else {}))
+    elif not whole:
         merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1),
                                      o.stride(2), h, group, n_q, n_blocks, per, slots,
                                      HEAD_DIM=d, BLOCK_M=block_m,

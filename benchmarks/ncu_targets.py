@@ -1,0 +1,50 @@
+"""The kernels whose limits the kernels' docstrings explain, for Nsight Compute to read: each
+warmed up (compiled, autotuned), then launched once more inside an NVTX range named after it.
+Usage: ncu --clock-control none --nvtx --nvtx-include 'NAME/' ... python benchmarks/ncu_targets.py
+NAMES: decode_q16 (B8 H32 Hkv8, 16 queries, 4k keys, d128), decode_q1 (the same, 1 query),
+flash_d128 (B2 H16 N4096 d128 bf16, non-causal); default all."""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from rooflab.kernels import flash_attention as FA
+from rooflab.kernels import flash_decoding as FD
+
+
+def decode(lq: int):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(8, 32, lq, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    k, v = (torch.randn(8, 8, 4096, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+            for _ in range(2))
+    return lambda: FD.flash_decode(q, k, v, lq > 1)
+
+
+def flash():
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(2, 16, 4096, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+               for _ in range(3))
+    return lambda: FA.flash_attention(q, k, v, False)
+
+
+TARGETS = {"decode_q16": lambda: decode(16), "decode_q1": lambda: decode(1),
+           "flash_d128": flash}
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="?", default=",".join(TARGETS))
+    names = p.parse_args().names.split(",")
+    if set(names) - set(TARGETS):
+        p.error(f"names are among {', '.join(TARGETS)} (got {p.parse_args().names})")
+    if not torch.cuda.is_available():
+        p.error("Nsight Compute reads a CUDA GPU: there is none here")
+    for name in names:
+        fn = TARGETS[name]()
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(name)
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
