@@ -51,7 +51,7 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
         # only the kernels agree
         f = A._sdpa("cudnn")
         if f is not None:
-            fns["cudnn"] = lambda: f(q, k, v, False)
+            fns["cudnn"] = lambda f=f: f(q, k, v, False)
     nbytes = FD.cost(b, h, lq, lkv, d, hkv, "bf16", causal).bytes
     x = torch.empty(nbytes // 2, device=device, dtype=torch.bfloat16)
     fns["read_same_bytes"] = x.sum

@@ -167,11 +167,22 @@ if triton is not None:
                  out.to(O.dtype.element_ty))
 
     @triton.jit
+    def _slot(O_PART, LSE_PART, bhk, s, max_slots, used, r, valid, offs_d,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+        # slot s's partial of rows r: (LSE (log2), O); a slot past the head's last, -inf and 0
+        part = (bhk * max_slots + s) * BLOCK_M + r
+        keep = valid & (r * 0 + s < used)                # s as a row vector: a mask
+        lse = tl.load(LSE_PART + part, mask=keep, other=float("-inf"))
+        o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], mask=keep[:, None],
+                    other=0.0)
+        return lse, o
+
+    @triton.jit
     def merge_tiles(O_PART, LSE_PART, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
                     per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                     ROWS: tl.constexpr, PDL: tl.constexpr):
         # One (batch, KV head) and ROWS of its rows (head g of the group, query i): their
-        # partials merged one slot at a time, each row's weights in its own threads (no
+        # partials merged four slots at a time, each row's weights in its own threads (no
         # reduction across threads), every slot's rows read as one contiguous tile.
         bhk = tl.program_id(0).to(tl.int64)
         r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
@@ -186,17 +197,23 @@ if triton is not None:
         acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
         if PDL:
             tl.extra.cuda.gdc_wait()                     # until the partials are all written
-        for s in range(0, used):
-            part = (bhk * max_slots + s) * BLOCK_M + r
-            lse = tl.load(LSE_PART + part, mask=valid, other=float("-inf"))
-            o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
-                        mask=valid[:, None], other=0.0)
-            m_new = tl.maximum(m, lse)
+        for s in range(0, used, 4):  # four slots' loads in flight at once, then merged
+            lse0, o0 = _slot(O_PART, LSE_PART, bhk, s, max_slots, used, r, valid, offs_d,
+                             HEAD_DIM, BLOCK_M)
+            lse1, o1 = _slot(O_PART, LSE_PART, bhk, s + 1, max_slots, used, r, valid, offs_d,
+                             HEAD_DIM, BLOCK_M)
+            lse2, o2 = _slot(O_PART, LSE_PART, bhk, s + 2, max_slots, used, r, valid, offs_d,
+                             HEAD_DIM, BLOCK_M)
+            lse3, o3 = _slot(O_PART, LSE_PART, bhk, s + 3, max_slots, used, r, valid, offs_d,
+                             HEAD_DIM, BLOCK_M)
+            m_new = tl.maximum(tl.maximum(m, tl.maximum(lse0, lse1)), tl.maximum(lse2, lse3))
             m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing seen yet
             alpha = tl.math.exp2(m - m_ref)
-            w = tl.math.exp2(lse - m_ref)                # an empty slot weighs exp2(-inf) = 0
-            total = total * alpha + w
-            acc = acc * alpha[:, None] + o * w[:, None]
+            w0, w1 = tl.math.exp2(lse0 - m_ref), tl.math.exp2(lse1 - m_ref)  # an empty slot
+            w2, w3 = tl.math.exp2(lse2 - m_ref), tl.math.exp2(lse3 - m_ref)  # weighs 0
+            total = total * alpha + w0 + w1 + w2 + w3
+            acc = (acc * alpha[:, None] + o0 * w0[:, None] + o1 * w1[:, None]
+                   + o2 * w2[:, None] + o3 * w3[:, None])
             m = m_new
         tl.store(LSE + (b * HKV * GROUP + head) * n_q + i,  # every row sees a key somewhere
                  (m + tl.math.log2(total)) * 0.6931471805599453, mask=valid)  # natural log
