@@ -289,13 +289,16 @@ def test_flash_decode_strided_inputs_and_limits(device):
 def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
     merges = []
 
-    class Counted:
+    class Counted:  # either merge kernel, whichever FD.merge_rows picks
+        def __init__(self, real):
+            self.real = real
+
         def __getitem__(self, grid):
             merges.append(grid)
-            return real[grid]
+            return self.real[grid]
 
-    real = FD.merge_tiles
-    monkeypatch.setattr(FD, "merge_tiles", Counted())
+    for name in ("merge_splits", "merge_tiles"):
+        monkeypatch.setattr(FD, name, Counted(getattr(FD, name)))
     block = FD.config(64)["BLOCK_N"]
     n_kv = 2 * block + 5                                 # 3 blocks a head: runs of 2 split it
     q = torch.randn(2, 8, 1, 64, device=device, dtype=torch.float16)
@@ -306,6 +309,14 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
         o, _ = FD.flash_decode(q, k, k, programs=programs)  # 4 heads: runs of 1, 2 heads; split
         assert bool(merges) == merged
         assert float((o.double() - ref).abs().max()) < 2e-3
+
+
+def test_flash_decode_merges_in_tiles_only_with_many_heads():
+    """merge_tiles (4 rows a program) from 64 (batch, KV head) pairs, the one-row merge below;
+    a config's MERGE_ROWS wins."""
+    assert FD.merge_rows(64, {}) == 4 and FD.merge_rows(512, {}) == 4
+    assert FD.merge_rows(63, {}) == 0 and FD.merge_rows(8, {}) == 0
+    assert FD.merge_rows(8, {"MERGE_ROWS": 16}) == 16 and FD.merge_rows(64, {"MERGE_ROWS": 0}) == 0
 
 
 def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monkeypatch):

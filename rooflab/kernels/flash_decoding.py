@@ -262,6 +262,24 @@ def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
 
 
+def merge_rows(heads: int, cfg: dict) -> int:
+    """Rows a merge program takes: 4 (merge_tiles) where there are 64 or more (batch, KV head)
+    pairs, else 0 (merge_splits, one row a program); cfg's MERGE_ROWS, if given, instead.
+
+    Why: Nsight Compute put merge_splits at 15.6 us beside the split kernel's 38.8 at B=8, 16
+    queries a head, 4k keys (h200_ncu_decode_q16.txt), its slots reduced across threads (L1
+    82% busy). merge_tiles merges a tile of rows four slots a step, each row in its own
+    threads. In one run over 12 shapes (h200_kernels_decode_ab_merge_tiles4.json) tiles of 4
+    rows took 39.6 us against 48.9 there (0.81 of the copy ceiling against 0.66), 36.6 against
+    40.9 at 4 queries, 36.0 against 37.4 at one; with 8 pairs (one sequence, or MQA) their
+    slot loop is a long serial chain over few programs, and one row a program won: 11.1 against
+    20.1 us at one sequence of 4k, 22.1 against 26.1 with d=256 MQA. At each of the 12 shapes
+    this rule's choice was within 1.5% of the fastest of the four merges tried."""
+    if "MERGE_ROWS" in cfg:
+        return cfg["MERGE_ROWS"]
+    return 4 if heads >= 64 else 0
+
+
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either fill the
@@ -305,7 +323,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
-    merge_rows = min(c.pop("MERGE_ROWS", 16), block_m)  # 0: the merge one row a program
+    rows = min(merge_rows(b * hkv, c), block_m)      # 0: the merge one row a program
+    c.pop("MERGE_ROWS", None)
     n_blocks = -(-n_kv // block_n)
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
@@ -325,10 +344,10 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m,
         BLOCK_N=block_n, CAUSAL=causal, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
         WHOLE=whole, **c)
-    if not whole and merge_rows:
-        merge_tiles[(b * hkv, -(-group * n_q // merge_rows))](
+    if not whole and rows:
+        merge_tiles[(b * hkv, -(-group * n_q // rows))](
             o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2), hkv, group, n_q,
-            n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m, ROWS=merge_rows, PDL=pdl,
+            n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m, ROWS=rows, PDL=pdl,
             num_warps=4, **({"launch_pdl": True} if pdl else {}))
     elif not whole:
         merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1),
