@@ -5,7 +5,8 @@ FlashAttention's grid (one program per query tile) would give the GPU B*H progra
 the whole cache alone: too few to keep HBM busy. Here the cache is cut into runs of key blocks;
 a program reads each block of K and V exactly once for all the query heads that share it, and
 leaves a partial softmax (its output and log-sum-exp) per head it touched. A second, small kernel
-merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse).
+merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse),
+one row a program or, with many (batch, KV head) pairs, a tile of rows a program (merge_rows).
 On Hopper and later the merge is launched while the first kernel runs (programmatic dependent
 launch) and waits inside for its partials: on the H200 up to 2.3 us faster where the cache is
 long or the batch large, no change below 8k cached tokens (h200_kernels_decode_pdl.json).
@@ -231,19 +232,17 @@ def config(head_dim: int) -> dict:
 
     What limits it: with one query a head it runs at the rate of a read of the same bytes
     (torch's sum: 10.5 us at 512 cached tokens against the kernel's 10.4, 36.2 against 36.2 at
-    4k). With 16 it is its own work: K and V resident in L2 (every head reading one head's
-    cache) it still takes 41 us against 49 from HBM (a read: 37; with one query, the same L2
-    run takes 23 us), so the 64-row chain QK^T -> softmax -> PV is the limit. FlashAttention's
-    update (one multiply-add a score, P V accumulated in the dot) changed nothing (-0.6% to
-    +0.7%) and holding the first block's max lost 1-15% at all 12 shapes: two loops, two
-    pipeline fills (h200_kernels_decode_variants_ab.json). Holding Q in registers, as
-    FlashAttention does at head_dim 64, made Q K^T read only K from shared memory at 64 rows
-    and changed nothing: 0.986-1.010x at 16 shapes (h200_kernels_decode_qreg.json). Cutting
-    the 64 rows into tiles of 32 or 16, a program each, the tiles of a run neighbours that share
-    K and V through L2, lost at every 16-query shape: 49.8 us became 69.7 (32 rows) and 91.6
-    (16) at B=8 and 4k keys, 12.2 became 24.2 at 512 (h200_kernels_decode_ab_row_tiles.json;
-    commit 1e29545 has it): each extra read of K and V from L2 costs more than the shorter chain
-    saves."""
+    4k). With 16 a head, Nsight Compute timed this kernel at 38.8 us (3.55 TB/s) at B=8 and 4k
+    keys and the one-row merge after it at 15.6 (h200_ncu_decode_q16.txt): the merge, not the
+    64-row chain QK^T -> softmax -> PV, was most of the gap to a read (37 us); merged in tiles
+    (merge_rows) the pair took 39.6-39.7 us, 0.81 of the copy ceiling. Tried on the chain and
+    left: FlashAttention's update (one multiply-add a score, P V accumulated in the dot), -0.6%
+    to +0.7%; holding the first block's max, 1-15% slower at all 12 shapes: two loops, two
+    pipeline fills (h200_kernels_decode_variants_ab.json); Q in registers, as FlashAttention
+    holds it at head_dim 64, 0.986-1.010x at 16 shapes (h200_kernels_decode_qreg.json); the
+    64 rows cut into tiles of 32 or 16, a program each, the tiles of a run neighbours sharing K
+    and V through L2: 49.8 us became 69.7 (32 rows) and 91.6 (16) at B=8 and 4k keys, 12.2
+    became 24.2 at 512 (h200_kernels_decode_ab_row_tiles.json; commit 1e29545 has it)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
