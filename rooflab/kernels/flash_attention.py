@@ -269,7 +269,10 @@ def config(head_dim: int, causal: bool) -> dict:
     32-key blocks hold two programs an SM (98 KB of shared memory, 254-255 registers a thread,
     no spills) where 64-key blocks held one (230 KB); at 128, Triton 3.6 takes 164-166
     registers and 64 KB, so three fit (3.9 takes 180: two); 64-row tiles of 8 warps need as
-    many registers a thread (171 at 128 in 3.9), so half the programs fit."""
+    many registers a thread (171 at 128 in 3.9), so half the programs fit. Nsight Compute at
+    d=128, N=4096, bf16 (h200_ncu_flash_d128.txt): 573 TFLOP/s with the tensor pipe 63% busy,
+    three programs (12 warps) an SM, limited by registers and shared memory together; a
+    scheduler issues every 1.9 cycles, and no warp is eligible 48% of the time."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     c = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
