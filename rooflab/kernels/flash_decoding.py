@@ -234,8 +234,9 @@ def config(head_dim: int) -> dict:
     (torch's sum: 10.5 us at 512 cached tokens against the kernel's 10.4, 36.2 against 36.2 at
     4k). At 512 cached tokens cuDNN is faster than both (9.0 us against 10.4 and a read's 10.6);
     cutting the heads again (128 or 264 programs, either merge), 32 keys a block in 4 stages or
-    128 in 2 stages of 8 warps took 10.7-12.9 us there and 14.3-22.1 at 1k, where the default
-    took 14.6 (h200_kernels_decode_ab_short_cache.json). With 16 a head, Nsight Compute timed this kernel at 38.8 us (3.55 TB/s) at B=8 and 4k
+    128 in 2 stages of 8 warps took 10.7-12.9 us there; at 1k 128 programs took 14.3 against
+    the default's 14.6 (2%), the others 14.5-22.1 (h200_kernels_decode_ab_short_cache.json).
+    With 16 a head, Nsight Compute timed this kernel at 38.8 us (3.55 TB/s) at B=8 and 4k
     keys and the one-row merge after it at 15.6 (h200_ncu_decode_q16.txt): the merge, not the
     64-row chain QK^T -> softmax -> PV, was most of the gap to a read (37 us); merged in tiles
     (merge_rows) the pair took 39.6-39.7 us, 0.81 of the copy ceiling. Tried on the chain and
