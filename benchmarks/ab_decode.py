@@ -11,9 +11,6 @@ benchmark's decode shapes with more than one query. Each row is written as soon 
 """
 from __future__ import annotations
 
-import argparse
-import ast
-
 import torch
 
 from rooflab.kernels import flash_decoding as FD
@@ -21,7 +18,7 @@ from rooflab.lab import attention as A
 from rooflab.measure import ceilings as CE
 from rooflab.measure.timer import time
 
-from common import variants as parse_variants, write
+from common import ab_parser, rows, variants as parse_variants, write
 from kernels import DECODE_SHAPES
 
 ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
@@ -78,30 +75,20 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out_dir")
-    p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
-    p.add_argument("--rows")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--name", default="ab_decode")
-    p.add_argument("--device", default="cuda")
+    p = ab_parser(__doc__, "ab_decode")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
-    try:
-        shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else ROWS
-        assert all(len(s) == 6 for s in shapes)
-    except (ValueError, SyntaxError, TypeError, AssertionError) as e:
-        p.error(f"--rows takes a list of (B, H, Hkv, Lq, Lkv, D) tuples ({e})")
+    shapes = rows(p, a.rows, ROWS, "B, H, Hkv, Lq, Lkv, D")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s if a.device == "cuda" else None
-    rows = []
+    done = []
     for shape in shapes:
-        rows.append(row(shape, variants, a.rounds, bw, a.device))
-        us = {n: round(s * 1e6, 1) for n, s in rows[-1]["median_s"].items()}
-        print(shape, us, rows[-1]["errors"], flush=True)
+        done.append(row(shape, variants, a.rounds, bw, a.device))
+        us = {n: round(s * 1e6, 1) for n, s in done[-1]["median_s"].items()}
+        print(shape, us, done[-1]["errors"], flush=True)
         write(a.out_dir, a.name, {"copy_ceiling_bytes_per_s": bw, "variants": variants,
-                                  "rows": rows, "note": __doc__})
+                                  "rows": done, "note": __doc__})
 
 
 if __name__ == "__main__":

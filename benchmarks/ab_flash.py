@@ -11,8 +11,6 @@ tuples. Without --before there is no ``before``. Each row is written as soon as 
 """
 from __future__ import annotations
 
-import argparse
-import ast
 import importlib.util
 import os
 import subprocess
@@ -24,7 +22,8 @@ import torch
 from rooflab.kernels import flash_attention as FA
 from rooflab.lab import attention as A
 
-from common import variants as parse_variants, write
+from common import ab_parser, rows as parse_rows, variants as parse_variants
+from common import write
 from kernels import DT, FLASH_ROWS, flash_s
 
 KERNEL = "rooflab/kernels/flash_attention.py"
@@ -89,21 +88,12 @@ def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out_dir")
+    p = ab_parser(__doc__, "ab_flash")
     p.add_argument("--before")
-    p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
     p.add_argument("--head-dims")
-    p.add_argument("--rows")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--name", default="ab_flash")
-    p.add_argument("--device", default="cuda")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
-    try:
-        shapes = [tuple(s) for s in ast.literal_eval(a.rows)] if a.rows else FLASH_ROWS
-    except (ValueError, TypeError, SyntaxError) as e:  # argparse: one line, exit 2
-        p.error(f"--rows takes a list of tuples ({e})")
+    shapes = parse_rows(p, a.rows, FLASH_ROWS, "B, H, Hkv, N, D, dtype, causal")
     if a.head_dims:
         shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
     try:

@@ -1,6 +1,8 @@
 """Shared by the GPU benchmarks: the run's metadata and JSON output."""
 from __future__ import annotations
 
+import argparse
+import ast
 import datetime as _dt
 import json
 import os
@@ -39,3 +41,31 @@ def variants(parser, values: list[str]) -> dict:
         return {v.split("=", 1)[0]: dict(json.loads(v.split("=", 1)[1])) for v in values}
     except (IndexError, ValueError, TypeError) as e:
         parser.error(f"--variant takes NAME=JSON with a JSON object ({e})")
+
+
+def ab_parser(doc: str, name: str) -> argparse.ArgumentParser:
+    """The options every same-run A/B takes: OUT_DIR, --variant NAME=JSON (repeated), --rows,
+    --rounds, --name (of the JSON written), --device."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
+    p.add_argument("--rows")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--name", default=name)
+    p.add_argument("--device", default="cuda")
+    return p
+
+
+def rows(parser, text: str | None, default: list, fields: str) -> list[tuple]:
+    """--rows as a Python list of tuples of the named fields ("B, H, ..."), else ``default``;
+    a bad one ends the run through argparse (one line, exit 2)."""
+    if not text:
+        return default
+    n = len(fields.split(","))
+    try:
+        shapes = [tuple(s) for s in ast.literal_eval(text)]
+        if any(len(s) != n for s in shapes):
+            raise ValueError(f"each tuple has {n} fields")
+    except (ValueError, TypeError, SyntaxError) as e:
+        parser.error(f"--rows takes a list of ({fields}) tuples ({e})")
+    return shapes
