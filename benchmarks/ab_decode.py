@@ -18,7 +18,7 @@ from rooflab.lab import attention as A
 from rooflab.measure import ceilings as CE
 from rooflab.measure.timer import time
 
-from common import ab_parser, rows, variants as parse_variants, write
+from common import ab_parser, alternate, rows, variants as parse_variants, write
 from kernels import DECODE_SHAPES
 
 ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
@@ -52,21 +52,11 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
     nbytes = FD.cost(b, h, lq, lkv, d, hkv, "bf16", causal).bytes
     x = torch.empty(nbytes // 2, device=device, dtype=torch.bfloat16)
     fns["read_same_bytes"] = x.sum
-    ref = fns["default"]()[0].float()
-    r = {"shape": list(shape), "config": FD.config(d), "bytes": nbytes, "errors": {},
-         "max_abs_diff_vs_default": {}}
-    for name in variants:  # try each once
-        try:
-            r["max_abs_diff_vs_default"][name] = float((fns[name]()[0].float() - ref)
-                                                       .abs().max())
-        except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
-            r["errors"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-    fns = {n: f for n, f in fns.items() if n not in r["errors"]}
-    times = {n: [] for n in fns}
-    for _ in range(rounds):
-        for n, f in fns.items():
-            times[n].append(t_s(f, device))
-    med = {n: sorted(s)[len(s) // 2] for n, s in times.items()}
+    m = alternate(fns, list(variants), fns["default"]()[0].float(),
+                  lambda f: t_s(f, device), rounds)
+    r = {"shape": list(shape), "config": FD.config(d), "bytes": nbytes, "errors": m["errors"],
+         "max_abs_diff_vs_default": m["max_abs_diff"]}
+    times, med = m["all_s"], m["median_s"]
     r.update(all_s=times, median_s=med,
              time_ratio_over_default={n: s / med["default"] for n, s in med.items()})
     if bw:

@@ -22,7 +22,7 @@ import torch
 from rooflab.kernels import flash_attention as FA
 from rooflab.lab import attention as A
 
-from common import ab_parser, rows as parse_rows, variants as parse_variants
+from common import ab_parser, alternate, rows as parse_rows, variants as parse_variants
 from common import write
 from kernels import DT, FLASH_ROWS, flash_s
 
@@ -64,23 +64,11 @@ def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
         f = A._sdpa(peer)
         if f is not None:
             fns[peer] = lambda f=f: f(q, k, v, causal)
-    ref = fns["after"]()[0].float()
-    r = {"shape": list(shape), "config": FA.config(d, causal), "errors": {},
-         "max_abs_diff_vs_after": {}}
-    for name in [x for x in fns if x not in ("after", "cudnn", "flash")]:  # try each once
-        try:
-            r["max_abs_diff_vs_after"][name] = float((fns[name]()[0].float() - ref).abs().max())
-        except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
-            r["errors"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-    fns = {x: f for x, f in fns.items() if x not in r["errors"]}
-    times = {x: [] for x in fns}
-    for _ in range(rounds):
-        for x, f in fns.items():
-            try:
-                times[x].append(flash_s(f, device))
-            except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
-                r["errors"][x] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-    med = {x: sorted(s)[len(s) // 2] for x, s in times.items() if len(s) == rounds}
+    m = alternate(fns, [x for x in fns if x not in ("after", "cudnn", "flash")],
+                  fns["after"]()[0].float(), lambda f: flash_s(f, device), rounds)
+    r = {"shape": list(shape), "config": FA.config(d, causal), "errors": m["errors"],
+         "max_abs_diff_vs_after": m["max_abs_diff"]}
+    times, med = m["all_s"], m["median_s"]
     flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
     r.update(all_s=times, median_s=med, tflops={x: flops / s / 1e12 for x, s in med.items()},
              time_ratio_over_after={x: med[x] / med["after"] for x in med if "after" in med})

@@ -69,3 +69,25 @@ def rows(parser, text: str | None, default: list, fields: str) -> list[tuple]:
     except (ValueError, TypeError, SyntaxError) as e:
         parser.error(f"--rows takes a list of ({fields}) tuples ({e})")
     return shapes
+
+
+def alternate(fns: dict, check: list[str], ref, timer, rounds: int) -> dict:
+    """A same-run A/B's measurement: each of ``check`` called once, its first output's largest
+    difference from ``ref`` kept (or why it failed); then every callable that did not fail timed
+    by ``timer(fn)`` in ``rounds`` alternating rounds. A call that raises is a result, recorded
+    under errors. Returns max_abs_diff, errors, all_s and median_s (of the complete series)."""
+    diff, errors = {}, {}
+    for name in check:
+        try:
+            diff[name] = float((fns[name]()[0].float() - ref).abs().max())
+        except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
+            errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    times = {n: [] for n in fns if n not in errors}
+    for _ in range(rounds):
+        for n in times:
+            try:
+                times[n].append(timer(fns[n]))
+            except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
+                errors[n] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    med = {n: sorted(t)[len(t) // 2] for n, t in times.items() if len(t) == rounds}
+    return {"max_abs_diff": diff, "errors": errors, "all_s": times, "median_s": med}
