@@ -16,18 +16,11 @@ import torch
 from rooflab.kernels import flash_decoding as FD
 from rooflab.lab import attention as A
 from rooflab.measure import ceilings as CE
-from rooflab.measure.timer import time
 
 from common import ab_parser, alternate, rows, variants as parse_variants, write
-from kernels import DECODE_SHAPES
+from kernels import DECODE_SHAPES, t_s
 
 ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
-
-
-def t_s(fn, device: str) -> float:
-    """Device seconds of one call, as benchmarks/kernels.py times its decode rows."""
-    return time(fn, warmup=3, budget_s=0.1, max_reps=200, flush_l2=True, wall=False,
-                device=device).device_s
 
 
 def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> dict:
@@ -53,7 +46,7 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
     x = torch.empty(nbytes // 2, device=device, dtype=torch.bfloat16)
     fns["read_same_bytes"] = x.sum
     m = alternate(fns, list(variants), fns["default"]()[0].float(),
-                  lambda f: t_s(f, device), rounds)
+                  lambda f: t_s(f, device=device), rounds)
     r = {"shape": list(shape), "config": FD.config(d), "bytes": nbytes, "errors": m["errors"],
          "max_abs_diff_vs_default": m["max_abs_diff"]}
     times, med = m["all_s"], m["median_s"]

@@ -34,9 +34,10 @@ TARGETS = {"decode_q16": lambda: decode(16), "decode_q1": lambda: decode(1),
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="?", default=",".join(TARGETS))
-    names = p.parse_args().names.split(",")
+    given = p.parse_args().names
+    names = given.split(",")
     if set(names) - set(TARGETS):
-        p.error(f"names are among {', '.join(TARGETS)} (got {p.parse_args().names})")
+        p.error(f"names are among {', '.join(TARGETS)} (got {given})")
     if not torch.cuda.is_available():
         p.error("Nsight Compute reads a CUDA GPU: there is none here")
     for name in names:

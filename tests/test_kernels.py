@@ -314,9 +314,9 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
 def test_flash_decode_merges_in_tiles_only_with_many_heads():
     """merge_tiles (4 rows a program) from 64 (batch, KV head) pairs, the one-row merge below;
     a config's MERGE_ROWS wins."""
-    assert FD.merge_rows(64, {}) == 4 and FD.merge_rows(512, {}) == 4
-    assert FD.merge_rows(63, {}) == 0 and FD.merge_rows(8, {}) == 0
-    assert FD.merge_rows(8, {"MERGE_ROWS": 16}) == 16 and FD.merge_rows(64, {"MERGE_ROWS": 0}) == 0
+    assert FD.merge_rows(64) == 4 and FD.merge_rows(512) == 4
+    assert FD.merge_rows(63) == 0 and FD.merge_rows(8) == 0
+    assert FD.merge_rows(8, 16) == 16 and FD.merge_rows(64, 0) == 0
 
 
 def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monkeypatch):

@@ -265,9 +265,9 @@ def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
 
 
-def merge_rows(heads: int, cfg: dict) -> int:
+def merge_rows(heads: int, given: int | None = None) -> int:
     """Rows a merge program takes: 4 (merge_tiles) where there are 64 or more (batch, KV head)
-    pairs, else 0 (merge_splits, one row a program); cfg's MERGE_ROWS, if given, instead.
+    pairs, else 0 (merge_splits, one row a program); a config's MERGE_ROWS (``given``) instead.
 
     Why: Nsight Compute put merge_splits at 15.6 us beside the split kernel's 38.8 at B=8, 16
     queries a head, 4k keys (h200_ncu_decode_q16.txt), its slots reduced across threads (L1
@@ -278,8 +278,8 @@ def merge_rows(heads: int, cfg: dict) -> int:
     slot loop is a long serial chain over few programs, and one row a program won: 11.1 against
     20.1 us at one sequence of 4k, 22.1 against 26.1 with d=256 MQA. At each of the 12 shapes
     this rule's choice was within 1.5% of the fastest of the four merges tried."""
-    if "MERGE_ROWS" in cfg:
-        return cfg["MERGE_ROWS"]
+    if given is not None:
+        return given
     return 4 if heads >= 64 else 0
 
 
@@ -326,8 +326,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
-    rows = min(merge_rows(b * hkv, c), block_m)      # 0: the merge one row a program
-    c.pop("MERGE_ROWS", None)
+    rows = min(merge_rows(b * hkv, c.pop("MERGE_ROWS", None)), block_m)  # 0: one row a program
     n_blocks = -(-n_kv // block_n)
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
