@@ -58,7 +58,7 @@ def gluon(q, k, v, causal: bool, over: dict):
     why = F9.usable(q, k, v, causal, cfg)
     if why:
         raise ValueError(f"the Gluon kernel does not take this row: {why}")
-    return F9.flash_attention_sm90(q, k, v, cfg=cfg)
+    return F9.flash_attention_sm90(q, k, v, causal, cfg=cfg)
 
 
 def row(shape, before, variants: dict, rounds: int, device: str) -> dict:

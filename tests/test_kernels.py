@@ -229,18 +229,22 @@ GLUON_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv): whole tiles; GQA, Lq != Lkv, one bl
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", GLUON_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("cfg", [None, {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4},
-                                 {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8}])
-def test_flash_attention_sm90_matches_fp64(shape, dtype, cfg):
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64, "STAGES": 3}, {"EARLY_QK": True},
+                                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8},
+                                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "EARLY_QK": True}])
+def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
     from rooflab.kernels import flash_attention_sm90 as F9
     b, h, n_q, n_kv, d, hkv = shape
+    cfg = {**F9.config(d), **cfg}
     q = torch.empty(b, h, n_q, d, device="cuda", dtype=dtype)
     k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=dtype)
-    if torch.cuda.get_device_capability()[0] != 9 or F9.usable(q, k, k, False, cfg):
-        pytest.skip(f"the Gluon kernel does not take this: {F9.usable(q, k, k, False, cfg)}")
-    e = FA.errors(b, h, n_q, n_kv, d, hkv, dtype, False, device="cuda", seed=n_kv,
+    why = F9.usable(q, k, k, causal, cfg)
+    if why:
+        pytest.skip(f"the Gluon kernel does not take this: {why}")
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, dtype, causal, device="cuda", seed=n_kv,
                   kernel=lambda q, k, v, causal: F9.flash_attention_sm90(
-                      q, k, v, cfg=cfg, out=torch.full_like(q, float("nan"))))
+                      q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
     assert e["lse_max_abs_err"] < 1e-3, e
 
