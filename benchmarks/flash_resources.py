@@ -3,8 +3,11 @@ spills, shared memory, and so how many programs fit an SM (the kernel compiled b
 Triton for sm_90, its cubin read by cuobjdump). The A/Bs measure speed; this says why a config
 can or cannot overlap more programs. An SM of the H100/H200: 65,536 registers (a warp's taken
 in steps of 8 a thread), 228 KB of shared memory (1 KB more reserved a program), 64 warps.
+With --gluon, the Gluon kernel of flash_attention_sm90.py instead (variants merged over its
+config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519: every wgmma
+then waits for the one before it, which undoes the kernel's overlap).
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal]
-           [--variant NAME=JSON ...]   (JSON merged over FA.config, as in ab_flash.py)
+           [--gluon] [--variant NAME=JSON ...]   (JSON merged over the config, as in ab_flash.py)
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from rooflab.kernels import flash_attention as FA
+from rooflab.kernels import flash_attention_sm90 as F9
 
 from common import variants as parse_variants, write
 
@@ -45,6 +49,38 @@ def compiled(head_dim: int, causal: bool, cfg: dict):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+def compiled_gluon(head_dim: int, causal: bool, cfg: dict):
+    """flash_fwd_sm90 compiled for sm_90 (fp16) under ``cfg`` (F9.config's keys)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+    c = dict(cfg)
+    options = {"num_warps": c["num_warps"], **({"maxnreg": c.pop("maxnreg")} if "maxnreg" in c
+                                               else {})}
+    consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, **c}  # num_warps is a kernel argument too
+    names = F9.flash_fwd_sm90.arg_names
+    sig = {n: "constexpr" if n in consts else "i32" for n in names}
+    for n, rows in (("q_desc", c["BLOCK_M"]), ("k_desc", c["BLOCK_N"]), ("v_desc", c["BLOCK_N"]),
+                    ("o_desc", c["BLOCK_M"])):
+        layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], gl.float16)
+        sig[n] = f"tensordesc<fp16[{rows}, {head_dim}],{layout!r}>"
+    sig.update(LSE="*fp32", qk_scale="fp32")
+    src = GluonASTSource(fn=F9.flash_fwd_sm90, signature=sig,
+                         constexprs={(names.index(k),): v for k, v in consts.items()},
+                         attrs={(names.index("LSE"),): [["tt.divisibility", 16]]})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def serialized(kernel) -> list[str]:
+    """ptxas's warnings that it serialized the kernel's wgmma ops (its PTX assembled again)."""
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "k.ptx"), "w") as f:
+        f.write(kernel.asm["ptx"])
+    err = subprocess.run([triton.knobs.nvidia.ptxas.path, "-arch=sm_90a", "-v",
+                          os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
+                         capture_output=True, text=True, check=True).stderr
+    return [line.split("info    : ")[-1] for line in err.splitlines() if "(C751" in line]
+
+
 def resources(kernel, num_warps: int) -> dict:
     """Registers, spills and shared memory from the cubin; programs an SM by each limit."""
     path = os.path.join(tempfile.mkdtemp(), "flash_fwd.cubin")
@@ -67,6 +103,7 @@ def main(argv=None) -> None:
     p.add_argument("out_dir")
     p.add_argument("--head-dims", default="64,128,256")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--gluon", action="store_true")
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
@@ -76,20 +113,26 @@ def main(argv=None) -> None:
         p.error(f"--head-dims takes integers separated by commas ({e})")
     if FA.INTERPRET:
         p.error("unset TRITON_INTERPRET: this compiles the kernel for a GPU")
+    if a.gluon and F9.GLUON_MISSING:
+        p.error(F9.GLUON_MISSING)
     rows = []
     for d in dims:
         for name, over in {"default": {}, **variants}.items():
-            cfg = {**FA.config(d, a.causal), **over}
+            cfg = {**(F9.config(d) if a.gluon else FA.config(d, a.causal)), **over}
             r = {"head_dim": d, "causal": a.causal, "name": name, "config": cfg}
             try:
-                r.update(resources(compiled(d, a.causal, cfg), cfg["num_warps"]))
+                kernel = (compiled_gluon if a.gluon else compiled)(d, a.causal, cfg)
+                r.update(resources(kernel, cfg["num_warps"]))
+                if a.gluon:
+                    r["serialized"] = serialized(kernel)
             except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
                 r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}"
             rows.append(r)
             print(d, name, {k: r.get(k) for k in ("registers_per_thread", "spill_bytes",
                                                   "shared_bytes", "programs_per_sm",
-                                                  "limited_by", "error") if k in r}, flush=True)
-    write(a.out_dir, "flash_resources", {"target": "cuda sm_90", "triton": triton.__version__,
+                                                  "limited_by", "serialized", "error")
+                                  if k in r}, flush=True)
+    write(a.out_dir, "flash_resources_gluon" if a.gluon else "flash_resources", {"target": "cuda sm_90", "triton": triton.__version__,
                                          "rows": rows, "note": __doc__})
 
 

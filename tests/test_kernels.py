@@ -230,9 +230,9 @@ GLUON_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv): whole tiles; GQA, Lq != Lkv, one bl
 @pytest.mark.parametrize("shape", GLUON_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64, "STAGES": 3}, {"EARLY_QK": True},
-                                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8},
-                                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "EARLY_QK": True}])
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64, "STAGES": 3}, {"BLOCK_N": 64, "Q_REG": True},
+                                 {"BLOCK_N": 64, "Q_REG": True, "STAGES": 3},
+                                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8}])
 def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
     from rooflab.kernels import flash_attention_sm90 as F9
     b, h, n_q, n_kv, d, hkv = shape
@@ -247,6 +247,26 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
                       q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
     assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_runs_the_gluon_kernel_where_it_is_faster(monkeypatch, causal):
+    """On sm_90, head_dim 64 in whole tiles goes to the Gluon kernel; a ragged length, another
+    head dim or an explicit config to the Triton kernel; every answer matches fp64."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernel is for sm_90")
+    calls = []
+    real = F9.flash_attention_sm90
+    monkeypatch.setattr(F9, "flash_attention_sm90",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    routes = {(1024, 64): True, (1000, 64): False, (1024, 128): 128 in FA.GLUON_HEAD_DIMS}
+    for (n, d), gluon in routes.items():
+        before = len(calls)
+        e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
+        assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+        assert (len(calls) > before) == gluon, (n, d)
 
 
 @pytest.mark.gpu

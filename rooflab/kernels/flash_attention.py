@@ -345,14 +345,26 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
+# Head dims where, on an sm_90 GPU and for inputs it takes, flash_attention_sm90.py's Gluon
+# kernel runs instead: at 64 it was 1.04-1.09x this one and 1.05-1.09x cuDNN at all 7 rows of
+# the kernels benchmark (h200_kernels_flash_ab_gluon2.json); at 128 and 256 it was not faster.
+GLUON_HEAD_DIMS = (64,)
+
+
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None):
-    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
+    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
+    dict, {} for config()'s) runs this module's Triton kernel; without it, the Gluon kernel runs
+    where GLUON_HEAD_DIMS says."""
     q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
     b, h, n_q, d = q.shape
     _, hkv, n_kv, _ = k.shape
+    if cfg is None and d in GLUON_HEAD_DIMS and q.is_cuda:  # Hopper: the Gluon kernel (below)
+        from rooflab.kernels import flash_attention_sm90 as F9
+        if not F9.usable(q, k, v, causal, out=out):
+            return F9.flash_attention_sm90(q, k, v, causal, scale, out=out)
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]

@@ -25,6 +25,10 @@ try:  # Gluon ships with Triton 3.4 and later; its API is experimental and moves
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    # names that moved after Triton 3.6 (3.9 has async_load, async_store, barrier)
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier  # bar.sync of the program
     GLUON_MISSING = None
 except ImportError as _e:  # pragma: no cover - where Triton or its Gluon is missing
     gluon = None
@@ -37,7 +41,7 @@ if gluon is not None:
     def _load(desc, row, bar, dst, pred):
         # one tile of rows [row, row + BLOCK) by TMA; bar counts its bytes in
         mbarrier.expect(bar, desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(desc, [row, 0], bar, dst, pred=pred)
+        tma_load(desc, [row, 0], bar, dst, pred=pred)
 
     @gluon.jit
     def _softmax(s, m_i, l_i, qk_scale):
@@ -48,10 +52,11 @@ if gluon is not None:
         return p, alpha, l_i * alpha + gl.sum(p, 1), m_new
 
     @gluon.jit
-    def _scores(q_smem, k_smem, bar_k, j, s_zero, STAGES: gl.constexpr):
-        # issue S = Q K_j^T once block j's K has landed in its slot; returns the pending S
+    def _scores(q, k_smem, bar_k, j, s_zero, STAGES: gl.constexpr):
+        # issue S = Q K_j^T once block j's K has landed in its slot; returns the pending S.
+        # q is Q's tile in shared memory, or in registers
         mbarrier.wait(bar_k.index(j % STAGES), (j // STAGES) & 1)
-        return warpgroup_mma(q_smem, k_smem.index(j % STAGES).permute((1, 0)), s_zero,
+        return warpgroup_mma(q, k_smem.index(j % STAGES).permute((1, 0)), s_zero,
                              use_acc=False, is_async=True)
 
     @gluon.jit
@@ -73,7 +78,7 @@ if gluon is not None:
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, EARLY_QK: gl.constexpr,
+                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_REG: gl.constexpr,
                        num_warps: gl.constexpr):
         # q, k, v, o are (rows, D) views of contiguous (B, H, N, D) tensors; tile rows index them
         start_m = gl.program_id(0)
@@ -95,9 +100,15 @@ if gluon is not None:
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        if Q_REG:  # Q lands in V's last slot, which it leaves for registers before V arrives,
+            gl.static_assert(BLOCK_M == BLOCK_N)   # and O leaves through K's first
+            q_smem = v_smem.index(STAGES - 1)
+            o_smem = k_smem.index(0)
+        else:
+            q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+            o_smem = q_smem                      # Q's buffer holds O on its way out
         bar_q = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         bar_k = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         bar_v = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -118,60 +129,48 @@ if gluon is not None:
         _load(q_desc, q_row, bar_q, q_smem, True)
         for i in gl.static_range(STAGES):  # fill the ring
             _load(k_desc, kv_row + i * BLOCK_N, bar_k.index(i), k_smem.index(i), i < n_blocks)
-            _load(v_desc, kv_row + i * BLOCK_N, bar_v.index(i), v_smem.index(i), i < n_blocks)
+            if not Q_REG or i < STAGES - 1:
+                _load(v_desc, kv_row + i * BLOCK_N, bar_v.index(i), v_smem.index(i),
+                      i < n_blocks)
+        mbarrier.wait(bar_q, 0)
+        if Q_REG:  # the A operand of Q K^T from registers, in S's operand form
+            q = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+            sync_warps()                         # every warp has its part of Q: V may land
+            _load(v_desc, kv_row + (STAGES - 1) * BLOCK_N, bar_v.index(STAGES - 1),
+                  v_smem.index(STAGES - 1), STAGES - 1 < n_blocks)
+        else:
+            q = q_smem
 
         # block 0: its scores, then its softmax; the accumulator starts empty
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-        mbarrier.wait(bar_q, 0)
-        s = warpgroup_mma_wait(0, deps=[_scores(q_smem, k_smem, bar_k, 0, s_zero, STAGES)])
+        s = warpgroup_mma_wait(0, deps=[_scores(q, k_smem, bar_k, 0, s_zero, STAGES)])
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
         p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
                                       gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-        gl.thread_barrier()                      # every warp is done with K's slot 0
+        sync_warps()                             # every warp is done with K's slot 0
         _load(k_desc, kv_row + STAGES * BLOCK_N, bar_k.index(0), k_smem.index(0),
               STAGES < n_blocks)
 
-        if EARLY_QK:
-            # block j+1's Q K^T is issued before waiting on block j-1's P V, so the tensor
-            # cores have it to run while the accumulator is rescaled. On the last step it
-            # is block j's again (one Q K^T a tile spent), never read.
-            s_tok = _scores(q_smem, k_smem, bar_k, gl.minimum(1, n_blocks - 1), s_zero, STAGES)
-            for j in range(1, n_blocks):
-                acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)
-                s = warpgroup_mma_wait(1, deps=[s_tok])      # S_j done, P V on
-                gl.thread_barrier()                          # K's slot of j is free
-                _load(k_desc, kv_row + (j + STAGES) * BLOCK_N, bar_k.index(j % STAGES),
-                      k_smem.index(j % STAGES), j + STAGES < n_blocks)
-                s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
-                p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)
-                s_tok = _scores(q_smem, k_smem, bar_k, gl.minimum(j + 1, n_blocks - 1), s_zero,
-                                STAGES)
-                acc, p_op = warpgroup_mma_wait(1, deps=[acc_tok, p_op])  # P V done, S on
-                gl.thread_barrier()                          # V's slot of j-1 is free
-                _load(v_desc, kv_row + (j - 1 + STAGES) * BLOCK_N,
-                      bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
-                      j - 1 + STAGES < n_blocks)
-                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
-            s_tok = warpgroup_mma_wait(0, deps=[s_tok])
-        else:
-            for j in range(1, n_blocks):
-                s_tok = _scores(q_smem, k_smem, bar_k, j, s_zero, STAGES)   # S_j = Q K_j^T
-                acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)      # acc += P V
-                s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
-                s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
-                p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)       # ... under this
-                acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
-                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
-                gl.thread_barrier()              # K's slot and V's previous slot are free
-                _load(k_desc, kv_row + (j + STAGES) * BLOCK_N, bar_k.index(j % STAGES),
-                      k_smem.index(j % STAGES), j + STAGES < n_blocks)
-                _load(v_desc, kv_row + (j - 1 + STAGES) * BLOCK_N,
-                      bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
-                      j - 1 + STAGES < n_blocks)
+        # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and nothing
+        # stays in flight across the loop's back edge. Issuing S_{j+1} before the wait on P V
+        # as well (so that the rescale runs under it) made ptxas serialize every wgmma (its
+        # warning C7514), 22-28% slower on the H200 (h200_kernels_flash_ab_gluon2.json, gE*).
+        for j in range(1, n_blocks):
+            s_tok = _scores(q, k_smem, bar_k, j, s_zero, STAGES)            # S_j = Q K_j^T
+            acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)          # acc += P V
+            s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
+            s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+            p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)           # ... under this
+            acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            sync_warps()                         # K's slot and V's previous slot are free
+            _load(k_desc, kv_row + (j + STAGES) * BLOCK_N, bar_k.index(j % STAGES),
+                  k_smem.index(j % STAGES), j + STAGES < n_blocks)
+            _load(v_desc, kv_row + (j - 1 + STAGES) * BLOCK_N, bar_v.index((j - 1) % STAGES),
+                  v_smem.index((j - 1) % STAGES), j - 1 + STAGES < n_blocks)
 
         # the last block's P V, then normalise
         acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
@@ -179,9 +178,10 @@ if gluon is not None:
         acc = acc / l_o[:, None]
         lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
         gl.store(LSE + bh.to(gl.int64) * n_q + gl.convert_layout(offs_m, row_o), lse)
-        q_smem.store(acc.to(dtype))              # Q's buffer holds O on its way out
+        sync_warps()                             # no warp still reads what O overwrites
+        o_smem.store(acc.to(dtype))
         fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
+        tma_store(o_desc, [q_row, 0], o_smem)
         tma.store_wait(pendings=0)
         mbarrier.invalidate(bar_q)
         for i in gl.static_range(STAGES):
@@ -192,10 +192,10 @@ if gluon is not None:
 def config(head_dim: int) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps)."""
     return {"BLOCK_M": 64, "BLOCK_N": {64: 128, 128: 64}.get(head_dim, 32), "STAGES": 2,
-            "EARLY_QK": False, "num_warps": 4}
+            "Q_REG": False, "num_warps": 4}
 
 
-def usable(q, k, v, causal: bool, cfg: dict | None = None) -> str | None:
+def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs)."""
     if GLUON_MISSING:
         return GLUON_MISSING
@@ -208,7 +208,9 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None) -> str | None:
         return "head dim or dtype"
     if q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]:
         return "lengths not whole tiles"
-    if not all(t.is_contiguous() for t in (q, k, v)):
+    if out is not None and out.dtype != q.dtype:
+        return "out's dtype is not q's"
+    if not all(t.is_contiguous() for t in (q, k, v, q if out is None else out)):
         return "not contiguous"
     return None
 
