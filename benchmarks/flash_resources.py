@@ -75,7 +75,8 @@ def serialized(kernel) -> list[str]:
     d = tempfile.mkdtemp()
     with open(os.path.join(d, "k.ptx"), "w") as f:
         f.write(kernel.asm["ptx"])
-    err = subprocess.run([triton.knobs.nvidia.ptxas.path, "-arch=sm_90a", "-v",
+    from triton.backends.nvidia.compiler import get_ptxas  # the one Triton itself runs
+    err = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v",
                           os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
                          capture_output=True, text=True, check=True).stderr
     return [line.split("info    : ")[-1] for line in err.splitlines() if "(C751" in line]
@@ -132,8 +133,8 @@ def main(argv=None) -> None:
                                                   "shared_bytes", "programs_per_sm",
                                                   "limited_by", "serialized", "error")
                                   if k in r}, flush=True)
-    write(a.out_dir, "flash_resources_gluon" if a.gluon else "flash_resources", {"target": "cuda sm_90", "triton": triton.__version__,
-                                         "rows": rows, "note": __doc__})
+    write(a.out_dir, "flash_resources_gluon" if a.gluon else "flash_resources",
+          {"target": "cuda sm_90", "triton": triton.__version__, "rows": rows, "note": __doc__})
 
 
 if __name__ == "__main__":
