@@ -7,7 +7,8 @@ Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON
 A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
-config ({} for its own); rows it does not take are recorded as its errors.
+config ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of flash_attention_sm90_ws.py;
+rows they do not take are recorded as their errors.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
 tuples. Without --before there is no ``before``. Each row is written as soon as it is done.
 """
@@ -51,14 +52,17 @@ def kernel_at(rev: str):
     return module
 
 
-def gluon(q, k, v, causal: bool, over: dict):
-    """The Gluon kernel's (O, LSE) with ``over`` merged over its config, or why not."""
+def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
+    """A Gluon kernel's (O, LSE) with ``over`` merged over its config, or why not."""
     from rooflab.kernels import flash_attention_sm90 as F9
-    cfg = {**F9.config(q.shape[-1]), **over}
-    why = F9.usable(q, k, v, causal, cfg)
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    m = F9W if ws else F9
+    cfg = {**m.config(q.shape[-1]), **over}
+    why = m.usable(q, k, v, causal, cfg)
     if why:
         raise ValueError(f"the Gluon kernel does not take this row: {why}")
-    return F9.flash_attention_sm90(q, k, v, causal, cfg=cfg)
+    return (F9W.flash_attention_sm90_ws if ws else F9.flash_attention_sm90)(q, k, v, causal,
+                                                                           cfg=cfg)
 
 
 def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
@@ -70,8 +74,9 @@ def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
     if before is not None:
         fns["before"] = lambda: before.flash_attention(q, k, v, causal)
     for name, over in variants.items():
-        if "GLUON" in over:
-            fns[name] = lambda g=over["GLUON"]: gluon(q, k, v, causal, g)
+        if "GLUON" in over or "GLUON_WS" in over:
+            fns[name] = lambda g=over.get("GLUON", over.get("GLUON_WS")), ws="GLUON_WS" in over: \
+                gluon(q, k, v, causal, g, ws)
             continue
         cfg = {**FA.config(d, causal), **over}
         fns[name] = lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg)

@@ -250,6 +250,27 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4),
+                                   (1, 2, 512, 1024, 256, 2), (1, 8, 128, 128, 128, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [{}, {"PINGPONG": False}, {"BLOCK_N": 64}])
+def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n_q, n_kv, d, hkv = shape
+    cfg = {**F9W.config(d), **cfg}
+    q = torch.empty(b, h, n_q, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=torch.bfloat16)
+    why = F9W.usable(q, k, k, causal, cfg)
+    if why:
+        pytest.skip(f"the Gluon kernel does not take this: {why}")
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=lambda q, k, v, causal: F9W.flash_attention_sm90_ws(
+                      q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+    assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernel_where_it_is_faster(monkeypatch, causal):
     """On sm_90, head_dim 64 in whole tiles goes to the Gluon kernel; a ragged length, another

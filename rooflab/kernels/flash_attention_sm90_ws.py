@@ -1,0 +1,207 @@
+"""FlashAttention forward for Hopper in Gluon, warp-specialized (FlashAttention-3's layout).
+
+One program takes 128 query rows of a head with three partitions of warps: a producer (one warp)
+that moves Q, K and V by TMA into shared memory and two consumer warpgroups of 64 rows each that
+read the same K and V tiles. The producer needs few registers and gives the rest to the
+consumers (Hopper reallocates registers between warpgroups). Each consumer runs
+flash_attention_sm90.py's loop (block j's Q K^T and block j-1's P V in flight together, the
+softmax under P V); with PINGPONG the two take turns to issue their tensor-core ops, so that
+one's softmax runs under the other's matmuls.
+
+Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
+empty one (both consumers arrive once their ops that read the slot are done); `turn` holds the
+ping-pong. Scope as flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows.
+"""
+from __future__ import annotations
+
+import torch
+
+from rooflab.kernels import flash_attention_sm90 as F9
+
+if F9.gluon is not None:
+    from rooflab.kernels.flash_attention_sm90 import (
+        TensorDescriptor, _load, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma,
+        tma_store, warpgroup_mma, warpgroup_mma_wait)
+
+    @gluon.jit
+    def _tile(n_q, n_kv, H, GROUP, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              CAUSAL: gl.constexpr):
+        # this program's 2 x BLOCK_M query rows: their first row, the K/V rows, the blocks
+        start_m = gl.program_id(0)
+        if CAUSAL:  # the longest tiles first
+            start_m = gl.num_programs(0) - 1 - start_m
+        bh = gl.program_id(1)
+        b, h = bh // H, bh % H
+        m0 = start_m * 2 * BLOCK_M
+        delta = n_kv - n_q
+        if CAUSAL:
+            n_blocks = gl.cdiv(gl.minimum(m0 + 2 * BLOCK_M + delta, n_kv), BLOCK_N)
+        else:
+            n_blocks = n_kv // BLOCK_N
+        return bh, m0, (b * (H // GROUP) + h // GROUP) * n_kv, delta, n_blocks
+
+    @gluon.jit
+    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, W: gl.constexpr):
+        q_desc, k_desc, v_desc, o_desc, LSE = descs
+        q_smem, k_smem, v_smem = smem
+        bar_q, k_ready, k_empty, v_ready, v_empty, turn = bars
+        bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+        for w in gl.static_range(2):
+            _load(q_desc, bh * n_q + m0 + w * BLOCK_M, bar_q.index(w), q_smem.index(w), True)
+        for j in range(n_blocks):
+            slot = j % STAGES
+            free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
+            mbarrier.wait(k_empty.index(slot), free)
+            _load(k_desc, kv_row + j * BLOCK_N, k_ready.index(slot), k_smem.index(slot), True)
+            mbarrier.wait(v_empty.index(slot), free)
+            _load(v_desc, kv_row + j * BLOCK_N, v_ready.index(slot), v_smem.index(slot), True)
+
+    @gluon.jit
+    def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, W: gl.constexpr):
+        # warpgroup W's 64 rows of the program's 128
+        q_desc, k_desc, v_desc, o_desc, LSE = descs
+        q_smem, k_smem, v_smem = smem
+        bar_q, k_ready, k_empty, v_ready, v_empty, turn = bars
+        bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+        dtype: gl.constexpr = q_desc.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+        first = m0 + W * BLOCK_M
+        offs_m = first + gl.arange(0, BLOCK_M, layout=row_s)
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        mask_from = (first + delta) // BLOCK_N
+        if not CAUSAL:
+            mask_from = n_blocks
+        q = q_smem.index(W)
+        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+        mbarrier.wait(bar_q.index(W), 0)
+
+        # block 0 (this warpgroup's turn 0)
+        if PINGPONG:
+            mbarrier.wait(turn.index(W), 1 - W)
+        mbarrier.wait(k_ready.index(0), 0)
+        s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                              is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(turn.index(1 - W), count=1)
+        s = warpgroup_mma_wait(0, deps=[s_tok])
+        mbarrier.arrive(k_empty.index(0), count=1)
+        s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
+                                      gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+
+        for j in range(1, n_blocks):
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            if PINGPONG:  # turn j: warpgroup 0 waits at parity (j & 1) ^ 1, warpgroup 1 at j & 1
+                mbarrier.wait(turn.index(W), (j & 1) ^ (1 - W))
+            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+            s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                                  is_async=True)
+            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+            acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+            if PINGPONG:
+                mbarrier.arrive(turn.index(1 - W), count=1)
+            s = warpgroup_mma_wait(1, deps=[s_tok])
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+            p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)
+            acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
+            mbarrier.arrive(v_empty.index(prev), count=1)
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        last = (n_blocks - 1) % STAGES
+        mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // STAGES) & 1)
+        acc = warpgroup_mma_wait(0, deps=[warpgroup_mma(p_op, v_smem.index(last), acc,
+                                                        is_async=True)])
+        mbarrier.arrive(v_empty.index(last), count=1)
+        l_o = gl.convert_layout(l_i, row_o)
+        acc = acc / l_o[:, None]
+        lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
+        gl.store(LSE + bh.to(gl.int64) * n_q + gl.convert_layout(offs_m, row_o), lse)
+        q.store(acc.to(dtype))                   # this warpgroup's Q buffer holds its O
+        fence_async_shared()
+        tma_store(o_desc, [bh * n_q + first, 0], q)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
+                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+        dtype: gl.constexpr = q_desc.dtype
+        q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        bar_q = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
+            mbarrier.init(bar_q.index(i), count=1)
+            mbarrier.init(turn.index(i), count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)   # both consumers
+            mbarrier.init(v_empty.index(i), count=2)
+        descs = (q_desc, k_desc, v_desc, o_desc, LSE)
+        smem = (q_smem, k_smem, v_smem)
+        bars = (bar_q, k_ready, k_empty, v_ready, v_empty, turn)
+        gl.warp_specialize([
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, PINGPONG, 0)),
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, PINGPONG, 1)),
+            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, PINGPONG, 0))], [4, 1], [CONSUMER_REGS, 24])
+
+
+def config(head_dim: int) -> dict:
+    """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
+    program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8)."""
+    return {"BLOCK_M": 64, "BLOCK_N": 128 if head_dim <= 128 else 64, "STAGES": 2,
+            "PINGPONG": True, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+
+
+def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
+    """None where this kernel takes these inputs, else why not."""
+    c = cfg or config(q.shape[-1])
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out)
+
+
+def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
+                            cfg: dict | None = None, out: torch.Tensor | None = None):
+    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
+    b, h, n_q, d = q.shape
+    hkv, n_kv = k.shape[1:3]
+    c = dict(cfg or config(d))
+    bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
+    o = torch.empty_like(q) if out is None else out
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    el = gl.float16 if q.dtype == torch.float16 else gl.bfloat16
+
+    def desc(t, rows):
+        flat = t.view(-1, d)
+        layout = gl.NVMMASharedLayout.get_default_for([rows, d], el)
+        return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, d], layout)
+
+    scale = scale if scale is not None else d ** -0.5
+    flash_fwd_sm90_ws[(n_q // (2 * bm), b * h)](
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), lse, scale * F9.LOG2E, h, h // hkv,
+        n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
+    return o, lse
