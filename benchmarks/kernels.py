@@ -220,9 +220,12 @@ def flash(tiles: bool = True) -> list[dict]:
                 for _ in range(2))
         cost = FA.cost(b, h, n, n, d, hkv, dt, causal)
         r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
-             "causal": causal, "default_config": FA.config(d, causal), "tflops_per_s": {},
-             "errors": {}}
+             "causal": causal, "default_kernel": FA.which(q, k, v, causal),
+             "default_config": FA.config(d, causal), "tflops_per_s": {}, "errors": {}}
+        # "triton": rooflab's default (a Gluon kernel where FA.GLUON routes the row there);
+        # "triton_lang": the Triton-language kernel of flash_attention.py at its config
         fns = {"triton": lambda: FA.flash_attention(q, k, v, causal),
+               "triton_lang": lambda: FA.flash_attention(q, k, v, causal, cfg={}),
                **{p: (lambda f=f: f(q, k, v, causal)) for p, f in peers.items()}}
         for bm, bn, w, st in FLASH_TILES if tiles else []:
             if d == 256 and (bn > 64 or (bm == 128 and st > 2)):  # past 227 KB shared memory
@@ -246,14 +249,15 @@ def flash(tiles: bool = True) -> list[dict]:
                 r["errors"][name] = str(e).splitlines()[0][:160]
         tried = {k2: v2 for k2, v2 in r["tflops_per_s"].items() if k2[0] == "m"}
         r["best_tile"] = max(tried, key=tried.get) if tried else None
-        rounds = {k2: [] for k2 in ("triton", r["best_tile"], "sdpa_cudnn", "sdpa_flash")
+        rounds = {k2: [] for k2 in ("triton", "triton_lang", r["best_tile"], "sdpa_cudnn",
+                                    "sdpa_flash")
                   if k2 in r["tflops_per_s"]}
         for _ in range(3):
             for k2 in rounds:
                 rounds[k2].append(tf(fns[k2]))
         med = {k2: sorted(v2)[1] for k2, v2 in rounds.items()}
         r["median_of_3_tflops_per_s"] = med
-        for p in peers:
+        for p in (*peers, "triton_lang"):
             if p in med and "triton" in med:
                 r[f"triton_over_{p}"] = med["triton"] / med[p]
         rows.append(r)

@@ -253,7 +253,7 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
 @pytest.mark.parametrize("shape", [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4),
                                    (1, 2, 512, 1024, 256, 2), (1, 8, 128, 128, 128, 8)])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{}, {"PINGPONG": False}, {"BLOCK_N": 64}])
+@pytest.mark.parametrize("cfg", [{}, {"PINGPONG": True}, {"BLOCK_N": 64}])
 def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape
@@ -272,22 +272,29 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_runs_the_gluon_kernel_where_it_is_faster(monkeypatch, causal):
-    """On sm_90, head_dim 64 in whole tiles goes to the Gluon kernel; a ragged length, another
-    head dim or an explicit config to the Triton kernel; every answer matches fp64."""
-    from rooflab.kernels import flash_attention_sm90 as F9
+def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
+    """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim; a
+    ragged length or an explicit config to the Triton kernel; every answer matches fp64."""
+    import importlib
     if torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("the Gluon kernel is for sm_90")
+        pytest.skip("the Gluon kernels are for sm_90")
     calls = []
-    real = F9.flash_attention_sm90
-    monkeypatch.setattr(F9, "flash_attention_sm90",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
-    routes = {(1024, 64): True, (1000, 64): False, (1024, 128): 128 in FA.GLUON_HEAD_DIMS}
-    for (n, d), gluon in routes.items():
-        before = len(calls)
+    for name in set(FA.GLUON.values()):
+        m = importlib.import_module(f"rooflab.kernels.{name}")
+        real = getattr(m, name)
+        monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
+                            calls.append(name) or real(*a, **k))
+    for n, d, cfg, kernel in [(1024, 64, None, FA.GLUON[64]), (1024, 128, None, FA.GLUON[128]),
+                              (512, 256, None, FA.GLUON[256]), (1000, 64, None, None),
+                              (1000, 128, None, None)]:
+        calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
-        assert (len(calls) > before) == gluon, (n, d)
+        assert calls == ([kernel] if kernel else []), (n, d, calls)
+    q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
+    calls.clear()
+    FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config: the Triton kernel
+    assert calls == []
 
 
 @pytest.mark.gpu

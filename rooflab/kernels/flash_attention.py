@@ -345,26 +345,50 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
-# Head dims where, on an sm_90 GPU and for inputs it takes, flash_attention_sm90.py's Gluon
-# kernel runs instead: at 64 it was 1.04-1.09x this one and 1.05-1.09x cuDNN at all 7 rows of
-# the kernels benchmark (h200_kernels_flash_ab_gluon2.json); at 128 and 256 it was not faster.
-GLUON_HEAD_DIMS = (64,)
+# Which Gluon kernel runs, by head dim, on an sm_90 GPU for the inputs it takes (whole tiles,
+# contiguous tensors): flash_attention_sm90.py's at 64, its warp-specialized sibling's
+# (flash_attention_sm90_ws.py) at 128 and 256. In one run on an H100, against this module's
+# Triton kernel and cuDNN (h100_kernels_flash_ab_gluon3.json): at 64, 1.03-1.06x Triton and
+# 1.06-1.08x cuDNN (3 rows); at 128, 0.98-1.21x Triton and 1.03-1.08x cuDNN (4 rows); at 256,
+# 1.03-1.15x Triton and 1.05-1.07x cuDNN (2 rows).
+GLUON = {64: "flash_attention_sm90", 128: "flash_attention_sm90_ws",
+         256: "flash_attention_sm90_ws"}
+
+
+def which(q, k, v, causal: bool, out=None) -> str:
+    """The module whose kernel flash_attention() runs for these inputs without a config."""
+    name = GLUON.get(q.shape[-1]) if q.is_cuda else None
+    if name is None:
+        return "flash_attention"
+    import importlib
+    return "flash_attention" if importlib.import_module(
+        f"rooflab.kernels.{name}").usable(q, k, v, causal, out=out) else name
+
+
+def gluon(q, k, v, causal: bool, scale, out):
+    """The Gluon kernel's (O, LSE) where GLUON names one for these inputs, else None."""
+    name = which(q, k, v, causal, out)
+    if name == "flash_attention":
+        return None
+    import importlib
+    return getattr(importlib.import_module(f"rooflab.kernels.{name}"), name)(
+        q, k, v, causal, scale, out=out)
 
 
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
-    dict, {} for config()'s) runs this module's Triton kernel; without it, the Gluon kernel runs
-    where GLUON_HEAD_DIMS says."""
+    dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
+    where GLUON says."""
     q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
     b, h, n_q, d = q.shape
     _, hkv, n_kv, _ = k.shape
-    if cfg is None and d in GLUON_HEAD_DIMS and q.is_cuda:  # Hopper: the Gluon kernel (below)
-        from rooflab.kernels import flash_attention_sm90 as F9
-        if not F9.usable(q, k, v, causal, out=out):
-            return F9.flash_attention_sm90(q, k, v, causal, scale, out=out)
+    if cfg is None:  # on Hopper, a Gluon kernel where GLUON names one
+        done = gluon(q, k, v, causal, scale, out)
+        if done is not None:
+            return done
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]

@@ -175,7 +175,7 @@ def config(head_dim: int) -> dict:
     """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8)."""
     return {"BLOCK_M": 64, "BLOCK_N": 128 if head_dim <= 128 else 64, "STAGES": 2,
-            "PINGPONG": True, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "PINGPONG": False, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
