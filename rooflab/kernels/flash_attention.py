@@ -348,9 +348,9 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
 # Which Gluon kernel runs, by head dim, on an sm_90 GPU for the inputs it takes (whole tiles,
 # contiguous tensors): flash_attention_sm90.py's at 64, its warp-specialized sibling's
 # (flash_attention_sm90_ws.py) at 128 and 256. In one run on an H100, against this module's
-# Triton kernel and cuDNN (h100_kernels_flash_ab_gluon3.json): at 64, 1.03-1.06x Triton and
-# 1.06-1.08x cuDNN (3 rows); at 128, 0.98-1.21x Triton and 1.03-1.08x cuDNN (4 rows); at 256,
-# 1.03-1.15x Triton and 1.05-1.07x cuDNN (2 rows).
+# Triton kernel and cuDNN (h100_kernels_flash_ab_gluon3.json): at 64, 1.04-1.06x Triton and
+# 1.06-1.08x cuDNN (3 rows); at 128, 1.10-1.21x Triton and 1.03-1.08x cuDNN (4 rows); at 256,
+# 1.03-1.15x Triton and 1.05-1.07x cuDNN (2 rows). h100_kernels.json has all 14 rows.
 GLUON = {64: "flash_attention_sm90", 128: "flash_attention_sm90_ws",
          256: "flash_attention_sm90_ws"}
 

@@ -1,0 +1,241 @@
+"""FlashAttention forward for Hopper, in Gluon: flash_attention.py's algorithm with the
+tensor-core waits written by hand.
+
+Triton makes each Q K^T of flash_attention.py wait for every tensor-core (wgmma) op before it, so
+within a program the matmuls and the softmax take turns (its config() says what that costs).
+Gluon, Triton's lower-level language, issues wgmma ops asynchronously and waits where it is told.
+This kernel uses that for FlashAttention-3's overlap within a warpgroup: block j's Q K^T and
+block j-1's P V are issued together, block j's softmax runs while P V is still on the tensor
+cores, and only the rescale of the accumulator waits for it. K and V arrive by the tensor memory
+accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
+
+Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, non-causal, lengths that are whole tiles
+(n_q a multiple of BLOCK_M, n_kv of BLOCK_N), contiguous (B, H, N, D) tensors. Anything else is
+flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU
+(tests marked gpu) and compiled for sm_90 without one (benchmarks/flash_resources.py --gluon).
+"""
+from __future__ import annotations
+
+import torch
+
+try:  # Gluon ships with Triton 3.4 and later; its API is experimental and moves between versions
+    import triton
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    # names that moved after Triton 3.6 (3.9 has async_load, async_store, barrier)
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier  # bar.sync of the program
+    GLUON_MISSING = None
+except ImportError as _e:  # pragma: no cover - where Triton or its Gluon is missing
+    gluon = None
+    GLUON_MISSING = f"Gluon's Hopper API is not importable ({_e})"
+
+LOG2E = 1.4426950408889634
+
+if gluon is not None:
+    @gluon.jit
+    def _load(desc, row, bar, dst, pred):
+        # one tile of rows [row, row + BLOCK) by TMA; bar counts its bytes in
+        mbarrier.expect(bar, desc.block_type.nbytes, pred=pred)
+        tma_load(desc, [row, 0], bar, dst, pred=pred)
+
+    @gluon.jit
+    def _softmax(s, m_i, l_i, qk_scale):
+        # the online softmax on raw scores s, in log2 units (flash_attention._update's)
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        p = gl.exp2(s * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        return p, alpha, l_i * alpha + gl.sum(p, 1), m_new
+
+    @gluon.jit
+    def _scores(q_smem, k_smem, bar_k, j, s_zero, STAGES: gl.constexpr):
+        s_zero = gl.zeros(s_zero.shape, gl.float32, layout=s_zero.type.layout)
+        # issue S = Q K_j^T once block j's K has landed in its slot; returns the pending S
+        mbarrier.wait(bar_k.index(j % STAGES), (j // STAGES) & 1)
+        return warpgroup_mma(q_smem, k_smem.index(j % STAGES).permute((1, 0)), s_zero,
+                             use_acc=False, is_async=True)
+
+    @gluon.jit
+    def _pv(p_op, v_smem, bar_v, j, acc, STAGES: gl.constexpr):
+        # issue acc += P_j V_j once block j's V has landed; returns the pending acc
+        mbarrier.wait(bar_v.index(j % STAGES), (j // STAGES) & 1)
+        return warpgroup_mma(p_op, v_smem.index(j % STAGES), acc, is_async=True)
+
+    @gluon.jit
+    def _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N: gl.constexpr,
+                CAUSAL: gl.constexpr):
+        # causal: in blocks that cross the diagonal, query row + delta sees keys <= it
+        if CAUSAL:
+            if j >= mask_from:
+                keep = offs_m[:, None] + delta >= (j * BLOCK_N + offs_n)[None, :]
+                s = gl.where(keep, s, float("-inf"))
+        return s
+
+    @gluon.jit
+    def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
+                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, EARLY_QK: gl.constexpr,
+                       num_warps: gl.constexpr):
+        # q, k, v, o are (rows, D) views of contiguous (B, H, N, D) tensors; tile rows index them
+        start_m = gl.program_id(0)
+        if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
+            start_m = gl.num_programs(0) - 1 - start_m
+        bh = gl.program_id(1)
+        b, h = bh // H, bh % H
+        q_row = bh * n_q + start_m * BLOCK_M
+        kv_row = (b * (H // GROUP) + h // GROUP) * n_kv   # the K/V head this query head reads
+        dtype: gl.constexpr = q_desc.dtype
+
+        # The tensor cores' register layouts: S (BLOCK_M, BLOCK_N) and O (BLOCK_M, D) split by
+        # rows over the warps, 16 rows a warp; P enters P V from registers, in O's A-operand form
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        bar_q = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        bar_k = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        bar_v = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(bar_q, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(bar_k.index(i), count=1)
+            mbarrier.init(bar_v.index(i), count=1)
+
+        delta = n_kv - n_q                       # causal: the queries are the last n_q
+        offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        if CAUSAL:  # blocks up to the diagonal; those from mask_from on cross it
+            n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + delta, n_kv), BLOCK_N)
+            mask_from = (start_m * BLOCK_M + delta) // BLOCK_N
+        else:
+            n_blocks = n_kv // BLOCK_N
+            mask_from = n_blocks
+        _load(q_desc, q_row, bar_q, q_smem, True)
+        for i in gl.static_range(STAGES):  # fill the ring
+            _load(k_desc, kv_row + i * BLOCK_N, bar_k.index(i), k_smem.index(i), i < n_blocks)
+            _load(v_desc, kv_row + i * BLOCK_N, bar_v.index(i), v_smem.index(i), i < n_blocks)
+
+        # block 0: its scores, then its softmax; the accumulator starts empty
+        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+        mbarrier.wait(bar_q, 0)
+        s = warpgroup_mma_wait(0, deps=[_scores(q_smem, k_smem, bar_k, 0, s_zero, STAGES)])
+        s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
+                                      gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+        sync_warps()                      # every warp is done with K's slot 0
+        _load(k_desc, kv_row + STAGES * BLOCK_N, bar_k.index(0), k_smem.index(0),
+              STAGES < n_blocks)
+
+        if EARLY_QK:
+            # block j+1's Q K^T is issued before waiting on block j-1's P V, so the tensor
+            # cores have it to run while the accumulator is rescaled. On the last step it
+            # is block j's again (one Q K^T a tile spent), never read.
+            s_tok = _scores(q_smem, k_smem, bar_k, gl.minimum(1, n_blocks - 1), s_zero, STAGES)
+            for j in range(1, n_blocks):
+                acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)
+                s = warpgroup_mma_wait(1, deps=[s_tok])      # S_j done, P V on
+                sync_warps()                          # K's slot of j is free
+                _load(k_desc, kv_row + (j + STAGES) * BLOCK_N, bar_k.index(j % STAGES),
+                      k_smem.index(j % STAGES), j + STAGES < n_blocks)
+                s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+                p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)
+                s_tok = _scores(q_smem, k_smem, bar_k, gl.minimum(j + 1, n_blocks - 1), s_zero,
+                                STAGES)
+                acc, p_op = warpgroup_mma_wait(1, deps=[acc_tok, p_op])  # P V done, S on
+                sync_warps()                          # V's slot of j-1 is free
+                _load(v_desc, kv_row + (j - 1 + STAGES) * BLOCK_N,
+                      bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
+                      j - 1 + STAGES < n_blocks)
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+            s_tok = warpgroup_mma_wait(0, deps=[s_tok])
+        else:
+            for j in range(1, n_blocks):
+                s_tok = _scores(q_smem, k_smem, bar_k, j, s_zero, STAGES)   # S_j = Q K_j^T
+                acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)      # acc += P V
+                s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
+                s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+                p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)       # ... under this
+                acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                sync_warps()              # K's slot and V's previous slot are free
+                _load(k_desc, kv_row + (j + STAGES) * BLOCK_N, bar_k.index(j % STAGES),
+                      k_smem.index(j % STAGES), j + STAGES < n_blocks)
+                _load(v_desc, kv_row + (j - 1 + STAGES) * BLOCK_N,
+                      bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
+                      j - 1 + STAGES < n_blocks)
+
+        # the last block's P V, then normalise
+        acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
+        l_o = gl.convert_layout(l_i, row_o)
+        acc = acc / l_o[:, None]
+        lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
+        gl.store(LSE + bh.to(gl.int64) * n_q + gl.convert_layout(offs_m, row_o), lse)
+        q_smem.store(acc.to(dtype))              # Q's buffer holds O on its way out
+        fence_async_shared()
+        tma_store(o_desc, [q_row, 0], q_smem)
+        tma.store_wait(pendings=0)
+        mbarrier.invalidate(bar_q)
+        for i in gl.static_range(STAGES):
+            mbarrier.invalidate(bar_k.index(i))
+            mbarrier.invalidate(bar_v.index(i))
+
+
+def config(head_dim: int) -> dict:
+    """Tiles of this kernel: 64 query rows a warpgroup (4 warps)."""
+    return {"BLOCK_M": 64, "BLOCK_N": {64: 128, 128: 64}.get(head_dim, 32), "STAGES": 2,
+            "EARLY_QK": False, "num_warps": 4}
+
+
+def usable(q, k, v, causal: bool, cfg: dict | None = None) -> str | None:
+    """None where this kernel takes these inputs, else why not (flash_attention.py then runs)."""
+    if GLUON_MISSING:
+        return GLUON_MISSING
+    c = cfg or config(q.shape[-1])
+    if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
+        return "not an sm_90 GPU"
+    if causal and q.shape[2] > k.shape[2]:
+        return "causal with more queries than keys"
+    if q.shape[-1] not in (64, 128, 256) or q.dtype not in (torch.float16, torch.bfloat16):
+        return "head dim or dtype"
+    if q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]:
+        return "lengths not whole tiles"
+    if not all(t.is_contiguous() for t in (q, k, v)):
+        return "not contiguous"
+    return None
+
+
+def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = None,
+                         cfg: dict | None = None, out: torch.Tensor | None = None):
+    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
+    b, h, n_q, d = q.shape
+    hkv, n_kv = k.shape[1:3]
+    c = dict(cfg or config(d))
+    bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
+    o = torch.empty_like(q) if out is None else out
+    lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
+    el = gl.float16 if q.dtype == torch.float16 else gl.bfloat16
+
+    def desc(t, rows):
+        flat = t.view(-1, d)
+        layout = gl.NVMMASharedLayout.get_default_for([rows, d], el)
+        return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, d], layout)
+
+    scale = scale if scale is not None else d ** -0.5
+    flash_fwd_sm90[(n_q // bm, b * h)](
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), lse, scale * LOG2E, h, h // hkv,
+        n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, CAUSAL=causal, **c)
+    return o, lse
