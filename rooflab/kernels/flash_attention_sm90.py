@@ -226,6 +226,15 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     return None
 
 
+def desc(t, rows: int):
+    """A TMA descriptor of contiguous (B, H, N, D) ``t`` seen as (B*H*N, D), tiles of rows x D."""
+    d = t.shape[-1]
+    flat = t.view(-1, d)
+    el = gl.float16 if t.dtype == torch.float16 else gl.bfloat16
+    layout = gl.NVMMASharedLayout.get_default_for([rows, d], el)
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, d], layout)
+
+
 def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = None,
                          cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
@@ -235,13 +244,6 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
-    el = gl.float16 if q.dtype == torch.float16 else gl.bfloat16
-
-    def desc(t, rows):
-        flat = t.view(-1, d)
-        layout = gl.NVMMASharedLayout.get_default_for([rows, d], el)
-        return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, d], layout)
-
     scale = scale if scale is not None else d ** -0.5
     flash_fwd_sm90[(n_q // bm, b * h)](
         desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), lse, scale * LOG2E, h, h // hkv,

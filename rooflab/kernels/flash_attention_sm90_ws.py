@@ -28,7 +28,7 @@ from rooflab.kernels import flash_attention_sm90 as F9
 
 if F9.gluon is not None:
     from rooflab.kernels.flash_attention_sm90 import (
-        TensorDescriptor, _load, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma,
+        _load, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma,
         tma_store, warpgroup_mma, warpgroup_mma_wait)
 
     @gluon.jit
@@ -201,14 +201,8 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
-    el = gl.float16 if q.dtype == torch.float16 else gl.bfloat16
-
-    def desc(t, rows):
-        flat = t.view(-1, d)
-        layout = gl.NVMMASharedLayout.get_default_for([rows, d], el)
-        return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, d], layout)
-
     scale = scale if scale is not None else d ** -0.5
+    desc = F9.desc
     flash_fwd_sm90_ws[(n_q // (2 * bm), b * h)](
         desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), lse, scale * F9.LOG2E, h, h // hkv,
         n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
