@@ -79,6 +79,36 @@ def gelu_tiles() -> list[dict]:
     return rows
 
 
+def gelu_ab() -> list[dict]:
+    """The kernel's two formulas (SHORT: x (c0 + c1 x^2) into exp2, 3 multiplies fewer an
+    element) beside F.gelu and a copy, medians of 3 alternating rounds, at the small end."""
+    rows = []
+    for n in (1 << 20, 1 << 21, (1 << 21) + 1, 1 << 22, (1 << 24) + 3, 1 << 26):
+        for dt in ("fp32", "fp16", "bf16"):
+            x = torch.randn(n, device="cuda", dtype=DT[dt])
+            y = torch.empty_like(x)
+            fns = {"triton": lambda: G.gelu_triton(x, y),
+                   "triton_short": lambda: G.gelu_triton(x, y, short=True),
+                   "fgelu": lambda: F.gelu(x, approximate="tanh"), "copy": lambda: y.copy_(x)}
+            err = {"short_max_abs_err": G.max_error(
+                lambda t: G.gelu_triton(t, short=True), n, DT[dt], "cuda"),
+                "long_max_abs_err": G.max_error(G.gelu_triton, n, DT[dt], "cuda")}
+            runs = {k: [] for k in fns}
+            for _ in range(3):
+                for k, fn in fns.items():
+                    runs[k].append(t_s(fn))
+            med = {k: sorted(v)[1] for k, v in runs.items()}
+            r = {"numel": n, "dtype": dt, "median_s": med, "all_s": runs, **err,
+                 "short_over_long": med["triton"] / med["triton_short"],
+                 "short_over_copy": med["copy"] / med["triton_short"],
+                 "long_over_copy": med["copy"] / med["triton"],
+                 "short_over_fgelu": med["fgelu"] / med["triton_short"]}
+            rows.append(r)
+            print("gelu_ab", n, dt, {k: round(v, 3) for k, v in r.items() if "_over_" in k},
+                  flush=True)
+    return rows
+
+
 DECODE_SHAPES = [  # (B, H, Hkv, Lq, Lkv, D): the issue's row first, part 5's short caches,
     # then batch, length, q_len
     (8, 32, 8, 1, 4096, 128), (8, 32, 8, 1, 512, 128), (8, 32, 8, 1, 1024, 128),
@@ -270,7 +300,7 @@ def flash(tiles: bool = True) -> list[dict]:
 def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # gelu_tiles: tuning
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s
     data = {"copy_ceiling_bytes_per_s": bw}
-    for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
+    for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles), ("gelu_ab", gelu_ab),
                      ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),
                      ("lab_decode", lambda: lab_decode(bw)), ("flash", flash),
                      ("flash_default", lambda: flash(False))):

@@ -2,7 +2,8 @@
 warmed up (compiled, autotuned), then launched once more inside an NVTX range named after it.
 Usage: ncu --clock-control none --nvtx --nvtx-include 'NAME/' ... python benchmarks/ncu_targets.py
 NAMES: decode_q16 (B8 H32 Hkv8, 16 queries, 4k keys, d128), decode_q1 (the same, 1 query),
-flash_d128 (B2 H16 N4096 d128 bf16, non-causal); default all."""
+flash_d128 (B2 H16 N4096 d128 bf16, non-causal), decode_q1_512 and cudnn_q1_512 (one query
+against 512 keys, rooflab's kernel and SDPA's cuDNN backend); default all."""
 from __future__ import annotations
 
 import argparse
@@ -13,11 +14,14 @@ from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
 
 
-def decode(lq: int):
+def decode(lq: int, n_kv: int = 4096, cudnn: bool = False):
     g = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(8, 32, lq, 128, device="cuda", dtype=torch.bfloat16, generator=g)
-    k, v = (torch.randn(8, 8, 4096, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    k, v = (torch.randn(8, 8, n_kv, 128, device="cuda", dtype=torch.bfloat16, generator=g)
             for _ in range(2))
+    if cudnn:
+        from rooflab.lab.attention import _sdpa
+        return lambda: _sdpa("cudnn")(q, k, v, lq > 1)
     return lambda: FD.flash_decode(q, k, v, lq > 1)
 
 
@@ -29,7 +33,8 @@ def flash():
 
 
 TARGETS = {"decode_q16": lambda: decode(16), "decode_q1": lambda: decode(1),
-           "flash_d128": flash}
+           "flash_d128": flash, "decode_q1_512": lambda: decode(1, 512),
+           "cudnn_q1_512": lambda: decode(1, 512, cudnn=True)}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
