@@ -4,8 +4,8 @@ L2 flushed before each call; outputs against the default.
 
 Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows PY_LIST]
            [--rounds 3] [--name ab_decode] [--device cuda]
-A variant's JSON is merged over FD.config(head_dim); its key "programs", if any, is the
-launcher's programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}'.
+A variant's JSON is merged over the row's FD.config; its key "programs", if any, is the launcher's
+programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}'.
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
 benchmark's decode shapes with more than one query. Each row is written as soon as it is done.
 """
@@ -31,10 +31,11 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
     k, v = (torch.randn(b, hkv, lkv, d, device=device, dtype=torch.bfloat16, generator=g)
             for _ in range(2))
     fns = {"default": lambda: FD.flash_decode(q, k, v, causal)}
+    default = FD.config(d, lkv, h // hkv * lq, b * hkv)
     for name, over in variants.items():
         over = dict(over)
         programs = over.pop("programs", None)
-        cfg = {**FD.config(d), **over}
+        cfg = {**default, **over}
         fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,
                                                                 cfg=cfg)
     if not causal and device == "cuda":  # SDPA aligns is_causal top-left: with Lq > 1
@@ -47,7 +48,7 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
     fns["read_same_bytes"] = x.sum
     m = alternate(fns, list(variants), fns["default"]()[0].float(),
                   lambda f: t_s(f, device=device), rounds)
-    r = {"shape": list(shape), "config": FD.config(d), "bytes": nbytes, "errors": m["errors"],
+    r = {"shape": list(shape), "config": default, "bytes": nbytes, "errors": m["errors"],
          "max_abs_diff_vs_default": m["max_abs_diff"]}
     times, med = m["all_s"], m["median_s"]
     r.update(all_s=times, median_s=med,

@@ -79,33 +79,32 @@ def gelu_tiles() -> list[dict]:
     return rows
 
 
-def gelu_ab() -> list[dict]:
-    """The kernel's two formulas (SHORT: x (c0 + c1 x^2) into exp2, 3 multiplies fewer an
-    element) beside F.gelu and a copy, medians of 3 alternating rounds, at the small end."""
+def copy_write_back(bw: float) -> list[dict]:
+    """Why a copy of 2^24 fp32 elements reads over 100% of the copy ceiling: time the copy, a
+    read of 256 MB, and the copy then the read in one call. The read after the copy evicts the
+    copy's output still dirty in L2 and pays its write-back; the difference is what the timed
+    copy left out, and bytes / (copy + write-back) is its fraction with that counted."""
+    big = torch.empty(1 << 26, device="cuda")                # 256 MB: over L2 (50 MB)
+    read = big.sum
     rows = []
-    for n in (1 << 20, 1 << 21, (1 << 21) + 1, 1 << 22, (1 << 24) + 3, 1 << 26):
-        for dt in ("fp32", "fp16", "bf16"):
-            x = torch.randn(n, device="cuda", dtype=DT[dt])
-            y = torch.empty_like(x)
-            fns = {"triton": lambda: G.gelu_triton(x, y),
-                   "triton_short": lambda: G.gelu_triton(x, y, short=True),
-                   "fgelu": lambda: F.gelu(x, approximate="tanh"), "copy": lambda: y.copy_(x)}
-            err = {"short_max_abs_err": G.max_error(
-                lambda t: G.gelu_triton(t, short=True), n, DT[dt], "cuda"),
-                "long_max_abs_err": G.max_error(G.gelu_triton, n, DT[dt], "cuda")}
-            runs = {k: [] for k in fns}
-            for _ in range(3):
-                for k, fn in fns.items():
-                    runs[k].append(t_s(fn))
-            med = {k: sorted(v)[1] for k, v in runs.items()}
-            r = {"numel": n, "dtype": dt, "median_s": med, "all_s": runs, **err,
-                 "short_over_long": med["triton"] / med["triton_short"],
-                 "short_over_copy": med["copy"] / med["triton_short"],
-                 "long_over_copy": med["copy"] / med["triton"],
-                 "short_over_fgelu": med["fgelu"] / med["triton_short"]}
-            rows.append(r)
-            print("gelu_ab", n, dt, {k: round(v, 3) for k, v in r.items() if "_over_" in k},
-                  flush=True)
+    for n, dt in ((1 << 24, "fp32"), (1 << 25, "bf16"), (1 << 26, "fp32")):
+        x = torch.randn(n, device="cuda", dtype=DT[dt])
+        y = torch.empty_like(x)
+        fns = {"copy": lambda: y.copy_(x), "read": read,
+               "copy_then_read": lambda: (y.copy_(x), read())}
+        runs = {k: [] for k in fns}
+        for _ in range(3):
+            for k, fn in fns.items():
+                runs[k].append(t_s(fn))
+        med = {k: sorted(v)[1] for k, v in runs.items()}
+        nbytes = 2 * n * x.element_size()
+        wb = med["copy_then_read"] - med["copy"] - med["read"]
+        rows.append({"numel": n, "dtype": dt, "bytes": nbytes, "median_s": med, "all_s": runs,
+                     "write_back_s": wb,
+                     "copy_fraction_of_copy_ceiling": nbytes / med["copy"] / bw,
+                     "with_write_back_fraction": nbytes / (med["copy"] + wb) / bw})
+        print("copy write-back", n, dt, {k: round(v, 3) for k, v in rows[-1].items()
+                                         if "fraction" in k}, round(wb * 1e6, 2), "us", flush=True)
     return rows
 
 
@@ -158,7 +157,8 @@ def decode(bw: float, search: bool = True) -> list[dict]:
                     continue
         if FD.dependent_launch("cuda"):  # the merge launched early (the default) or not
             r["triton_decode_no_pdl_s"] = t_s(lambda: FD.flash_decode(
-                q, k, v, causal, cfg={**FD.config(d), "PDL": False}))
+                q, k, v, causal,
+                cfg={**FD.config(d, lkv, h // hkv * lq, b * hkv), "PDL": False}))
         r["search_s"] = best
         r["search_best"] = min(best, key=best.get) if best else None
         # reading the same bytes and nothing else: reads alone stream faster than the copy that
@@ -300,7 +300,8 @@ def flash(tiles: bool = True) -> list[dict]:
 def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # gelu_tiles: tuning
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s
     data = {"copy_ceiling_bytes_per_s": bw}
-    for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles), ("gelu_ab", gelu_ab),
+    for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
+                     ("copy_write_back", lambda: copy_write_back(bw)),
                      ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),
                      ("lab_decode", lambda: lab_decode(bw)), ("flash", flash),
                      ("flash_default", lambda: flash(False))):

@@ -375,14 +375,14 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
 
     for name in ("merge_splits", "merge_tiles"):
         monkeypatch.setattr(FD, name, Counted(getattr(FD, name)))
-    block = FD.config(64)["BLOCK_N"]
-    n_kv = 2 * block + 5                                 # 3 blocks a head: runs of 2 split it
+    cfg = FD.config(64)                                  # 64 keys a step, at any n_kv
+    n_kv = 2 * cfg["BLOCK_N"] + 5                        # 3 blocks a head: runs of 2 split it
     q = torch.randn(2, 8, 1, 64, device=device, dtype=torch.float16)
     k = torch.randn(2, 2, n_kv, 64, device=device, dtype=torch.float16)
     ref = FD.standard_attention(q.double(), k.double(), k.double(), True)
     for programs, merged in ((4, False), (2, False), (12, True)):
         merges.clear()
-        o, _ = FD.flash_decode(q, k, k, programs=programs)  # 4 heads: runs of 1, 2 heads; split
+        o, _ = FD.flash_decode(q, k, k, programs=programs, cfg=cfg)  # runs of 1, 2 heads; split
         assert bool(merges) == merged
         assert float((o.double() - ref).abs().max()) < 2e-3
 
@@ -408,6 +408,45 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     assert FD._programs(256, 8, 128, cfg) == 132    # few long heads: cut, one per SM
 
 
+def test_flash_decode_takes_128_keys_a_step_only_at_short_caches(monkeypatch):
+    from types import SimpleNamespace
+    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    monkeypatch.setattr(FD, "INTERPRET", False)
+    short = lambda *a: FD.config(*a)["BLOCK_N"] == 128  # noqa: E731
+    assert short(128, FD.SHORT_CACHE, 4, 64)       # the lab's 512 cached tokens, GQA 4:1
+    assert short(64, 300, 16, 132)                 # 16 rows, one pair an SM
+    assert not short(128, FD.SHORT_CACHE + 1, 4, 64)
+    assert not short(256, 512, 4, 64)              # 384 KB of tiles would not fit
+    assert not short(128, 512, 64, 64)             # 16 queries a head: 64 rows
+    assert not short(128, 512, 4, 512)             # more pairs than SMs
+    assert not short(128)
+
+
+def test_flash_decode_runs_one_program_an_sm_where_one_fits(monkeypatch):
+    from types import SimpleNamespace
+    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}  # 192 KB at head_dim 128
+    assert FD._programs(128, 64, 4, cfg) == 64      # whole heads, one wave
+    assert FD._programs(128, 512, 4, cfg) == 132    # one an SM, never two waves of 264
+    assert FD._programs(64, 512, 4, cfg) == 264     # 96 KB: two an SM
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 1, 300, 64, 2), (1, 8, 4, 200, 128, 2)])
+def test_flash_decode_with_128_keys_a_step(device, shape):
+    """The short-cache config (ragged: 300 = 2 x 128 + 44) against fp64, GQA, causal."""
+    b, h, lq, lkv, d, hkv = shape
+    cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
+    e = FA.errors(b, h, lq, lkv, d, hkv, torch.float16, True, device, seed=lkv,
+                  kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, cfg=cfg))
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
 def test_flash_decode_gives_every_program_the_same_work():
     # (blocks per program, programs, partial slots per head)
     assert FD.schedule(8, 8, 4096, 64, 132) == (32, 128, 3)   # 4,096 blocks: 2 runs a head
@@ -425,7 +464,8 @@ def test_flash_decode_gives_every_program_the_same_work():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(8, 32, 1, 4096, 128, 8), (1, 8, 4, 32771, 256, 1),
-                                   (64, 16, 1, 1031, 64, 16)])
+                                   (64, 16, 1, 1031, 64, 16), (8, 32, 1, 512, 128, 8),
+                                   (64, 16, 16, 500, 64, 16)])
 def test_flash_decode_gpu_large(shape):
     b, h, lq, lkv, d, hkv = shape
     e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, True, device="cuda", seed=lkv)

@@ -223,19 +223,33 @@ if triton is not None:
 
 
 # --- the launcher ----------------------------------------------------------------------------
-def config(head_dim: int) -> dict:
-    """Keys per loop step, warps and pipeline depth: within 3% of the best of
-    benchmarks/kernels.py's decode search on the H200 at 8 of its 9 shapes
-    (benchmarks/results/h200_kernels_decode.json). A wider search (blocks of 16-128 keys, 2-8
-    stages, whole heads or 1-3 programs per SM) found nothing 3% faster at 7 shapes
-    (h200_kernels_decode_pipeline_search.json).
+SHORT_CACHE = 512  # keys a head or fewer: blocks of 128 keys where few rows (see config)
+
+
+def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
+    """Keys per loop step, warps and pipeline depth for a head_dim, and, given the shape, the
+    short-cache case: a head's cache SHORT_CACHE keys or fewer, head_dim 128 or less, at most
+    16 rows (heads per KV head x queries) and one (batch, KV head) an SM or fewer takes 128 keys
+    a step, as cuDNN's kernel takes them there (Nsight Compute: a 16x128x128 tile, 64 CTAs of
+    128 threads, h200_ncu_decode_q1_512.txt). On the H200 at B=8, 32 heads, 8 KV heads and 512
+    keys: 9.6 us against 10.3 with 64 a step (cuDNN 8.9), 8.5 against 9.5 with one sequence,
+    7.1 against 8.4 at head_dim 64, 10.0 against 10.5 with 4 queries a head; 7.0 against 6.8
+    (3% slower, kept for one rule) at 256 keys. Left out by the rule: 16 queries a head (64
+    rows) took 15.7 against 12.1, 512 pairs (B=64, 192 KB a program: one an SM) 41.2 against
+    36.4, and from 1k keys up it was 2-18% slower (h200_kernels_decode_ab_n128.json,
+    h200_kernels_decode_ab_rule.json). Otherwise within 3% of the best of the kernels
+    benchmark's decode search on the H200 at 8 of its 9 shapes (h200_kernels_decode.json). A
+    wider search (blocks of 16-128 keys, 2-8 stages, whole heads or 1-3 programs per SM) found
+    nothing 3% faster at 7 shapes (h200_kernels_decode_pipeline_search.json).
 
     What limits it: with one query a head it runs at the rate of a read of the same bytes
     (torch's sum: 10.5 us at 512 cached tokens against the kernel's 10.4, 36.2 against 36.2 at
-    4k). At 512 cached tokens cuDNN is faster than both (9.0 us against 10.4 and a read's 10.6);
-    cutting the heads again (128 or 264 programs, either merge), 32 keys a block in 4 stages or
-    128 in 2 stages of 8 warps took 10.7-12.9 us there; at 1k 128 programs took 14.3 against
-    the default's 14.6 (2%), the others 14.5-22.1 (h200_kernels_decode_ab_short_cache.json).
+    4k). At 512 cached tokens cuDNN is faster than both (9.0 us against 10.4 and a read's 10.6;
+    128 keys a step took it to 9.6, and it stays 0.93 of cuDNN there: its kernel takes 64 CTAs,
+    as ours, and 10.3 us under Nsight Compute against our 11.6); cutting the heads again (128
+    or 264 programs, either merge), 32 keys a block in 4 stages or 128 in 2 stages of 8 warps
+    took 10.7-12.9 us there; at 1k 128 programs took 14.3 against the default's 14.6 (2%), the
+    others 14.5-22.1 (h200_kernels_decode_ab_short_cache.json).
     With 16 a head, Nsight Compute timed this kernel at 38.8 us (3.55 TB/s) at B=8 and 4k
     keys and the one-row merge after it at 15.6 (h200_ncu_decode_q16.txt): the merge, not the
     64-row chain QK^T -> softmax -> PV, was most of the gap to a read (37 us); merged in tiles
@@ -249,6 +263,11 @@ def config(head_dim: int) -> dict:
     became 24.2 at 512 (h200_kernels_decode_ab_row_tiles.json; commit 1e29545 has it)."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if (
+        torch.cuda.is_available()) else 0
+    if (n_kv is not None and n_kv <= SHORT_CACHE and head_dim <= 128 and rows <= 16
+            and heads <= sms):
+        return {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
     return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
 
 
@@ -288,9 +307,9 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
     tiles of every pipeline stage fit in shared memory beside each other) and either fill the
     SMs or are short (see the module's docstring). Otherwise as many as run at once: two per SM
     where two fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim
-    128), one at head_dim 256 (192 KB). On the H200 two per SM beat one at 7 of 9 shapes, by up
-    to 1.3x at head_dim 64; at head_dim 256 one per SM took 22.6 us and two 26.0
-    (benchmarks/results/h200_kernels_decode.json)."""
+    128), one at head_dim 256 or with 128 keys a step at 128 (192 KB). On the H200 two per SM
+    beat one at 7 of 9 shapes, by up to 1.3x at head_dim 64; at head_dim 256 one per SM took
+    22.6 us and two 26.0 (benchmarks/results/h200_kernels_decode.json)."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
@@ -298,7 +317,7 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
         per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
         if heads <= sms * max(1, per_sm) and (heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
-        return sms * (2 if head_dim <= 128 else 1)
+        return sms * max(1, min(per_sm, 2 if head_dim <= 128 else 1))
     return 8
 
 
@@ -322,7 +341,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     if group * n_q > MAX_ROWS:
         raise ValueError(f"flash_decode holds (heads per KV head) x q_len <= {MAX_ROWS} rows "
                          f"(got {group} x {n_q}); use flash_attention for longer queries")
-    c = dict(cfg or config(d))
+    c = dict(cfg or config(d, n_kv, group * n_q, b * hkv))
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
     block_m = max(16, triton.next_power_of_2(group * n_q))
