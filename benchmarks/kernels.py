@@ -6,7 +6,8 @@
 - part 5's decode sweep (512 to 32768 cached tokens), every backend, three alternating rounds;
 - the FlashAttention forward rows of the kernels issue against SDPA's flash and cuDNN backends.
 Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,lab_decode,flash]
-(decode_default and flash_default: the same without the searches over programs and tiles)"""
+(decode_default and flash_default: the same without the searches over programs and tiles;
+gelu_tiles: GeLU's block and warps; copy_write_back: why a copy near L2's size passes the ceiling)"""
 from __future__ import annotations
 
 import sys

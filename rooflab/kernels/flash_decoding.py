@@ -233,8 +233,8 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     a step, as cuDNN's kernel takes them there (Nsight Compute: a 16x128x128 tile, 64 CTAs of
     128 threads, h200_ncu_decode_q1_512.txt). On the H200 at B=8, 32 heads, 8 KV heads and 512
     keys: 9.6 us against 10.3 with 64 a step (cuDNN 8.9), 8.5 against 9.5 with one sequence,
-    7.1 against 8.4 at head_dim 64, 10.0 against 10.5 with 4 queries a head; 7.0 against 6.8
-    (3% slower, kept for one rule) at 256 keys. Left out by the rule: 16 queries a head (64
+    7.1 against 8.4 at head_dim 64, 10.0 against 10.5 with 4 queries a head; at 256 keys 7.0
+    against 6.8 (3% slower: one threshold kept simple). Left out by the rule: 16 queries a head (64
     rows) took 15.7 against 12.1, 512 pairs (B=64, 192 KB a program: one an SM) 41.2 against
     36.4, and from 1k keys up it was 2-18% slower (h200_kernels_decode_ab_n128.json,
     h200_kernels_decode_ab_rule.json). Otherwise within 3% of the best of the kernels
