@@ -333,18 +333,26 @@ def test_flash_decode_matches_fp64(device, shape, dtype, causal):
 
 
 @pytest.mark.parametrize("shape", DECODE_SHAPES)
-@pytest.mark.parametrize("merge_rows", [0, 8])
-def test_flash_decode_merges_by_row_or_by_tile(device, shape, merge_rows):
+@pytest.mark.parametrize("merge_rows,tma,last", [(0, False, False), (8, False, False),
+                                                 (0, True, False), (0, False, True)])
+def test_flash_decode_merges_by_row_or_by_tile(device, shape, merge_rows, tma, last):
     """The merge one row a program (MERGE_ROWS 0) or in tiles of 8 rows: two tiles of a KV
-    head's 16 rows, a ragged second one of its 12, one part-filled by its 4."""
+    head's 16 rows, a ragged second one of its 12, one part-filled by its 4; K and V through
+    TMA descriptors (keys past a head's cache load as zeros); the merge by the last program
+    to finish a head (LAST_MERGES), twice, its counts back at zero after each."""
     b, h, lq, lkv, d, hkv, programs = shape
-    cfg = {**FD.config(d), "MERGE_ROWS": merge_rows}
-    e = FA.errors(b, h, lq, lkv, d, hkv, torch.float16, True, device, seed=lkv,
-                  kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, programs=programs,
-                                                            cfg=cfg))
-    assert e["all_finite"]
-    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
-    assert e["lse_max_abs_err"] < 1e-3
+    if tma and not FA.tma_ok(torch.empty(16, device=device)):
+        pytest.skip("TMA needs compute capability 9 or later")
+    cfg = {**FD.config(d), "MERGE_ROWS": merge_rows, "TMA": tma, "LAST_MERGES": last}
+    for _ in range(2 if last else 1):
+        e = FA.errors(b, h, lq, lkv, d, hkv, torch.float16, True, device, seed=lkv,
+                      kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, programs=programs,
+                                                                cfg=cfg))
+        assert e["all_finite"]
+        assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+        assert e["lse_max_abs_err"] < 1e-3
+    if last:
+        assert not FD.arrival_counts(device, b * hkv).any()
 
 
 def test_flash_decode_strided_inputs_and_limits(device):
@@ -485,3 +493,10 @@ def test_flash_decode_merge_is_race_free():
     for _ in range(200):
         o, _ = FD.flash_decode(q, k, v, causal=False)
         assert torch.equal(o, first)
+    last = {**FD.config(128), "LAST_MERGES": True}  # the last program of a head merges it
+    first, _ = FD.flash_decode(q, k, v, causal=False, cfg=last)
+    for _ in range(200):
+        o, _ = FD.flash_decode(q, k, v, causal=False, cfg=last)
+        assert torch.equal(o, first)
+    ref = FD.standard_attention(q.double(), k.double(), v.double(), False)
+    assert float((first.double() - ref).abs().max()) < 1e-2

@@ -58,7 +58,7 @@ if triton is not None:
                         sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV, GROUP,
                         n_q, n_kv, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                        WHOLE: tl.constexpr):
+                        WHOLE: tl.constexpr, TMA: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
         # LSE_PART are then O and LSE themselves, written in their final form (no merge).
@@ -71,8 +71,9 @@ if triton is not None:
                     + offs_d[None, :], mask=valid[:, None], other=0.0)  # the group's queries
         if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
             q = q.to(tl.float32)
-        k_base = K + b * skb + hk * skh
-        v_base = V + b * svb + hk * svh
+        if not TMA:
+            k_base = K + b * skb + hk * skh
+            v_base = V + b * svb + hk * svh
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -80,10 +81,15 @@ if triton is not None:
         for start in range(lo, hi, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             inside = cols < hi
-            k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :], mask=inside[:, None],
-                        other=0.0)                       # this block of K: read once
-            v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :], mask=inside[:, None],
-                        other=0.0)                       # and of V
+            if TMA:  # K and V are (B, Hkv, Lkv, D) descriptors: keys past Lkv load as 0
+                at = [b.to(tl.int32), hk.to(tl.int32), tl.cast(start, tl.int32), 0]
+                k = K.load(at).reshape(BLOCK_N, HEAD_DIM)
+                v = V.load(at).reshape(BLOCK_N, HEAD_DIM)
+            else:
+                k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :],
+                            mask=inside[:, None], other=0.0)  # this block of K: read once
+                v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :],
+                            mask=inside[:, None], other=0.0)  # and of V
             if UPCAST:
                 k = k.to(tl.float32)
                 v = v.to(tl.float32)
@@ -115,17 +121,19 @@ if triton is not None:
                      mask=valid[:, None])
 
     @triton.jit
-    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, qk_scale,
+    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
                      sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-                     WHOLE: tl.constexpr):
+                     WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr):
         # Every (batch, KV head)'s key blocks laid end to end; program p takes the blocks
         # [p * per_program, (p + 1) * per_program), crossing from one head to the next where
         # its range does, and leaves one partial per head it touched (slot 0 is the head's
         # first program). Every program gets the same work, whatever B * Hkv is. WHOLE: every
         # run is whole heads (blocks per program a multiple of a head's), each written final.
+        # LAST_MERGES: the last program to finish a head (counted in ARRIVED) merges its
+        # partials into O and LSE and sets the count back to 0: no second kernel.
         if PDL:
             tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
         pid = tl.program_id(0)
@@ -138,7 +146,17 @@ if triton is not None:
             partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - (bhk * n_blocks) // per_program,
                             max_slots, lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
                             sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV,
-                            GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE)
+                            GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE,
+                            TMA)
+            if LAST_MERGES:
+                tl.debug_barrier()                       # every store of the partial, then
+                arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
+                first = (bhk * n_blocks) // per_program
+                if arrived == ((bhk + 1) * n_blocks - 1) // per_program - first:  # the last
+                    tl.atomic_xchg(ARRIVED + bhk, 0)
+                    _merge_rows(O_PART, LSE_PART, O, LSE, bhk, tl.arange(0, BLOCK_M), sob, soh,
+                                som, HKV, GROUP, n_q, n_blocks, per_program, max_slots,
+                                HEAD_DIM, BLOCK_M, BLOCK_M)
 
     @triton.jit
     def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
@@ -179,14 +197,12 @@ if triton is not None:
         return lse, o
 
     @triton.jit
-    def merge_tiles(O_PART, LSE_PART, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
+    def _merge_rows(O_PART, LSE_PART, O, LSE, bhk, r, sob, soh, som, HKV, GROUP, n_q, n_blocks,
                     per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                    ROWS: tl.constexpr, PDL: tl.constexpr):
-        # One (batch, KV head) and ROWS of its rows (head g of the group, query i): their
-        # partials merged four slots at a time, each row's weights in its own threads (no
-        # reduction across threads), every slot's rows read as one contiguous tile.
-        bhk = tl.program_id(0).to(tl.int64)
-        r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+                    ROWS: tl.constexpr):
+        # rows r of one (batch, KV head) (head g of the group, query i): their partials merged
+        # four slots at a time, each row's weights in its own threads (no reduction across
+        # threads), every slot's rows read as one contiguous tile
         valid = r < GROUP * n_q
         b, g, i = bhk // HKV, r // n_q, r % n_q
         head = (bhk % HKV) * GROUP + g
@@ -196,8 +212,6 @@ if triton is not None:
         m = tl.full([ROWS], float("-inf"), tl.float32)
         total = tl.zeros([ROWS], tl.float32)
         acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
-        if PDL:
-            tl.extra.cuda.gdc_wait()                     # until the partials are all written
         for s in range(0, used, 4):  # four slots' loads in flight at once, then merged
             lse0, o0 = _slot(O_PART, LSE_PART, bhk, s, max_slots, used, r, valid, offs_d,
                              HEAD_DIM, BLOCK_M)
@@ -220,6 +234,17 @@ if triton is not None:
                  (m + tl.math.log2(total)) * 0.6931471805599453, mask=valid)  # natural log
         tl.store(O + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
                  (acc / total[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
+
+    @triton.jit
+    def merge_tiles(O_PART, LSE_PART, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
+                    per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                    ROWS: tl.constexpr, PDL: tl.constexpr):
+        # one (batch, KV head) and ROWS of its rows a program
+        if PDL:
+            tl.extra.cuda.gdc_wait()                     # until the partials are all written
+        _merge_rows(O_PART, LSE_PART, O, LSE, tl.program_id(0).to(tl.int64),
+                    tl.program_id(1) * ROWS + tl.arange(0, ROWS), sob, soh, som, HKV, GROUP,
+                    n_q, n_blocks, per_program, max_slots, HEAD_DIM, BLOCK_M, ROWS)
 
 
 # --- the launcher ----------------------------------------------------------------------------
@@ -321,6 +346,20 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
     return 8
 
 
+_ARRIVED: dict = {}
+
+
+def arrival_counts(device, n: int) -> torch.Tensor:
+    """Per-device int32 counts of partials written, one per (batch, KV head), zeros between
+    calls (the last program of a head sets its count back). One buffer per device: calls on
+    two streams at once would share it."""
+    key = str(torch.device(device))
+    buf = _ARRIVED.get(key)
+    if buf is None or buf.numel() < n:
+        buf = _ARRIVED[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return buf
+
+
 def dependent_launch(device) -> bool:
     """Programmatic dependent launch: a GPU of compute capability 9.0 or later and a Triton
     that exposes it (3.5 and later); never under the interpreter."""
@@ -344,33 +383,44 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     c = dict(cfg or config(d, n_kv, group * n_q, b * hkv))
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
+    tma = c.pop("TMA", False) and FA.tma_ok(k, v)
     block_m = max(16, triton.next_power_of_2(group * n_q))
     rows = min(merge_rows(b * hkv, c.pop("MERGE_ROWS", None)), block_m)  # 0: one row a program
     n_blocks = -(-n_kv // block_n)
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
+    last_merges = bool(c.pop("LAST_MERGES", False)) and not whole  # no merge kernel either way
+    pdl = pdl and not (whole or last_merges)
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     if whole:
-        o_part, lse_part, pdl = o, lse, False
+        o_part, lse_part = o, lse
     else:
         o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
         lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
+    kd, vd = k, v
+    if tma:  # tiles of one head's BLOCK_N keys x D
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        kd, vd = (TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block_n, d])
+                  for t in (k, v))
+    arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
     split_kv_fwd[(grid,)](
-        q, k, v, o_part, lse_part, scale * 1.4426950408889634,  # log2(e) folded in: exp2
+        q, kd, vd, o_part, lse_part, o, lse, arrived, scale * 1.4426950408889634,  # log2(e): exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), hkv, group,
         n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m,
         BLOCK_N=block_n, CAUSAL=causal, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
-        WHOLE=whole, **c)
-    if not whole and rows:
+        WHOLE=whole, TMA=tma, LAST_MERGES=last_merges, **c)
+    if whole or last_merges:
+        return o, lse
+    if rows:
         merge_tiles[(b * hkv, -(-group * n_q // rows))](
             o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2), hkv, group, n_q,
             n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m, ROWS=rows, PDL=pdl,
             num_warps=4, **({"launch_pdl": True} if pdl else {}))
-    elif not whole:
+    else:
         merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1),
                                      o.stride(2), h, group, n_q, n_blocks, per, slots,
                                      HEAD_DIM=d, BLOCK_M=block_m,
