@@ -383,7 +383,7 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
 
     for name in ("merge_splits", "merge_tiles"):
         monkeypatch.setattr(FD, name, Counted(getattr(FD, name)))
-    cfg = FD.config(64)                                  # 64 keys a step, at any n_kv
+    cfg = {**FD.config(64), "LAST_MERGES": False}        # 64 keys a step, at any n_kv
     n_kv = 2 * cfg["BLOCK_N"] + 5                        # 3 blocks a head: runs of 2 split it
     q = torch.randn(2, 8, 1, 64, device=device, dtype=torch.float16)
     k = torch.randn(2, 2, n_kv, 64, device=device, dtype=torch.float16)
@@ -391,6 +391,13 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
     for programs, merged in ((4, False), (2, False), (12, True)):
         merges.clear()
         o, _ = FD.flash_decode(q, k, k, programs=programs, cfg=cfg)  # runs of 1, 2 heads; split
+        assert bool(merges) == merged
+        assert float((o.double() - ref).abs().max()) < 2e-3
+    k = torch.randn(2, 2, 6 * cfg["BLOCK_N"] - 3, 64, device=device, dtype=torch.float16)
+    ref = FD.standard_attention(q.double(), k.double(), k.double(), True)
+    for programs, merged in ((8, False), (12, True)):  # by default a head cut in two runs is
+        merges.clear()                                 # merged by its last program, in 3 not
+        o, _ = FD.flash_decode(q, k, k, programs=programs, cfg=FD.config(64))
         assert bool(merges) == merged
         assert float((o.double() - ref).abs().max()) < 2e-3
 
@@ -410,10 +417,10 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
     cfg = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     assert FD._programs(128, 64, 8, cfg) == 64      # the lab's 512 cached tokens: short heads
-    assert FD._programs(128, 64, 16, cfg) == 264    # 1024: cut, two programs per SM
+    assert FD._programs(128, 64, 16, cfg) == 256    # 1024: cut, two programs per SM, 4 a head
     assert FD._programs(64, 512, 64, cfg) == 512    # 48 KB a program: 4 an SM, one wave
-    assert FD._programs(128, 512, 64, cfg) == 264   # 96 KB: 2 an SM, two waves: cut
-    assert FD._programs(256, 8, 128, cfg) == 132    # few long heads: cut, one per SM
+    assert FD._programs(128, 512, 64, cfg) == 256   # 96 KB: 2 an SM, two waves: 2 heads each
+    assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
 
 
 def test_flash_decode_takes_128_keys_a_step_only_at_short_caches(monkeypatch):
@@ -425,11 +432,31 @@ def test_flash_decode_takes_128_keys_a_step_only_at_short_caches(monkeypatch):
     short = lambda *a: FD.config(*a)["BLOCK_N"] == 128  # noqa: E731
     assert short(128, FD.SHORT_CACHE, 4, 64)       # the lab's 512 cached tokens, GQA 4:1
     assert short(64, 300, 16, 132)                 # 16 rows, one pair an SM
-    assert not short(128, FD.SHORT_CACHE + 1, 4, 64)
+    assert not short(128, FD.SHORT_CACHE + 1, 4, FD.MANY_PAIRS - 1)
     assert not short(256, 512, 4, 64)              # 384 KB of tiles would not fit
     assert not short(128, 512, 64, 64)             # 16 queries a head: 64 rows
     assert not short(128, 512, 4, 512)             # more pairs than SMs
     assert not short(128)
+    assert short(128, 4096, 4, FD.MANY_PAIRS)      # long caches with many pairs, head_dim 128
+    assert short(128, 32768, 16, 512)
+    assert not short(128, 4096, 4, FD.MANY_PAIRS - 1)  # one sequence: 8 pairs
+    assert not short(64, 4096, 4, 512)             # head_dim 64: 64 a step were faster
+    assert not short(128, 4096, 64, 64)            # 16 queries a head
+    assert FD.config(128, 4096, 4, 64)["TMA"]      # through TMA where the tensors allow it
+
+
+def test_flash_decode_cuts_every_head_alike():
+    """aligned(): a whole number of programs a head, or of heads a program, never more
+    programs than given."""
+    assert FD.aligned(132, 64) == 128 and FD.aligned(264, 64) == 256
+    assert FD.aligned(132, 8) == 128 and FD.aligned(264, 8) == 264
+    assert FD.aligned(132, 512) == 128 and FD.aligned(264, 512) == 256
+    assert FD.aligned(132, 133) == 67                # 2 heads a program, the last one alone
+    for programs in (1, 7, 132, 264):
+        for heads in (1, 3, 8, 64, 100, 512, 1000):
+            p = FD.aligned(programs, heads)
+            assert 1 <= p <= max(programs, 1)
+            assert p % heads == 0 if heads <= programs else -(-heads // p) == -(-heads // programs)
 
 
 def test_flash_decode_runs_one_program_an_sm_where_one_fits(monkeypatch):
@@ -439,8 +466,8 @@ def test_flash_decode_runs_one_program_an_sm_where_one_fits(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
     cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}  # 192 KB at head_dim 128
     assert FD._programs(128, 64, 4, cfg) == 64      # whole heads, one wave
-    assert FD._programs(128, 512, 4, cfg) == 132    # one an SM, never two waves of 264
-    assert FD._programs(64, 512, 4, cfg) == 264     # 96 KB: two an SM
+    assert FD._programs(128, 512, 4, cfg) == 128    # one an SM (4 heads each), not 2 waves
+    assert FD._programs(64, 512, 4, cfg) == 256     # 96 KB: two an SM, 2 heads each
 
 
 @pytest.mark.parametrize("shape", [(2, 8, 1, 300, 64, 2), (1, 8, 4, 200, 128, 2)])

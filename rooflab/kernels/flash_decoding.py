@@ -249,6 +249,8 @@ if triton is not None:
 
 # --- the launcher ----------------------------------------------------------------------------
 SHORT_CACHE = 512  # keys a head or fewer: blocks of 128 keys where few rows (see config)
+MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 keys a step too,
+                   # and the merge kernel takes tiles of rows (merge_rows)
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
@@ -290,10 +292,12 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     sms = torch.cuda.get_device_properties(0).multi_processor_count if (
         torch.cuda.is_available()) else 0
-    if (n_kv is not None and n_kv <= SHORT_CACHE and head_dim <= 128 and rows <= 16
-            and heads <= sms):
-        return {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
-    return {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    c = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": True}  # TMA where it can
+    if n_kv is not None and rows <= 16 and head_dim <= 128 and (
+            (n_kv <= SHORT_CACHE and heads <= sms)
+            or (n_kv > SHORT_CACHE and head_dim == 128 and heads >= MANY_PAIRS)):
+        c["BLOCK_N"] = 128
+    return c
 
 
 def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[int, int, int]:
@@ -324,7 +328,7 @@ def merge_rows(heads: int, given: int | None = None) -> int:
     this rule's choice was within 1.5% of the fastest of the four merges tried."""
     if given is not None:
         return given
-    return 4 if heads >= 64 else 0
+    return 4 if heads >= MANY_PAIRS else 0
 
 
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
@@ -342,18 +346,30 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
         per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
         if heads <= sms * max(1, per_sm) and (heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
-        return sms * max(1, min(per_sm, 2 if head_dim <= 128 else 1))
+        return aligned(sms * max(1, min(per_sm, 2 if head_dim <= 128 else 1)), heads)
     return 8
+
+
+def aligned(programs: int, heads: int) -> int:
+    """At most ``programs``, and a count that cuts every head alike: a whole number of programs
+    a head, or of heads a program. On the H200 at B=8 x 8 KV heads and 16k keys, 128 programs
+    (2 a head) took 125.1 us and 132 took 128.6; at B=64, 128 (4 heads each) 242.1 and 132
+    245.9 (h200_kernels_decode_ab_tma_last.json)."""
+    if heads <= programs:
+        return heads * (programs // heads)
+    return -(-heads // -(-heads // programs))
 
 
 _ARRIVED: dict = {}
 
 
 def arrival_counts(device, n: int) -> torch.Tensor:
-    """Per-device int32 counts of partials written, one per (batch, KV head), zeros between
-    calls (the last program of a head sets its count back). One buffer per device: calls on
-    two streams at once would share it."""
-    key = str(torch.device(device))
+    """int32 counts of partials written, one per (batch, KV head), zeros between calls (the
+    last program of a head sets its count back): one buffer per device and stream, since calls
+    on one stream run one after the other."""
+    device = torch.device(device)
+    key = (str(device), torch.cuda.current_stream(device).cuda_stream
+           if device.type == "cuda" else 0)
     buf = _ARRIVED.get(key)
     if buf is None or buf.numel() < n:
         buf = _ARRIVED[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
@@ -390,7 +406,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
-    last_merges = bool(c.pop("LAST_MERGES", False)) and not whole  # no merge kernel either way
+    last_merges = c.pop("LAST_MERGES", None)  # default: where a head has at most two runs
+    last_merges = not whole and (-(-n_blocks // per) <= 2 if last_merges is None else last_merges)
     pdl = pdl and not (whole or last_merges)
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
