@@ -10,14 +10,17 @@ one row a program or, with many (batch, KV head) pairs, a tile of rows a program
 On Hopper and later the merge is launched while the first kernel runs (programmatic dependent
 launch) and waits inside for its partials: on the H200 up to 2.3 us faster where the cache is
 long or the batch large, no change below 8k cached tokens (h200_kernels_decode_pdl.json).
-Merging in the first kernel instead (the last program to finish a head, told by an atomic count)
-was slower at 10 of 11 shapes: +0.9 to +3.5 us at the lab's decode shapes, +13 us with one
-sequence, whose few last programs merge alone; 1.9 us faster at B=64
-(h200_kernels_decode_merge_variants.json).
+Where a head is cut into two runs, the second of its programs to finish (told by an atomic count,
+which it sets back to 0) merges them itself and no merge kernel runs: on the H200 0.2-0.6 us
+faster from 2k to 16k keys at B=8 (h200_kernels_decode_ab_tma_rule.json). With more runs a head
+it lost: +0.9 to +3.5 us at the lab's decode shapes, +13 us with one sequence, whose few last
+programs merge alone (h200_kernels_decode_merge_variants.json), +4.5 us with one sequence of 4k
+in 16 runs a head (h200_kernels_decode_ab_tma_last.json).
 
 How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
 into one equal run per program, a run crossing from one head to the next where it must (as
-stream-K cuts a GEMM), so that every program has the same work. Where every (batch, KV head) pair
+stream-K cuts a GEMM), so that every program has the same work; the launcher picks a count of
+programs that cuts every head alike (aligned). Where every (batch, KV head) pair
 can have a program of its own in one wave, and they either fill the SMs or a head's cache is
 short (8 blocks or fewer), each program takes one whole head instead and writes its answer
 itself: no partials, no merge kernel. On the H200 (h200_kernels_decode_search.json) that took
@@ -254,29 +257,36 @@ MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 ke
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
-    """Keys per loop step, warps and pipeline depth for a head_dim, and, given the shape, the
-    short-cache case: a head's cache SHORT_CACHE keys or fewer, head_dim 128 or less, at most
-    16 rows (heads per KV head x queries) and one (batch, KV head) an SM or fewer takes 128 keys
-    a step, as cuDNN's kernel takes them there (Nsight Compute: a 16x128x128 tile, 64 CTAs of
-    128 threads, h200_ncu_decode_q1_512.txt). On the H200 at B=8, 32 heads, 8 KV heads and 512
-    keys: 9.6 us against 10.3 with 64 a step (cuDNN 8.9), 8.5 against 9.5 with one sequence,
-    7.1 against 8.4 at head_dim 64, 10.0 against 10.5 with 4 queries a head; at 256 keys 7.0
-    against 6.8 (3% slower: one threshold kept simple). Left out by the rule: 16 queries a head (64
-    rows) took 15.7 against 12.1, 512 pairs (B=64, 192 KB a program: one an SM) 41.2 against
-    36.4, and from 1k keys up it was 2-18% slower (h200_kernels_decode_ab_n128.json,
-    h200_kernels_decode_ab_rule.json). Otherwise within 3% of the best of the kernels
-    benchmark's decode search on the H200 at 8 of its 9 shapes (h200_kernels_decode.json). A
-    wider search (blocks of 16-128 keys, 2-8 stages, whole heads or 1-3 programs per SM) found
-    nothing 3% faster at 7 shapes (h200_kernels_decode_pipeline_search.json).
+    """Keys per loop step, warps, pipeline depth and TMA (K and V by Hopper's tensor memory
+    accelerator, where the GPU has one and the tensors are aligned) for a head_dim and, given
+    the shape, when to take 128 keys a step instead of 64: with at most 16 rows (heads per KV
+    head x queries) and head_dim 128 or less, either a short cache (SHORT_CACHE keys or fewer)
+    with one (batch, KV head) pair an SM or fewer, as cuDNN's kernel takes them there (Nsight
+    Compute: a 16x128x128 tile, 64 CTAs of 128 threads, h200_ncu_decode_q1_512.txt), or a
+    longer one at head_dim 128 with MANY_PAIRS pairs or more (one program an SM).
 
-    What limits it: with one query a head it runs at the rate of a read of the same bytes
-    (torch's sum: 10.5 us at 512 cached tokens against the kernel's 10.4, 36.2 against 36.2 at
-    4k). At 512 cached tokens cuDNN is faster than both (9.0 us against 10.4 and a read's 10.6;
-    128 keys a step took it to 9.6, and it stays 0.93 of cuDNN there: its kernel takes 64 CTAs,
-    as ours, and 10.3 us under Nsight Compute against our 11.6); cutting the heads again (128
-    or 264 programs, either merge), 32 keys a block in 4 stages or 128 in 2 stages of 8 warps
-    took 10.7-12.9 us there; at 1k 128 programs took 14.3 against the default's 14.6 (2%), the
-    others 14.5-22.1 (h200_kernels_decode_ab_short_cache.json).
+    On the H200, in one run at 15 shapes (h200_kernels_decode_ab_tma_last.json), TMA took up to
+    0.7 us off, or was within 0.3 us at 3 (0.3-1.9 us off at all 7 of the rule's run,
+    h200_kernels_decode_ab_tma_rule.json); 128 keys a step from 1k keys at B=8 and 64 took
+    0.3-3.9 us off, and the rule leaves out where it lost: one sequence (8 pairs; 11.3 against
+    10.8 us at 4k), 16 queries a head (43.3 against 39.9), head_dim 64 with 512 pairs (128.4
+    against 124.4). At 512 keys 128 a step had taken 10.3 us to 9.6 (cuDNN 8.9), and with one
+    sequence 9.5 to 8.5; there it also lost with 16 queries a head (15.7 against 12.1) and at
+    B=64 (41.2 against 36.4; h200_kernels_decode_ab_n128.json, h200_kernels_decode_ab_rule.json).
+    Earlier searches (blocks of 16-128 keys, 2-8 stages, whole heads or 1-3 programs per SM)
+    found nothing 3% faster at 7 shapes (h200_kernels_decode_pipeline_search.json).
+
+    What limits it: with one query a head it runs at the rate of a read of the same bytes or
+    faster (torch's sum: 36.1 us at B=8 and 4k keys against the kernel's 35.1; at 512, 10.2
+    against 9.0); where the bytes are few that rate is far below the copy ceiling (one sequence
+    of 4k: 16.8 MB, 10.5 us to read, 0.37 of it). At 512 cached tokens cuDNN took 8.9-9.0 us
+    against our 9.0 (h200_kernels.json, h200_kernels_decode_ab_tma_rule.json): both launch 64
+    programs, one a head, that walk 4 blocks of 128 keys each; cutting the heads in two (128
+    programs, merged by the last of each or by the merge kernel) took 10.5-10.8, 8 warps 9.4,
+    4 stages 9.3, blocks of 64 in 6 stages 11.2 (h200_kernels_decode_ab_tma.json), 2 warps 11.2,
+    2 stages 11.9, 256 keys a step 11.6-11.8 (h200_kernels_decode_ab_512_tma.json); before TMA,
+    cutting the heads again, 32 keys a block in 4 stages or 128 in 2 stages of 8 warps took
+    10.7-12.9 us there (h200_kernels_decode_ab_short_cache.json).
     With 16 a head, Nsight Compute timed this kernel at 38.8 us (3.55 TB/s) at B=8 and 4k
     keys and the one-row merge after it at 15.6 (h200_ncu_decode_q16.txt): the merge, not the
     64-row chain QK^T -> softmax -> PV, was most of the gap to a read (37 us); merged in tiles
@@ -334,7 +344,8 @@ def merge_rows(heads: int, given: int | None = None) -> int:
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either fill the
-    SMs or are short (see the module's docstring). Otherwise as many as run at once: two per SM
+    SMs or are short (see the module's docstring). Otherwise about as many as run at once
+    (aligned: a count that cuts every head alike): two per SM
     where two fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim
     128), one at head_dim 256 or with 128 keys a step at 128 (192 KB). On the H200 two per SM
     beat one at 7 of 9 shapes, by up to 1.3x at head_dim 64; at head_dim 256 one per SM took

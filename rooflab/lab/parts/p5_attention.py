@@ -201,10 +201,11 @@ def decode_answer(dec: dict, roof: R.Roof) -> dict:
         reached = ", ".join(f"{n:,} tokens {r['fraction_of_copy_bw']:.0%}"
                             for n, r in sorted(mine.items()))
         text += (" rooflab's flash-decoding kernel lays every sequence's cache end to end, gives "
-                 "each program an equal run of it (crossing from one head to the next where it "
-                 "must), then merges the partial softmaxes; where every head can have a "
-                 "program of its own in one wave, and the heads fill the SMs or each cache is "
-                 "short, each program takes a whole head and nothing is merged: "
+                 "each program an equal run of it (a whole number of runs a head, or of heads "
+                 "a run), then merges the partial softmaxes: a head's last program merges them "
+                 "where the head has two runs, a second kernel where it has more; where every "
+                 "head can have a program of its own in one wave, and the heads fill the SMs or "
+                 "each cache is short, each program takes a whole head and nothing is merged: "
                  f"{reached} of copy bandwidth.")
     else:
         text += " " + dec["skipped"].get("triton_decode", "") + "."
