@@ -144,10 +144,11 @@ def decode(bw: float, search: bool = True) -> list[dict]:
         # programs = mult x SMs (fewer, longer runs too), or one per KV head: each program then
         # holds a whole head and writes its answer, and the merge kernel is not launched
         for mult, programs in searched if search else []:
-            for cfg in ({"BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
-                        {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-                        {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
-                        {"BLOCK_N": 128, "num_warps": 8, "num_stages": 3}):
+            for cfg in ({"BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "TMA": True},
+                        {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": True},
+                        {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4, "TMA": True},
+                        {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3, "TMA": True},
+                        {"BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "TMA": True}):
                 if d > 128 and cfg["BLOCK_N"] > 64:
                     continue
                 key = f"{mult} n{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"

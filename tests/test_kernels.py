@@ -335,7 +335,7 @@ def test_flash_decode_matches_fp64(device, shape, dtype, causal):
 @pytest.mark.parametrize("shape", DECODE_SHAPES)
 @pytest.mark.parametrize("merge_rows,tma,last", [(0, False, False), (8, False, False),
                                                  (0, True, False), (0, False, True)])
-def test_flash_decode_merges_by_row_or_by_tile(device, shape, merge_rows, tma, last):
+def test_flash_decode_every_merge_and_load(device, shape, merge_rows, tma, last):
     """The merge one row a program (MERGE_ROWS 0) or in tiles of 8 rows: two tiles of a KV
     head's 16 rows, a ragged second one of its 12, one part-filled by its 4; K and V through
     TMA descriptors (keys past a head's cache load as zeros); the merge by the last program
