@@ -22,7 +22,7 @@ from rooflab.lab import attention as A
 from rooflab.measure import ceilings as CE
 from rooflab.measure.timer import time
 
-from common import write
+from common import alternate, write
 
 DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -93,11 +93,8 @@ def copy_write_back(bw: float) -> list[dict]:
         y = torch.empty_like(x)
         fns = {"copy": lambda: y.copy_(x), "read": read,
                "copy_then_read": lambda: (y.copy_(x), read())}
-        runs = {k: [] for k in fns}
-        for _ in range(3):
-            for k, fn in fns.items():
-                runs[k].append(t_s(fn))
-        med = {k: sorted(v)[1] for k, v in runs.items()}
+        m = alternate(fns, [], None, t_s, 3)
+        med, runs = m["median_s"], m["all_s"]
         nbytes = 2 * n * x.element_size()
         wb = med["copy_then_read"] - med["copy"] - med["read"]
         rows.append({"numel": n, "dtype": dt, "bytes": nbytes, "median_s": med, "all_s": runs,

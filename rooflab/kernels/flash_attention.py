@@ -322,14 +322,17 @@ def tma_ok(*tensors) -> bool:
                                               for s in t.stride()[:-1]) for t in tensors)
 
 
+def descriptor(t, rows: int):
+    """A TMA descriptor of (B, H, N, D) ``t``, tiles of one head's ``rows`` rows x D (rows past
+    N load as zeros)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
+
+
 def descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
     """(B, H, N, D) descriptors of q, k, v, o, tiles of one head's BLOCK rows x D."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    def desc(t, rows):
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
-
-    return desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m)
+    return (descriptor(q, block_m), descriptor(k, block_n), descriptor(v, block_n),
+            descriptor(o, block_m))
 
 
 def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:

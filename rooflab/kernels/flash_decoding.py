@@ -419,8 +419,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
-    last_merges = c.pop("LAST_MERGES", None)  # default: where a head has at most two runs
-    last_merges = not whole and (-(-n_blocks // per) <= 2 if last_merges is None else last_merges)
+    # the merge by a head's last program: by default where a head has at most two runs
+    last_merges = bool(c.pop("LAST_MERGES", -(-n_blocks // per) <= 2)) and not whole
     pdl = pdl and not (whole or last_merges)
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
@@ -430,11 +430,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
         lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    kd, vd = k, v
-    if tma:  # tiles of one head's BLOCK_N keys x D
-        from triton.tools.tensor_descriptor import TensorDescriptor
-        kd, vd = (TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block_n, d])
-                  for t in (k, v))
+    kd, vd = (FA.descriptor(k, block_n), FA.descriptor(v, block_n)) if tma else (k, v)
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
     split_kv_fwd[(grid,)](
         q, kd, vd, o_part, lse_part, o, lse, arrived, scale * 1.4426950408889634,  # log2(e): exp2
