@@ -296,9 +296,24 @@ def flash(tiles: bool = True) -> list[dict]:
     return rows
 
 
+def launch_floor() -> dict:
+    """What any kernel costs in this timing before it moves a byte: an empty Triton kernel of 64
+    programs and a one-element fill, each timed as the decode rows are (L2 flushed first)."""
+    import triton
+
+    @triton.jit
+    def nothing(x):
+        pass
+
+    x = torch.zeros(1, device="cuda")
+    return {"empty_triton_kernel_s": t_s(lambda: nothing[(64,)](x)),
+            "one_element_fill_s": t_s(x.zero_)}
+
+
 def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # gelu_tiles: tuning
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s
-    data = {"copy_ceiling_bytes_per_s": bw}
+    data = {"copy_ceiling_bytes_per_s": bw, "launch_floor": launch_floor()}
+    print("launch floor", {k: round(v * 1e6, 2) for k, v in data["launch_floor"].items()}, "us")
     for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
                      ("copy_write_back", lambda: copy_write_back(bw)),
                      ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),

@@ -284,7 +284,9 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     programs, one a head, that walk 4 blocks of 128 keys each; cutting the heads in two (128
     programs, merged by the last of each or by the merge kernel) took 10.5-10.8, 8 warps 9.4,
     4 stages 9.3, blocks of 64 in 6 stages 11.2 (h200_kernels_decode_ab_tma.json), 2 warps 11.2,
-    2 stages 11.9, 256 keys a step 11.6-11.8 (h200_kernels_decode_ab_512_tma.json); a cluster
+    2 stages 11.9, 256 keys a step 11.6-11.8 (h200_kernels_decode_ab_512_tma.json), asking L2
+    for a run's later blocks as it starts (prefetch.global.L2 a 128-byte line; not kept) 10.9,
+    1.12-1.35x slower at all 7 shapes tried (h200_kernels_decode_ab_prefetch.json); a cluster
     of 2 CTAs a program (num_ctas=2, to spread a head over two SMs) does not compile in Triton
     3.6 (h200_kernels_decode_ab_ctas.json); before TMA,
     cutting the heads again, 32 keys a block in 4 stages or 128 in 2 stages of 8 warps took
