@@ -7,7 +7,8 @@
 - the FlashAttention forward rows of the kernels issue against SDPA's flash and cuDNN backends.
 Usage: python benchmarks/kernels.py OUT_DIR [gelu,decode,lab_decode,flash]
 (decode_default and flash_default: the same without the searches over programs and tiles;
-gelu_tiles: GeLU's block and warps; copy_write_back: why a copy near L2's size passes the ceiling)"""
+gelu_tiles: GeLU's block and warps; copy_write_back: why a copy near L2's size passes the ceiling;
+read_floor: part 5's 16.8 MB at 512 cached tokens read by 64, 128 and 256 programs)"""
 from __future__ import annotations
 
 import sys
@@ -310,10 +311,43 @@ def launch_floor() -> dict:
             "one_element_fill_s": t_s(x.zero_)}
 
 
+def read_floor(nbytes: int = 8 * 8 * 512 * 128 * 2 * 2, counts=(64, 128, 256)) -> dict:
+    """Seconds to read ``nbytes`` (default: K and V at part 5's 512 cached tokens, 16.8 MB) and
+    nothing else, by a Triton kernel of P programs each summing one contiguous share in blocks
+    of 32 KB: what the decode kernel's 64 programs, one a head, could take at best, and what
+    more programs could."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def read_shares(x, out, share, BLOCK: tl.constexpr):
+        base = x + tl.program_id(0).to(tl.int64) * share
+        acc = tl.zeros([BLOCK], tl.float32)
+        for i in range(0, share, BLOCK):
+            acc += tl.load(base + i + tl.arange(0, BLOCK)).to(tl.float32)
+        tl.store(out + tl.program_id(0), tl.sum(acc, 0))
+
+    x = torch.randn(nbytes // 2, device="cuda").to(torch.bfloat16)
+    out = torch.empty(max(counts), device="cuda")
+    block = 16384  # bf16 elements: 32 KB a step
+    times = {}
+    for p in counts:
+        share = x.numel() // p
+        if share % block == 0:
+            times[p] = t_s(lambda p=p, share=share: read_shares[(p,)](
+                x, out, share, BLOCK=block, num_warps=4, num_stages=3))
+    return {"bytes": nbytes, "seconds_by_programs": times}
+
+
 def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # gelu_tiles: tuning
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s
     data = {"copy_ceiling_bytes_per_s": bw, "launch_floor": launch_floor()}
     print("launch floor", {k: round(v * 1e6, 2) for k, v in data["launch_floor"].items()}, "us")
+    if "read_floor" in what.split(","):
+        data["read_floor"] = read_floor()
+        print("read floor", {k: round(v * 1e6, 2) for k, v in
+                             data["read_floor"]["seconds_by_programs"].items()}, "us")
+        write(out_dir, "kernels", data)
     for name, fn in (("gelu", lambda: gelu(bw)), ("gelu_tiles", gelu_tiles),
                      ("copy_write_back", lambda: copy_write_back(bw)),
                      ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),

@@ -280,9 +280,15 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     faster (torch's sum: 36.1 us at B=8 and 4k keys against the kernel's 35.1; at 512, 10.2
     against 9.0); where the bytes are few that rate is far below the copy ceiling (one sequence
     of 4k: 16.8 MB, 10.5 us to read, 0.37 of it). At 512 cached tokens cuDNN took 8.9-9.0 us
-    against our 9.0 (h200_kernels.json, h200_kernels_decode_ab_tma_rule.json): both launch 64
-    programs, one a head, that walk 4 blocks of 128 keys each; cutting the heads in two (128
-    programs, merged by the last of each or by the merge kernel) took 10.5-10.8, 8 warps 9.4,
+    against our 8.9-9.0 (h200_kernels.json, h200_kernels_decode_ab_tma_rule.json): both launch 64
+    programs, one a head, that walk 4 blocks of 128 keys each, and Nsight Compute times them
+    alike (10.18 us against cuDNN's 10.05, 1.66 and 1.68 TB/s, one warp a scheduler idle 86% and
+    78% of cycles; h200_ncu_decode_q1_512_tma.txt, h200_ncu_cudnn_q1_512_rerun.txt). Not the
+    launch: an empty kernel takes 0.6 us in this timing. Spread over more SMs the same 16.8 MB
+    read faster (a plain Triton read by address, 32 KB a step: 15.0 us by 64 programs, 9.2 by
+    128, 6.7 by 256; h200_kernels_read_floor.json), but a head cut in two needs a merge, and
+    cutting the heads in two (128 programs, merged by the last of each or by the merge kernel)
+    took 10.5-10.8 us. Tried there too and left: 8 warps 9.4,
     4 stages 9.3, blocks of 64 in 6 stages 11.2 (h200_kernels_decode_ab_tma.json), 2 warps 11.2,
     2 stages 11.9, 256 keys a step 11.6-11.8 (h200_kernels_decode_ab_512_tma.json), asking L2
     for a run's later blocks as it starts (prefetch.global.L2 a 128-byte line; not kept) 10.9,
