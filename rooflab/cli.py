@@ -492,9 +492,10 @@ def analyze(target: str = typer.Argument(..., help="FILE.py:FUNCTION, where FUNC
 def check(answers: Optional[str] = typer.Argument(None, help="your answers file (JSON)"),
           template: bool = typer.Option(False, "--template",
                                         help="print an empty answers file to fill in"),
+          reveal: bool = typer.Option(False, "--reveal", help="show rooflab's own values"),
           as_json: bool = JSON):
-    """Your numbers for the lab's computable questions against rooflab's, for the same settings.
-    Exit code 0 when all hold, 1 when one is wrong or missing."""
+    """Your numbers for the lab's computable questions against rooflab's, for the settings you
+    give (any shapes). Exit code 0 when all hold, 1 when one is wrong or missing."""
     from rooflab.lab import selfcheck
 
     if template:
@@ -503,6 +504,11 @@ def check(answers: Optional[str] = typer.Argument(None, help="your answers file 
     if answers is None:
         raise I.UserError("give an answers file, or --template to print one")
     res = selfcheck.check(read_json(answers, I.UserError))
+    res["revealed"] = reveal
+    for r in res["rows"]:
+        r["message"] = selfcheck.message(r, reveal)
+        if not reveal:
+            del r["expected"]
     _emit(res, as_json, console.check)
     if not res["all_hold"]:
         raise typer.Exit(1)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from rooflab.units import CV_UNSTABLE
 
-IDS = ("1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "3.3", "3.4.1", "3.4.2", "3.4.3", "4.1", "4.2",
-       "4.3", "4.4", "4.4.2", "5.1", "5.2", "B.attention_macs", "B.attention_io",
-       "B.decode_profile", "B.cuda_graph_profile", "B.flash_vs_sdpa", "B.flash_analysis",
-       "B.flash_decoding", "B.tensor_parallel")
+IDS = ("1.1", "1.2", "1.3", "1.4", "2.1.1", "2.1.2", "2.2", "3.1", "3.2", "3.3", "3.4.1",
+       "3.4.2", "3.4.3", "4.1", "4.2", "4.3.1", "4.3.2", "4.3.3", "4.3.4", "4.4", "4.4.1",
+       "4.4.2", "5.1", "5.2", "B.attention_macs", "B.attention_io", "B.decode_profile",
+       "B.cuda_graph_profile", "B.flash_vs_sdpa", "B.flash_analysis", "B.flash_decoding",
+       "B.tensor_parallel")
+AGREE = 0.10  # two timings of the same thing "agree" within 10% (or twice their CV, to 25%)
 
 
 def answer(text: str, **figures) -> dict:
@@ -22,6 +24,23 @@ def collect(parts: dict) -> dict:
     found = {q: a for p in parts.values() for q, a in
              ((p.get("result") or {}).get("answers") or p.get("answers") or {}).items()}
     return {q: found[q] for q in IDS if q in found}
+
+
+def speed(ratio: float) -> str:
+    """``ratio`` = the other's time over this one's: "3.2x faster", "4.8x slower" or "as fast"."""
+    if abs(ratio - 1) < 0.02:
+        return "as fast (within 2%)"
+    r = ratio if ratio > 1 else 1 / ratio
+    return (f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x") + (" faster" if ratio > 1 else " slower")
+
+
+def agree_bound(cv: float = 0.0) -> float:
+    """How far apart two clocks may read and still agree: 10%, or twice the runs' CV (to 25%)."""
+    return min(0.25, max(AGREE, 2 * cv))
+
+
+def agree(ratio: float, cv: float = 0.0) -> bool:
+    return abs(ratio - 1) <= agree_bound(cv)
 
 
 def names(kernels: list, n: int = 3) -> str:

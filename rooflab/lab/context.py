@@ -20,6 +20,12 @@ class Context:
     quick: bool = False
     progress: Callable[[str, int], Callable[[], None]] = lambda desc, total: (lambda: None)
     raised: list[str] = field(default_factory=list)  # roofs this run's points beat
+    lab_gpu: H.Hardware | None = None  # the card the lab's own questions use: --gpu, else the
+    #                                    lab's A6000 (None: the same as ``gpu``)
+
+    @property
+    def lab_card(self) -> H.Hardware:
+        return self.lab_gpu or self.gpu
 
     def beaten(self, notes: list[str]) -> list[str]:
         """Record a part's roof raises (the cached ceilings were low: run.py measures them

@@ -64,13 +64,18 @@ def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1
         if p.act not in hw.peak_flops_per_s:
             continue  # the card has no such peak: the recipe does not apply
         roof = R.Roof.of(hw, p.act)
+        weights = 3 * C.weight_bytes(cfg.hidden * cfg.intermediate, p.weight, p.group_size)
         for b in batches:
             mlp = M.groups(M.layer_costs(cfg, M.Phase.decode(b, kv_len), lt, p))["mlp"]
             pl = R.place(roof, mlp)
             rows.append({"recipe": name, "precision": p.label, "batch": b,
                          "intensity": pl.intensity, "bound": pl.bound, "ridge": roof.ridge,
                          "time_floor_s": pl.time_floor_s,
-                         "time_floor_per_token_s": pl.time_floor_s / b})
+                         "time_floor_per_token_s": pl.time_floor_s / b,
+                         "weight_bytes": weights, "activation_bytes": mlp.bytes - weights,
+                         # the term that sets the floor: the FLOPs, or the larger of the bytes
+                         "decides": "compute" if pl.bound == "compute" else
+                         "weight bytes" if 2 * weights >= mlp.bytes else "activation bytes"})
     return rows
 
 

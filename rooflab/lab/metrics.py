@@ -16,29 +16,47 @@ def _lists(m: int, k: int, seed: int) -> list[list[float]]:
     return [[rng.uniform(-1, 1) for _ in range(k)] for _ in range(m)]
 
 
-def naive_vs_torch(sizes=(16, 32, 64), dtype: str = "fp32", device: str = "cpu",
-                   budget_s: float = 0.2) -> list[dict]:
-    """Latency of the triple loop vs torch.matmul at M=K=N=n, with the cost of each size."""
-    rows = []
+LAB_SIZES = (64, 128, 256, 512)  # the lab's part 1 sizes (warm-up 2, repeat 5)
+NAIVE_BUDGET_S = 30.0            # the triple loop's share of part 1; sizes past it are skipped
+
+
+def naive_vs_torch(sizes=LAB_SIZES, dtype: str = "fp32", device: str = "cpu",
+                   budget_s: float = 0.2, naive_budget_s: float = NAIVE_BUDGET_S) -> dict:
+    """Latency of the triple loop vs torch.matmul at M=K=N=n, with the cost of each size.
+
+    The triple loop's time grows as n^3: each size's is predicted from the last one measured,
+    and a size whose predicted runs would not fit in what is left of ``naive_budget_s`` is
+    skipped (listed with its prediction); the lab's warm-up 2 and repeat 5 where they fit, one
+    run where only one does."""
+    rows, skipped, spent, last = [], [], 0.0, None
     tdt = torch_dtype(dtype)
     for n in sizes:
+        guess = last[1] * (n / last[0]) ** 3 if last else 0.0
+        left = naive_budget_s - spent
+        if last and guess > left:
+            skipped.append({"n": n, "predicted_naive_s": guess})
+            continue
+        warmup, reps = (2, 5) if guess * 7 <= left else (0, 1)
         a, b = _lists(n, n, 1), _lists(n, n, 2)
+        t_naive = time(naive.matmul, a, b, warmup=warmup, reps=reps, device="cpu",
+                       name=f"naive n={n}")
+        spent += t_naive.median_s * (warmup + reps)
+        last = (n, t_naive.median_s)
         ta = torch.tensor(a, dtype=tdt, device=device)
         tb = torch.tensor(b, dtype=tdt, device=device)
-        t_naive = time(naive.matmul, a, b, warmup=1, reps=3 if n <= 64 else 1, device="cpu",
-                       name=f"naive n={n}")
         t_torch = time(torch.matmul, ta, tb, budget_s=budget_s, device=device,
                        name=f"torch.matmul n={n}")
         c = C.gemm(n, n, n, dtype)
         rows.append({
             "n": n, "macs": c.macs, "flops": c.flops, "bytes": c.bytes, "intensity": c.intensity,
-            "naive_median_s": t_naive.median_s, "torch_median_s": t_torch.median_s,
+            "naive_median_s": t_naive.median_s, "naive_runs": reps,
+            "torch_median_s": t_torch.median_s,
             "speedup": t_naive.median_s / t_torch.median_s,
             "naive_flops_per_s": c.flops / t_naive.median_s,
             "torch_flops_per_s": c.flops / t_torch.median_s,
             "torch_cv": t_torch.cv, "torch_unstable": t_torch.unstable, "torch_device": device,
         })
-    return rows
+    return {"rows": rows, "skipped": skipped, "naive_budget_s": naive_budget_s}
 
 
 def independent_s(fn, *args, device: str = "cpu") -> float:
@@ -95,8 +113,9 @@ def naive_cold_series(n: int = 32, runs: int = 5) -> list[float]:
 
 
 def run(device: str = "cpu", quick: bool = False) -> dict:
-    sizes = (8, 16, 32) if quick else (16, 32, 64, 96)
-    rows = naive_vs_torch(sizes, device=device)
+    """The lab's sizes; ``quick`` keeps them and gives the triple loop 3 s."""
+    nt = naive_vs_torch(LAB_SIZES, device=device, naive_budget_s=3.0 if quick else NAIVE_BUDGET_S)
     cw = cold_vs_warm(256 if quick else 1024, device=device)
-    return {"naive_vs_torch": rows, "cold_vs_warm": cw,
+    return {"naive_vs_torch": nt["rows"], "naive_skipped": nt["skipped"],
+            "naive_budget_s": nt["naive_budget_s"], "cold_vs_warm": cw,
             "naive_cold_series_s": naive_cold_series(16 if quick else 32)}

@@ -109,7 +109,8 @@ def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool 
                "parts": {k: v for k, v in previous.items()
                          if v.get("status") == "ok" and v.get("options") == options}}
     ctx = Context(device, gpu_hw, ceil, out_dir, quick,
-                     progress or (lambda desc, total: (lambda: None)))
+                  progress or (lambda desc, total: (lambda: None)),
+                  lab_gpu=H.resolve(gpu) if gpu else H.lookup(DEFAULT_GPU))
     new = set()  # parts run now, each drawn when it ended
     for num in parts:
         key = str(num)

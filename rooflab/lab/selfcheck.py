@@ -1,12 +1,13 @@
 """`rooflab check`: a student's numbers for the lab's computable questions against rooflab's own,
-for the same settings, with no published solutions.
+for the settings the student chose, with no published solutions.
 
 The answers file is JSON, ``{"answers": {id: {setting: value, ..., "value": number}}}``;
-``template()`` writes one with rooflab's default settings and every value null. Each answer is
-``ok`` (equal; within 1% for a ratio), ``convention`` (it is what another stated convention gives,
-named in the verdict: it holds, with a comment), ``wrong`` (with the slip named where rooflab
-recognises it: FLOPs for MACs, C not written, ...), or ``missing``. All hold when none is wrong or
-missing.
+``template()`` writes one with the lab's settings and every value null. Each answer is ``ok``
+(equal; within 0.5% for a ratio, so a rounded ridge holds and a residual add does not),
+``convention`` (what another stated convention gives, named: it holds), ``wrong`` (the slip named
+where a known one explains it: FLOPs for MACs, MACs over bytes, 2- vs 4-byte elements, C not
+written, ...; otherwise "off by x%"), or ``missing``. rooflab's own value is shown only when
+asked for (``reveal``). All hold when none is wrong or missing.
 """
 from __future__ import annotations
 
@@ -19,84 +20,151 @@ from rooflab import models as M
 from rooflab import roofline as R
 from rooflab.errors import RooflabError
 
+RATIO_TOL = 0.005
+
 
 class CheckError(RooflabError):
-    """An answers file that cannot be read or names unknown settings."""
+    """An answers file that cannot be read, or names unknown questions or bad settings."""
 
 
-def _gemm(s):
-    return C.gemm(s["m"], s["k"], s["n"], s["dtype"])
+def _gemm(s) -> C.Cost:  # the lab's A (N, K) @ B (K, M)
+    return C.gemm(s["N"], s["K"], s["M"], s.get("dtype", "fp32"))
 
 
-def _phase(s) -> M.Phase:
-    return (M.Phase.prefill(s["batch"], s["seq"]) if s["phase"] == "prefill"
-            else M.Phase.decode(s["batch"], s["kv_len"]))
+def _attn(s, **kw) -> C.Cost:
+    return C.attention(s["B"], s["H"], s["Lq"], s["Lkv"], s["D"], **kw)
 
 
-def _layer(s) -> dict[str, C.Cost]:
+def _attn_io(s, passes=None, e=None) -> int:
+    """The lab's eager I/O: Q K^T reads Q, K and writes S; softmax moves ``passes`` x S; P V
+    reads P, V and writes O; ``e`` bytes an element. (cost.attention gives the same at 5.)"""
+    q = s["B"] * s["H"] * s["Lq"] * s["D"]
+    kv = s["B"] * s["H"] * s["Lkv"] * s["D"]
+    scores = s["B"] * s["H"] * s["Lq"] * s["Lkv"]
+    passes = s["softmax_passes"] if passes is None else passes
+    return (s["bytes_per_elem"] if e is None else e) * (2 * q + 2 * kv + (2 + passes) * scores)
+
+
+def _mlp_parts(s) -> dict[str, C.Cost]:
     cfg = M.load(s["model"])
-    return {p.name: p for p in M.layer_costs(cfg, _phase(s), M.layer_type_of(cfg))}
-
-
-def _core(s) -> C.Cost:
-    return _layer(s)["attn.core"]
+    return {p.name: p for p in M.layer_costs(cfg, M.Phase.prefill(s["batch"], s["seq"]),
+                                             M.layer_type_of(cfg))}
 
 
 def _mlp(s) -> C.Cost:
-    return M.groups(list(_layer(s).values()))["mlp"]
+    return M.groups(list(_mlp_parts(s).values()))["mlp"]
+
+
+def _mlp_alt(s, flops_extra=0, bytes_extra=0, fused=False) -> float:
+    cfg, mlp = M.load(s["model"]), _mlp(s)
+    t, e = s["batch"] * s["seq"], C.elem_bytes(cfg.dtype)
+    nbytes = e * (2 * t * cfg.hidden + 3 * cfg.hidden * cfg.intermediate) if fused else mlp.bytes
+    return (mlp.flops + flops_extra * t * cfg.hidden) / (nbytes + bytes_extra * e * t * cfg.hidden)
+
+
+def _module(s) -> int:
+    cfg = M.load(s["model"])
+    ph = (M.Phase.prefill(s["batch"], s["query_len"]) if s["query_len"] == s["kv_len"]
+          else M.Phase.decode(s["batch"], s["kv_len"]))
+    return M.groups(M.layer_costs(cfg, ph, "full"))["attention"].macs
 
 
 def _roof(s) -> R.Roof:
     return R.Roof.of(H.lookup(s["gpu"]), s["dtype"])
 
 
-# id -> (default settings, rooflab's value, [(what a known alternative gives, its name, whether
+def _oom(s) -> int:
+    return math.isqrt(H.lookup(s["gpu"]).mem_bytes // (s["bytes_per_score"] * s["batch"]
+                                                       * s["heads"]))
+
+
+# id -> (the lab's settings, rooflab's value, [(what a known alternative gives, its name, whether
 # it is a stated convention that holds or a slip)])
 Alt = tuple[Callable[[dict], float], str, bool]
 Question = tuple[dict, Callable[[dict], float], list[Alt]]
+GEMM = {"N": 512, "K": 512, "M": 512}
+ATTN = {"B": 1, "H": 4, "Lq": 173, "Lkv": 256, "D": 128}
+MLP = {"model": "gemma-3-270m-it", "batch": 8, "seq": 2048}
 QUESTIONS: dict[str, Question] = {
-    "1.1.gemm_macs": (
-        {"m": 1024, "k": 1024, "n": 1024, "dtype": "fp32"}, lambda s: _gemm(s).macs,
-        [(lambda s: _gemm(s).flops, "that is FLOPs: 1 MAC = 2 FLOPs", False)]),
-    "1.1.gemm_bytes": (
-        {"m": 1024, "k": 1024, "n": 1024, "dtype": "fp32"}, lambda s: _gemm(s).bytes,
-        [(lambda s: C.elem_bytes(s["dtype"]) * (s["m"] * s["k"] + s["k"] * s["n"]),
-          "you did not count writing C (M*N elements)", False),
-         (lambda s: s["m"] * s["k"] + s["k"] * s["n"] + s["m"] * s["n"],
-          "that counts elements; bytes multiply by the element size", False)]),
-    "2.1.ridge": (
-        {"gpu": "RTX A6000", "dtype": "fp32"}, lambda s: _roof(s).ridge, []),
-    "2.1.crossover_n": (
+    "1.3.gemm_mac": (GEMM, lambda s: _gemm(s).macs, [
+        (lambda s: _gemm(s).flops, "that is FLOPs: 1 MAC = 2 FLOPs", False)]),
+    "1.4.gemm_io": ({**GEMM, "dtype": "fp32"}, lambda s: _gemm(s).bytes, [
+        (lambda s: C.elem_bytes(s["dtype"]) * (s["N"] * s["K"] + s["K"] * s["M"]),
+         "C is not written: add N*M elements", False),
+        (lambda s: s["N"] * s["K"] + s["K"] * s["M"] + s["N"] * s["M"],
+         "that counts elements; bytes multiply by the element size", False),
+        (lambda s: 2 * (s["N"] * s["K"] + s["K"] * s["M"] + s["N"] * s["M"]),
+         "that is 2 bytes an element (bf16/fp16); these settings are", False),
+        (lambda s: 4 * (s["N"] * s["K"] + s["K"] * s["M"] + s["N"] * s["M"]),
+         "that is 4 bytes an element (fp32); these settings are", False),
+        (lambda s: 2 * _gemm(s).bytes, "each element counted twice (read and written?)", False)]),
+    "2.1.1.gemm_intensity": ({"n": 4096, "dtype": "fp32"},
+                             lambda s: C.gemm(s["n"], s["n"], s["n"], s["dtype"]).intensity, [
+        (lambda s: C.gemm(s["n"], s["n"], s["n"], s["dtype"]).macs
+         / C.gemm(s["n"], s["n"], s["n"], s["dtype"]).bytes, "that is MACs over bytes; "
+         "intensity is FLOPs (2 a MAC) over bytes", False)]),
+    "2.1.2.ridge": ({"gpu": "RTX A6000", "dtype": "fp32"}, lambda s: _roof(s).ridge, [
+        (lambda s: 1 / _roof(s).ridge, "that is bandwidth over peak: the ridge is peak FLOP/s "
+         "over bytes/s", False)]),
+    "2.1.2.crossover_n": (
         {"gpu": "RTX A6000", "dtype": "fp32"},
         lambda s: R.crossover(_roof(s), lambda n: C.gemm(n, n, n, s["dtype"])),
-        [(lambda s: 6 * _roof(s).ridge, "the unrounded n/6 = ridge; n is an integer: round up",
-          False)]),
-    "2.2.gemv_intensity": (
-        {"n": 4096, "dtype": "fp32"}, lambda s: C.gemv(s["n"], s["n"], s["dtype"]).intensity, []),
-    "3.1.attention_macs": (
-        {"model": "gemma-3-270m-it", "phase": "prefill", "batch": 1, "seq": 1024, "kv_len": None},
-        lambda s: _core(s).macs,
-        [(lambda s: _core(s).detail["macs_causal"],
-          "the causal pairs only (the lab's convention counts every pair, dense)", True),
-         (lambda s: _core(s).macs // 2, "QK^T or PV alone: the core is both", False)]),
-    "3.2.attention_bytes": (
-        {"model": "gemma-3-270m-it", "phase": "prefill", "batch": 1, "seq": 1024, "kv_len": None},
-        lambda s: _core(s).bytes,
-        [(lambda s: _core(s).bytes_fused,
-          "fused-ideal I/O (Q, K, V, O once; the lab's eager I/O adds the score matrix's trips)",
-          True)]),
-    "3.4.mlp_intensity": (
-        {"model": "gemma-3-270m-it", "phase": "decode", "batch": 1, "seq": None, "kv_len": 1024},
-        lambda s: _mlp(s).intensity,
-        [(lambda s: _layer(s)["mlp.gate_proj"].intensity,
-          "that is one projection's intensity; the MLP adds the activation and product", False)]),
-    "5.1.oom_seq": (
-        {"gpu": "A100-80GB", "batch": 1, "heads": 16, "bytes_per_score": 10},
-        lambda s: math.isqrt(H.lookup(s["gpu"]).mem_bytes // (s["bytes_per_score"] * s["batch"]
-                                                              * s["heads"])),
-        []),
+        [(lambda s: 6 * _roof(s).ridge, "the unrounded n = 6 x ridge; n is an integer: round up",
+          False),
+         (lambda s: math.floor(6 * _roof(s).ridge), "rounded down: at that n the intensity is "
+          "still under the ridge", False)]),
+    "2.2.gemv_intensity": ({"n": 4096, "dtype": "fp32"},
+                           lambda s: C.gemv(s["n"], s["n"], s["dtype"]).intensity, [
+        (lambda s: C.gemv(s["n"], s["n"], s["dtype"]).macs / C.gemv(s["n"], s["n"],
+                                                                   s["dtype"]).bytes,
+         "that is MACs over bytes; intensity is FLOPs (2 a MAC) over bytes", False)]),
+    "3.1.attn_mac": (ATTN, lambda s: _attn(s).macs, [
+        (lambda s: _attn(s).flops, "that counts FLOPs (with softmax and the scale); MACs are "
+         "the multiply-adds of Q K^T and P V", False),
+        (lambda s: 2 * _attn(s).macs, "that is FLOPs: 1 MAC = 2 FLOPs", False),
+        (lambda s: _attn(s).macs // 2, "Q K^T or P V alone: the core is both", False),
+        (lambda s: _attn(s, causal=True).macs if s["Lq"] <= s["Lkv"] else -1,
+         "the causal pairs only (the lab counts every pair, dense)", True)]),
+    "3.2.attn_io": ({**ATTN, "bytes_per_elem": 4, "softmax_passes": 5}, _attn_io, [
+        (lambda s: _attn_io(s, e=2), "that is 2 bytes an element; these settings are", False),
+        (lambda s: _attn_io(s, e=4), "that is 4 bytes an element; these settings are", False),
+        (lambda s: s["bytes_per_elem"] * 2 * (s["B"] * s["H"] * s["D"]) * (s["Lq"] + s["Lkv"]),
+         "that is the fused I/O (Q, K, V, O once); the lab's eager I/O adds the score matrix's "
+         "trips", False),
+        (lambda s: _attn_io(s) - s["bytes_per_elem"] * s["B"] * s["H"] * s["Lq"] * s["D"],
+         "O is not written: P V writes B*H*Lq*D elements", False),
+        (lambda s: _attn_io(s) + s["bytes_per_elem"] * s["B"] * s["H"] * s["Lq"] * s["Lkv"],
+         "one pass too many: the scaling has no separate term (the lab's hint)", False),
+        *[(lambda s, p=p: _attn_io(s, passes=p), f"that is {p} softmax passes over the scores; "
+           "these settings say", False) for p in (1, 2, 3, 4, 6)]]),
+    "3.4.mlp_intensity": (MLP, lambda s: _mlp(s).intensity, [
+        (lambda s: _mlp_parts(s)["mlp.gate_proj"].intensity,
+         "that is one projection's intensity; the MLP is gate, up, act, the product and down",
+         False),
+        (lambda s: _mlp_alt(s, fused=True), "that uses fused-ideal bytes (x, weights, y once); "
+         "the worked example's I/O is eager (every kernel reads its inputs, writes its output)",
+         False),
+        (lambda s: _mlp_alt(s, flops_extra=1, bytes_extra=3),
+         "that counts the residual add: it is outside the MLP", False),
+        (lambda s: _mlp(s).macs / _mlp(s).bytes, "that is MACs over bytes; intensity is FLOPs "
+         "over bytes", False)]),
+    "5.1.score_bytes": ({"batch": 1, "heads": 16, "seq": 32768, "bytes_per_elem": 2},
+                        lambda s: s["batch"] * s["heads"] * s["seq"] ** 2 * s["bytes_per_elem"], [
+        (lambda s: s["batch"] * s["heads"] * s["seq"] ** 2 * s["bytes_per_elem"] / 1e9,
+         "that is GB; the answer is in bytes", False),
+        (lambda s: s["batch"] * s["heads"] * s["seq"] ** 2 * s["bytes_per_elem"] / 2**30,
+         "that is GiB (2^30 bytes); the answer is in bytes", False),
+        (lambda s: s["batch"] * s["heads"] * s["seq"] ** 2, "that counts elements; bytes "
+         "multiply by the element size", False),
+        (lambda s: s["batch"] * s["heads"] * s["seq"] * (s["seq"] + 1) // 2 * s["bytes_per_elem"],
+         "the causal half only; the eager kernel writes the whole N x N matrix", False)]),
+    "5.1.oom_seq": ({"gpu": "A100-80GB", "batch": 1, "heads": 16, "bytes_per_score": 10}, _oom,
+                    []),
+    "B.attn_module_mac": ({"model": "gemma-3-270m-it", "batch": 1, "query_len": 1024,
+                           "kv_len": 1024}, _module, []),
 }
-RATIOS = {"2.1.ridge", "2.2.gemv_intensity", "3.4.mlp_intensity"}  # compared within 1%
+RATIOS = {"2.1.1.gemm_intensity", "2.1.2.ridge", "2.2.gemv_intensity", "3.4.mlp_intensity",
+          "5.1.score_bytes"}  # compared within RATIO_TOL (a GB answer is a float too)
 
 
 def template() -> dict:
@@ -104,9 +172,64 @@ def template() -> dict:
 
 
 def _same(q: str, got: float, want: float) -> bool:
-    if q in RATIOS:
-        return math.isclose(got, want, rel_tol=0.01)
+    if q in RATIOS or isinstance(want, float) or isinstance(got, float):
+        return math.isclose(got, want, rel_tol=RATIO_TOL)
     return got == want
+
+
+def _settings(q: str, entry: dict) -> tuple[dict, list[str]]:
+    """The student's settings over the lab's, each of its setting's type, and those left out."""
+    defaults = QUESTIONS[q][0]
+    unknown = sorted(set(entry) - set(defaults) - {"value"})
+    if unknown:
+        raise CheckError(f"{q}: unknown setting {unknown[0]!r}; its settings: "
+                         f"{', '.join(defaults)}")
+    out = dict(defaults)
+    for k, v in entry.items():
+        if k == "value":
+            continue
+        want = type(defaults[k])
+        if want is int and (isinstance(v, bool) or not isinstance(v, int)) or \
+                want is str and not isinstance(v, str):
+            raise CheckError(f"{q}: setting {k!r} must be {'an integer' if want is int else 'a string'}"
+                             f", got {v!r}")
+        if want is int and v <= 0:
+            raise CheckError(f"{q}: setting {k!r} must be positive, got {v}")
+        out[k] = v
+    return out, [k for k in defaults if k not in entry]
+
+
+def judge(q: str, got, **settings) -> dict:
+    """One answer's row: verdict, why (the slip or convention named, or how far off), and
+    rooflab's value under "expected" (shown by the views only when revealed)."""
+    if q not in QUESTIONS:
+        raise CheckError(f"unknown question id {q!r}; ids: {', '.join(QUESTIONS)}")
+    s, defaulted = _settings(q, settings)
+    _, compute, alternatives = QUESTIONS[q]
+    try:
+        want = compute(s)
+    except (RooflabError, KeyError, ValueError, ZeroDivisionError) as e:
+        raise CheckError(f"{q}: bad settings ({e})") from None
+    row = {"id": q, "settings": s, "defaulted": defaulted, "value": got, "expected": want}
+    if got is None:
+        return {**row, "verdict": "missing", "why": "no value given"}
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
+        return {**row, "verdict": "wrong", "why": f"not a number: {got!r}"}
+    if _same(q, got, want):
+        return {**row, "verdict": "ok", "why": ""}
+    for f, name, holds in alternatives:
+        try:
+            alt = f(s)
+        except (RooflabError, KeyError, ValueError, ZeroDivisionError):
+            continue
+        if _same(q, got, alt):
+            if name.endswith(("settings are", "settings say")):
+                name += " " + ", ".join(f"{k}={s[k]}" for k in ("dtype", "bytes_per_elem",
+                                                               "softmax_passes") if k in s)
+            return {**row, "verdict": "convention" if holds else "wrong", "why": name}
+    off = (got - want) / want if want else math.inf
+    return {**row, "verdict": "wrong", "why": f"off by {off:+.1%}" if abs(off) < 10 else
+            f"off by a factor of {got / want:.3g}" if want and got else "off"}
 
 
 def check(data: dict) -> dict:
@@ -115,42 +238,31 @@ def check(data: dict) -> dict:
     if not isinstance(answers, dict):
         raise CheckError('an answers file is {"answers": {id: {settings..., "value": n}}}; '
                          "`rooflab check --template` writes one")
-    unknown = sorted(set(answers) - set(QUESTIONS))
-    if unknown:
-        raise CheckError(f"unknown question id {unknown[0]!r}; ids: {', '.join(QUESTIONS)}")
     rows = []
     for q, entry in answers.items():
-        defaults, compute, conventions = QUESTIONS[q]
         if not isinstance(entry, dict):
-            raise CheckError(f"{q}: expected an object of settings and a value")
-        settings = {**defaults, **{k: v for k, v in entry.items() if k != "value"}}
-        try:
-            want = compute(settings)
-        except (RooflabError, KeyError, TypeError, ValueError) as e:
-            raise CheckError(f"{q}: bad settings ({e})") from None
-        got = entry.get("value")
-        row = {"id": q, "settings": settings, "value": got, "expected": want}
-        if got is None:
-            row.update(verdict="missing", why="no value given")
-        elif not isinstance(got, (int, float)) or isinstance(got, bool):
-            row.update(verdict="wrong", why=f"not a number: {got!r}")
-        elif _same(q, got, want):
-            row.update(verdict="ok", why="")
-        else:
-            alt = next(((name, holds) for f, name, holds in conventions
-                        if _same(q, got, f(settings))), None)
-            row.update(verdict="convention" if alt and alt[1] else "wrong",
-                       why=alt[0] if alt else f"rooflab gets {want:,} for these settings")
-        rows.append(row)
+            raise CheckError(f"{q}: expected an object of settings and a value, got {entry!r}")
+        if "value" not in entry:
+            raise CheckError(f"{q}: no \"value\" field (null for an answer not given yet)")
+        rows.append(judge(q, entry["value"], **{k: v for k, v in entry.items() if k != "value"}))
     return {"rows": rows, "all_hold": all(r["verdict"] in ("ok", "convention") for r in rows)}
 
 
-def check_one(qid: str, value, **settings) -> tuple[bool, str]:
+def _num(v) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:.6g}"
+
+
+def message(row: dict, reveal: bool = False) -> str:
+    """A verdict as one line; rooflab's value only when ``reveal``."""
+    shown = f" (rooflab: {_num(row['expected'])})" if reveal else ""
+    if row["verdict"] == "ok":
+        return "correct" + shown
+    if row["verdict"] == "convention":
+        return f"holds under another convention: {row['why']}" + shown
+    return row["why"] + shown
+
+
+def check_one(qid: str, value, reveal: bool = False, **settings) -> tuple[bool, str]:
     """One answer, for a notebook cell: (holds, a line saying why)."""
-    r = check({"answers": {qid: {**settings, "value": value}}})["rows"][0]
-    if r["verdict"] == "ok":
-        return True, f"correct: {r['expected']:,}" if isinstance(r["expected"], int) else \
-            f"correct: {r['expected']:.4g}"
-    if r["verdict"] == "convention":
-        return True, f"holds under another convention: {r['why']}"
-    return False, r["why"]
+    r = judge(qid, value, **settings)
+    return r["verdict"] in ("ok", "convention"), message(r, reveal)

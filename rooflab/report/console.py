@@ -351,11 +351,16 @@ def sweep(d: dict) -> None:
 
 def check(d: dict) -> None:
     num = lambda v: "-" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:.4g}"  # noqa: E731
-    rows = [[r["id"], num(r["value"]), num(r["expected"]), r["verdict"], r["why"]]
+    reveal = d.get("revealed")
+    rows = [[r["id"], num(r["value"]), *([num(r["expected"])] if reveal else []), r["verdict"],
+             r["message"] + (f" (lab settings used for {', '.join(r['defaulted'])})"
+                             if r.get("defaulted") and r["verdict"] != "missing" else "")]
             for r in d["rows"]]
-    table("Your answers against rooflab's", ["question", "yours", "rooflab", "verdict", "why"],
+    table("Your answers against rooflab's", ["question", "yours",
+                                             *(["rooflab"] if reveal else []), "verdict", "why"],
           rows)
-    out.print("all hold" if d["all_hold"] else "not all hold (exit code 1)")
+    out.print(("all hold" if d["all_hold"] else "not all hold (exit code 1)") +
+              ("" if reveal else "; --reveal shows rooflab's values"))
 
 
 def compare(d: dict) -> None:

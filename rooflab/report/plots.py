@@ -19,13 +19,21 @@ class PlotPoint:
     group: str = ""
 
 
-def _mpl():
+def _figure(width: float, height: float):
+    """A figure with its own Agg canvas: no pyplot, so the user's backend and open figures (a
+    notebook's inline plots) are left as they were."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=130)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots()
+
+
+def _colors() -> list[str]:
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
 def _fmt_flops(v: float) -> str:
@@ -38,13 +46,12 @@ def _fmt_flops(v: float) -> str:
 def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: str = "") -> str:
     """Log-log roofline: one line per roof, its ridge marked, regions labelled, points drawn as
     hollow circles when predicted (on the roof) and filled diamonds when measured."""
-    plt = _mpl()
     xs = [p.intensity for p in points if p.intensity > 0 and math.isfinite(p.intensity)]
     xs += [r.ridge for r in roofs]
     x_lo = 10 ** math.floor(math.log10(min(xs) / 3))
     x_hi = 10 ** math.ceil(math.log10(max(xs) * 3))
-    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=130)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = _figure(8.5, 5.5)
+    colors = _colors()
     for i, r in enumerate(roofs):
         c = colors[i % len(colors)]
         ls = "--" if r.measured else "-"
@@ -88,7 +95,6 @@ def roofline_png(path, roofs: list[Roof], points: list[PlotPoint] = (), title: s
     ax.set_title(_wrap(title), fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return str(path)
 
 
@@ -130,8 +136,7 @@ def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, y
               marks: dict[str, list[tuple[float, str]]] | None = None,
               yunit: str | None = None) -> str:
     """One line per series of (x, y); ``marks`` annotates points (e.g. 'OOM') per series."""
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=130)
+    fig, ax = _figure(8, 4.8)
     for name, pts in series.items():
         pts = [(x, y) for x, y in pts if y is not None]
         if pts:
@@ -153,14 +158,12 @@ def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, y
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return str(path)
 
 
 def bars_png(path, labels: list[str], values: list[float], ylabel: str, title: str = "",
              logy: bool = False, yunit: str | None = None) -> str:
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=130)
+    fig, ax = _figure(8, 4.5)
     ax.bar(range(len(values)), values, color="#4C72B0")
     ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
     if logy:
@@ -173,7 +176,6 @@ def bars_png(path, labels: list[str], values: list[float], ylabel: str, title: s
                     va="bottom", fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return str(path)
 
 

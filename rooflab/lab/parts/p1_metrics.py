@@ -1,8 +1,9 @@
 """Part 1: latency, MACs and I/O of a GEMM; the triple loop against torch.matmul; no warm-up."""
 from __future__ import annotations
 
+from rooflab import cost as C
 from rooflab.lab import metrics
-from rooflab.lab.answers import answer
+from rooflab.lab.answers import agree, agree_bound, answer, speed
 from rooflab.lab.context import Context, result, table
 from rooflab.units import secs, si
 
@@ -28,15 +29,18 @@ def run(ctx: Context) -> dict:
     ]
     answers = questions(d, ctx.device)
     tables = [table("p1_gemm", "Triple loop vs torch.matmul", rows,
-                    ["n", "macs", "flops", "bytes", "intensity", "naive_median_s",
+                    ["n", "macs", "flops", "bytes", "intensity", "naive_median_s", "naive_runs",
                      "torch_median_s", "speedup", "torch_cv"])]
-    return result(f"torch.matmul {big['speedup']:,.0f}x faster than the triple loop at "
-                  f"n={big['n']}", d, plots, answers, tables=tables)
+    not_run = [f"the triple loop at n = {s['n']}: predicted {secs(s['predicted_naive_s'])}, past "
+               f"its budget of {secs(d['naive_budget_s'])}" for s in d["naive_skipped"]]
+    return result(f"torch.matmul {speed(big['speedup'])} than the triple loop at n={big['n']}",
+                  d, plots, answers, not_run, tables=tables)
 
 
 # --- its questions, answered from its numbers -----------------------------------------------
 def questions(d: dict, device: str) -> dict:
-    big = d["naive_vs_torch"][-1]
+    rows = d["naive_vs_torch"]
+    big = rows[-1]
     cw, naive = d["cold_vs_warm"], d["naive_cold_series_s"]
     warm = cw["warm"]
     spread = (max(naive) - min(naive)) / min(naive)
@@ -53,27 +57,35 @@ def questions(d: dict, device: str) -> dict:
     causes.append(f"after warm-up, torch.matmul's runs still vary by CV {warm['cv']:.1%} "
                   f"(20th to 80th percentile {secs(warm['p20_s'])} to {secs(warm['p80_s'])})")
     ratio = cw["timer_over_independent"]
-    agree = abs(ratio - 1) <= max(0.1, 2 * warm["cv"])
+    bound = agree_bound(warm["cv"])
     check = (" The warm figure, checked in this run against an independent clock "
              "(torch.utils.benchmark's own loop), the fastest of three alternating rounds each: "
              f"{secs(cw['warm_fastest_s'])} against {secs(cw['independent_s'])}, a ratio of "
              f"{ratio:.2f}: " + (
-                 "the two clocks agree." if agree else
-                 f"more apart than twice the warm runs' spread (CV {warm['cv']:.1%}): the "
-                 "device's speed moved between the rounds, or a clock is off; compare this "
+                 f"the two clocks agree (within {bound:.0%})." if agree(ratio, warm["cv"]) else
+                 f"the two clocks disagree by more than {bound:.0%}: the device's speed moved "
+                 "between the rounds (another process, clocks), or a clock is off; compare this "
                  "run's timings with care."))
+    skipped = d.get("naive_skipped") or []
+    ran = ", ".join(str(r["n"]) for r in rows)
+    sizes = (f"The triple loop ran at n = {ran}" + (
+        "; " + ", ".join(f"n = {s['n']} (predicted {secs(s['predicted_naive_s'])})"
+                         for s in skipped)
+        + f" did not fit its {secs(d['naive_budget_s'])} budget and was skipped. " if skipped
+        else ", all of the lab's sizes. "))
+    per = "; ".join(f"n = {r['n']}: loop {secs(r['naive_median_s'])}, torch.matmul "
+                    f"{secs(r['torch_median_s'])}, {speed(r['speedup'])}" for r in rows)
+    gemv = C.gemv(big["n"], big["n"], "fp32")
     return {
         "1.1": answer(
-            f"At n = {big['n']} the GEMM is {big['macs']:,} MACs ({big['flops']:,} FLOPs) over "
-            f"{big['bytes']:,} bytes of fp32 I/O, intensity {big['intensity']:.1f} FLOP/byte. The "
-            f"pure-Python triple loop took {secs(big['naive_median_s'])}; torch.matmul on this "
-            f"{'GPU' if device == 'cuda' else 'CPU'} took {secs(big['torch_median_s'])} (device "
-            "time): "
-            f"{big['speedup']:,.0f}x faster ({si(big['naive_flops_per_s'], 'FLOP/s')} vs "
-            f"{si(big['torch_flops_per_s'], 'FLOP/s')}).",
-            n=big["n"], macs=big["macs"], flops=big["flops"], bytes=big["bytes"],
-            naive_s=big["naive_median_s"], torch_s=big["torch_median_s"],
-            speedup=big["speedup"]),
+            sizes + f"torch.matmul on this {'GPU' if device == 'cuda' else 'CPU'} against the "
+            f"loop (device time; 'faster' is torch.matmul's): {per}. At n = {big['n']}: "
+            f"{si(big['naive_flops_per_s'], 'FLOP/s')} in the loop against "
+            f"{si(big['torch_flops_per_s'], 'FLOP/s')}: the loop pays the interpreter for every "
+            "multiply-add, torch.matmul runs vectorised, multithreaded or on the GPU.",
+            n=big["n"], naive_s=big["naive_median_s"], torch_s=big["torch_median_s"],
+            speedup=big["speedup"], sizes_run=[r["n"] for r in rows],
+            sizes_skipped=[s["n"] for s in skipped]),
         "1.2": answer(
             "Timed run after run with no warm-up (wall time), the numbers move for three reasons "
             "this run shows: " + "; ".join(causes) + ". A latency is only worth quoting after "
@@ -81,5 +93,17 @@ def questions(d: dict, device: str) -> dict:
             first_call_s=cw["first_call_s"], settled_s=cw["settled_s"], first_over_settled=first,
             naive_runs_s=naive, naive_spread=spread, warm_cv=warm["cv"],
             warm_s=cw["warm_fastest_s"], independent_s=cw["independent_s"],
-            timer_over_independent=cw["timer_over_independent"]),
+            timer_over_independent=ratio, agree_bound=bound),
+        "1.3": answer(
+            f"C = A B with A (N, K) and B (K, M) needs N*K*M multiply-accumulates, whatever the "
+            f"dtype: at n = {big['n']}, {big['macs']:,} MACs = {big['flops']:,} FLOPs (1 MAC = 2 "
+            f"FLOPs). A GEMV is M = 1: {gemv.macs:,} MACs at the same N = K.",
+            n=big["n"], macs=big["macs"], flops=big["flops"], gemv_macs=gemv.macs),
+        "1.4": answer(
+            f"Read A and B once, write C once: 4 (N*K + K*M + N*M) bytes in fp32, "
+            f"{big['bytes']:,} at n = {big['n']}, for an intensity of {big['intensity']:.1f} "
+            f"FLOP/byte (it grows as n/6); the GEMV at the same size moves {gemv.bytes:,} bytes "
+            f"for {gemv.intensity:.2f} FLOP/byte.",
+            n=big["n"], bytes=big["bytes"], intensity=big["intensity"], gemv_bytes=gemv.bytes,
+            gemv_intensity=gemv.intensity),
     }

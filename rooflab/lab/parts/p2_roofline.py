@@ -30,7 +30,7 @@ def crossover_table() -> list[dict]:
 
 
 def run(ctx: Context) -> dict:
-    gpu_roof = R.Roof.of(ctx.gpu, "fp32")
+    gpu_roof = R.Roof.of(ctx.lab_card, "fp32")  # the lab's card: --gpu, else its A6000
     sizes = [1024, 2048, 4096, 8192]
     gemm, gemv = R.sweep("gemm", gpu_roof, sizes), R.sweep("gemv", gpu_roof, sizes)
     mdt = ctx.measured_dtype
@@ -53,7 +53,7 @@ def run(ctx: Context) -> dict:
     ctx.beaten(roof_notes)
     plots = [
         {"kind": "roofline", "name": "p2_gemm_gemv", "title": f"GEMM and GEMV, fp32, on "
-         f"{ctx.gpu.name} (datasheet)", "roofs": [roof_spec(gpu_roof)],
+         f"{ctx.lab_card.name} (datasheet)", "roofs": [roof_spec(gpu_roof)],
          "points": [pt(f"GEMM n={r.name[2:]}", r.intensity, r.attainable_flops_per_s,
                        group="GEMM", flops=r.flops, bytes=r.bytes, time_floor_s=r.time_floor_s)
                     for r in gemm.points] +
@@ -71,9 +71,9 @@ def run(ctx: Context) -> dict:
                        **({"above_roof": p["above_roof"]} if "above_roof" in p else {}))
                     for p in achieved]},
     ]
-    answers = questions(ctx.gpu.name, gemm.as_dict(), gemv.as_dict(), achieved, crossover_table(),
-                      roof_notes)
-    return result(f"fp32 GEMM compute-bound from n = {gemm.crossover_n} on {ctx.gpu.name}",
+    answers = questions(ctx.lab_card.name, gemm.as_dict(), gemv.as_dict(), achieved,
+                        crossover_table(), roof_notes, ctx.gpu.name)
+    return result(f"fp32 GEMM compute-bound from n = {gemm.crossover_n} on {ctx.lab_card.name}",
                   {"gemm": gemm.as_dict(), "gemv": gemv.as_dict(), "achieved": achieved,
                    "crossover_table": crossover_table(),
                    "measured_roof": roof_spec(m_roof)}, plots, answers,
@@ -89,7 +89,9 @@ def run(ctx: Context) -> dict:
 
 # --- its questions, answered from its numbers -----------------------------------------------
 def questions(gpu: str, gemm: dict, gemv: dict, achieved: list[dict], table: list[dict],
-          roof_notes: list[str]) -> dict:
+              roof_notes: list[str], here: str | None = None) -> dict:
+    """``gpu``: the lab's card (its questions' answers); ``here``: the card rooflab detected or
+    was given, whose crossovers are added beside where it differs."""
     best = max((p for p in achieved if p["family"] == "GEMM"), key=lambda p: p["n"])
     gv = max((p for p in achieved if p["family"] == "GEMV"), key=lambda p: p["n"])
     fp32 = [r for r in table if r["dtype"] == "fp32"]
@@ -102,15 +104,27 @@ def questions(gpu: str, gemm: dict, gemv: dict, achieved: list[dict], table: lis
                     f"{frac:.0%} of the measured roof at its intensity." if frac <= 1 else
                     f"at the measured roof ({frac:.0%}: within the {TOLERANCE:.0%} that separate "
                     "two runs of the same matmul, so the roof stands)."))
+    rows = gemm["rows"]
+    points = "; ".join(f"N = {r['n']:,}: {r['intensity']:.0f} FLOP/byte, {r['bound']}-bound, "
+                       f"{si(r['attainable_flops_per_s'], 'FLOP/s')} attainable" for r in rows)
+    beside = [r for r in table if r["gpu"] == here and here != gpu]
+    other = (" On this run's own card, " + here + ": " + ", ".join(
+        f"{r['dtype']} ridge {r['ridge']:.1f}, n >= {r['gemm_crossover_n']}" for r in beside)
+        + "." if beside else "")
     return {
-        "2.1": answer(
-            f"On {gpu} in fp32 the ridge is {gemm['ridge']:.1f} FLOP/byte; GEMM with M = N = K = n "
-            f"has intensity n/6 (2n^3 FLOPs over 12n^2 bytes), so it turns compute-bound at "
-            f"n >= {gemm['crossover_n']}." + measured + "".join(
+        "2.1.1": answer(
+            f"GEMM (M = N = K = n, fp32) on {gpu}'s datasheet roof (ridge {gemm['ridge']:.1f} "
+            f"FLOP/byte): {points}." + measured + "".join(
                 f" The measured roof was raised for this run: {n}." for n in roof_notes),
-            gpu=gpu, ridge=gemm["ridge"], crossover_n=gemm["crossover_n"],
+            gpu=gpu, ridge=gemm["ridge"],
+            intensities={r["n"]: r["intensity"] for r in rows},
             measured_gemm_flops_per_s=best["achieved_flops_per_s"],
             fraction_of_roof=best["fraction_of_roof"]),
+        "2.1.2": answer(
+            f"On {gpu} in fp32 the ridge is {gemm['ridge']:.1f} FLOP/byte; GEMM with M = N = K = "
+            f"n does 2n^3 FLOPs over 12n^2 bytes, intensity n/6, so it turns compute-bound once "
+            f"n/6 >= {gemm['ridge']:.1f}: n >= {gemm['crossover_n']}." + other,
+            gpu=gpu, ridge=gemm["ridge"], crossover_n=gemm["crossover_n"]),
         "2.2": answer(
             f"GEMV's intensity stays near {gemv_i:.2f} FLOP/byte at every size (each weight is "
             "read once and used once), " + (

@@ -18,16 +18,20 @@ LAYER_COLUMNS = ["name", "macs", "flops", "bytes", "bytes_fused", "intensity", "
 
 
 
-PREFILL_BATCH = 1  # the lab's prefill sweep: one sequence, length 64 -> 4096
+# The lab's settings: 3.4 at B=8 (prefill L=2048, decode one token against a 1024-token cache),
+# 3.4.2 decode B 1-64, 3.4.3 prefill B=32 with L 64-4096.
+BATCH, PREFILL_SEQ, KV_LEN = 8, 2048, 1024
+PREFILL_BATCH = 32
 
 
 def run(ctx: Context) -> dict:
     cfg = M.load("gemma-3-270m-it")
     roof = R.Roof.of(ctx.gpu, cfg.dtype) if cfg.dtype in ctx.gpu.peak_flops_per_s else \
         R.Roof.of(ctx.gpu, "fp32")
-    sw = decoder.sweeps(cfg, roof, kv_len=1024, prefill_batch=PREFILL_BATCH)
-    dec = decoder.analyze(cfg, M.Phase.decode(1, 1024), "sliding", roof)
-    pre = decoder.analyze(cfg, M.Phase.prefill(PREFILL_BATCH, 1024), "sliding", roof)
+    lab_roof = R.Roof.of(ctx.lab_card, "fp32")  # the lab plots 3.4 on Part 2's fp32 peaks
+    sw = decoder.sweeps(cfg, roof, kv_len=KV_LEN, prefill_batch=PREFILL_BATCH)
+    dec = decoder.analyze(cfg, M.Phase.decode(BATCH, KV_LEN), "sliding", roof)
+    pre = decoder.analyze(cfg, M.Phase.prefill(BATCH, PREFILL_SEQ), "sliding", roof)
     measured, not_measured = measure_layers(ctx, cfg)
     pts = [pt(s["label"], s["intensity"], s["attainable_flops_per_s"], group=s["what"],
               flops=s["flops"], bytes=s["bytes"], time_floor_s=s["time_floor_s"]) for s in sw]
@@ -42,13 +46,13 @@ def run(ctx: Context) -> dict:
     d1 = next(s for s in sw if s["label"] == "decode B=1" and s["what"] == "mlp")
     p4k = next(s for s in sw if s["label"] == "prefill L=4096" and s["what"] == "mlp")
     m_dt = cfg.dtype if cfg.dtype in ctx.ceilings.peak_flops_per_s else None
-    tokens = PREFILL_BATCH * 1024
+    tokens = BATCH * PREFILL_SEQ
     mlp_fused = C.elem_bytes(cfg.dtype) * (2 * tokens * cfg.hidden + 3 * cfg.hidden *
                                            cfg.intermediate)
     recipes = decoder.recipes(cfg, ctx.gpu, batches=(1, 64, 512))
     answers = {**questions_analytic(cfg, roof_spec(roof), dec, pre, sw,
                                     R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,
-                                    mlp_fused, recipes),
+                                    mlp_fused, recipes, roof_spec(lab_roof)),
                **questions_measured(measured, not_measured, ctx.device)}
     if measured:
         answers["3.3"]["text"] += op_costs_text(measured[-1]["op_costs"]) + "".join(
@@ -56,11 +60,11 @@ def run(ctx: Context) -> dict:
     return result(f"decode B=1 MLP at {d1['intensity']:.2f} FLOP/B ({d1['bound']}-bound); "
                   f"prefill L=4096 at {p4k['intensity']:.0f} ({p4k['bound']}-bound)", {"model": cfg.as_dict(), "decode": dec,
                   "prefill": pre, "sweeps": sw, "measured": measured}, plots, answers, not_measured,
-                  tables=[table("p3_decode", f"One sliding layer, decode B=1 kv=1024, on "
+                  tables=[table("p3_decode", f"One sliding layer, decode B={BATCH} kv={KV_LEN}, on "
                                 f"{roof.label}", dec["components"] + list(dec["groups"].values())
                                 + [dec["total"]], LAYER_COLUMNS),
-                          table("p3_prefill", f"One sliding layer, prefill B={PREFILL_BATCH} "
-                                f"L=1024, on "
+                          table("p3_prefill", f"One sliding layer, prefill B={BATCH} "
+                                f"L={PREFILL_SEQ}, on "
                                 f"{roof.label}", pre["components"] + list(pre["groups"].values())
                                 + [pre["total"]], LAYER_COLUMNS),
                           table("p3_measured", "The real layer: wall time, kernel time and the "
@@ -173,7 +177,7 @@ def _comp(analysis: dict, name: str) -> dict:
 
 def questions_analytic(cfg: M.ModelConfig, roof: dict, dec: dict, pre: dict,
                        sweeps: list[dict], measured_ridge: float | None, mlp_fused_bytes: int,
-                       recipes: list[dict]) -> dict:
+                       recipes: list[dict], lab_roof: dict | None = None) -> dict:
     """3.1, 3.2, 3.4.x and the whole-attention bonus, from the per-component costs."""
     out = {}
     sliding = dec["layer_type"] == "sliding"
@@ -213,12 +217,14 @@ def questions_analytic(cfg: M.ModelConfig, roof: dict, dec: dict, pre: dict,
                 f"{c['name']} {c[what]:,}" for c in parts) + f"; total {g[what]:,} "
             + ("MACs." if what == "macs" else f"bytes eager, {g['bytes_fused']:,} fused-ideal."),
             **{c["name"]: c[what] for c in parts}, total=g[what])
-    res.update(_shape_answers(roof, dec, pre, sweeps, measured_ridge, mlp_fused_bytes, recipes))
+    res.update(_shape_answers(roof, dec, pre, sweeps, measured_ridge, mlp_fused_bytes, recipes,
+                              lab_roof or roof))
     return res
 
 
 def _recipes_text(recipes: list[dict]) -> str:
-    """Which serving recipe gives the MLP the lowest time floor at each batch, from the rows."""
+    """Which serving recipe gives the MLP the lowest time floor at each batch, and which term
+    (the weights' bytes, the activations' bytes or the FLOPs) sets each recipe's floor there."""
     if not recipes:
         return ""
     out = []
@@ -226,21 +232,20 @@ def _recipes_text(recipes: list[dict]) -> str:
         rows = sorted((r for r in recipes if r["batch"] == b), key=lambda r: r["time_floor_s"])
         base = next((r for r in rows if r["recipe"] == "W16A16"), rows[-1])  # else the slowest
         out.append(f"B={b}: " + ", ".join(
-            f"{r['recipe']} {secs(r['time_floor_s'])} ({r['bound']})" for r in rows)
-            + f", fastest {rows[0]['recipe']} at {base['time_floor_s'] / rows[0]['time_floor_s']:.1f}"
+            f"{r['recipe']} {secs(r['time_floor_s'])} ({r['decides']})" for r in rows)
+            + f"; fastest {rows[0]['recipe']}, {base['time_floor_s'] / rows[0]['time_floor_s']:.1f}"
             f"x {base['recipe']}")
     return (" Quantised, the MLP's time floor on the datasheet roof of each recipe's compute "
-            "dtype: " + "; ".join(out) + ". The weights' bytes stay fixed while the activations' "
-            "grow with the batch, which is why the fastest recipe can change with it.")
+            "dtype, with the term that sets it: " + "; ".join(out) + ".")
 
 
 def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
                    measured_ridge: float | None, mlp_fused_bytes: int,
-                   recipes: list[dict]) -> dict:
+                   recipes: list[dict], lab_roof: dict) -> dict:
     ridge = roof["ridge"]
     mlp = {s["label"]: s for s in sweeps if s["what"] == "mlp"}
     layer = {s["label"]: s for s in sweeps if s["what"] == "layer"}
-    d1 = mlp["decode B=1"]
+    d1 = dec["groups"]["mlp"]
     pre_mlp = pre["groups"]["mlp"]
     gate = _comp(pre, "mlp.gate_proj")
     fused_i = pre_mlp["flops"] / mlp_fused_bytes  # the MLP as one kernel: x, 3 weights, y
@@ -248,6 +253,7 @@ def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
     def side(i: float, r: float) -> str:
         return "compute-bound" if i >= r else "memory-bound"
 
+    lab_ridge = lab_roof["ridge"]
     ridges = f"the datasheet ridge of {roof['label']} ({ridge:.0f})" + (
         f" and this device's measured ridge ({measured_ridge:.0f})" if measured_ridge else "")
     verdicts = [f"{side(pre_mlp['intensity'], ridge)} against the datasheet"]
@@ -265,7 +271,11 @@ def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
         "3.4.1": answer(
             f"The query's shape decides it. Decode feeds B = {dec['batch']} row(s) through each "
             f"weight matrix, a GEMV: the MLP sits at {d1['intensity']:.2f} FLOP/byte. Prefill "
-            f"feeds B*L = {pre['batch'] * pre['seq']:,} rows, a GEMM: the projections alone reach "
+            f"at B = {pre['batch']}, L = {pre['seq']} feeds B*L = {pre['batch'] * pre['seq']:,} "
+            f"rows, a GEMM: the MLP at {pre_mlp['intensity']:.0f} FLOP/byte. On the lab's roof "
+            f"({lab_roof['label']}, ridge {lab_ridge:.1f}) prefill is "
+            f"{side(pre_mlp['intensity'], lab_ridge)} and decode "
+            f"{side(d1['intensity'], lab_ridge)}. The projections alone reach "
             f"{gate['intensity']:.0f} FLOP/byte and the whole MLP {pre_mlp['intensity']:.0f} with "
             f"eager bytes (its activation and product round-trip memory at under 2 FLOP/byte) or "
             f"{fused_i:.0f} with fused-ideal bytes (the MLP as one kernel). Against {ridges}, prefill's MLP is "
@@ -274,7 +284,7 @@ def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
             "the projections, where the time goes, are " + side(gate["intensity"], ridge) + ".",
             decode_mlp_intensity=d1["intensity"], prefill_mlp_intensity=pre_mlp["intensity"],
             prefill_mlp_intensity_fused=fused_i, projection_intensity=gate["intensity"],
-            datasheet_ridge=ridge, measured_ridge=measured_ridge),
+            lab_ridge=lab_ridge, datasheet_ridge=ridge, measured_ridge=measured_ridge),
         "3.4.2": answer(
             "Decode batch 1 -> 64 moves the MLP right, about linearly (the weights are read once "
             "for all the batch's tokens): " + ", ".join(
