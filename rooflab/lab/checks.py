@@ -56,6 +56,8 @@ def _first_wrong(qid: str, cases, reveal: bool) -> tuple[bool, str] | None:
         if isinstance(got, Exception):
             return _raised(got)
         r = S.judge(qid, got, **settings)
+        if r["verdict"] == "missing":
+            return False, f"{what}: your function returned None"
         if r["verdict"] == "wrong":
             return False, f"{what}: {S.message(r, reveal)}"
         if r["verdict"] == "convention":
@@ -175,7 +177,7 @@ def check_roofline(point, gpu: str = "RTX A6000", reveal: bool = False) -> tuple
         except (TypeError, ValueError):
             return False, f"return (intensity, attainable FLOP/s), got {got!r}"
         r = S.judge("2.1.1.gemm_intensity", i, n=n, dtype="fp32")
-        if r["verdict"] == "wrong":
+        if r["verdict"] in ("wrong", "missing"):
             return False, f"intensity at n = {n}: {S.message(r, reveal)}"
         want = R.place(roof, C.gemm(n, n, n, "fp32")).attainable_flops_per_s
         if not isinstance(perf, (int, float)) or not math.isclose(perf, want, rel_tol=S.RATIO_TOL):
@@ -276,6 +278,8 @@ def check_mlp(mac, flops, io, reveal: bool = False) -> tuple[bool, str]:
         for g in got:
             if isinstance(g, Exception):
                 return _raised(g)
+            if isinstance(g, bool) or not isinstance(g, (int, float)):
+                return False, f"at B={b}, L={l}: return numbers, got {g!r}"
         want = M.groups(M.layer_costs(cfg, M.Phase.prefill(b, l), "sliding"))["mlp"]
         if got[0] != want.macs:
             return False, f"MACs at B={b}, L={l}: " + (
@@ -364,8 +368,8 @@ def check_memory(rows, heads: int = 16, bytes_per_elem: int = 2) -> tuple[bool, 
         rows = [(int(n), p) for n, p in rows]
     except (TypeError, ValueError):
         return False, "give a list of (seq_len, peak bytes), None where it ran out of memory"
-    if not rows:
-        return False, "no lengths measured yet"
+    if not any(p is not None for _, p in rows):
+        return False, "no length measured yet (None is for out of memory)"
     for n, p in rows:
         if p is None:
             continue

@@ -118,13 +118,17 @@ def explain_gelu(rows: list[dict]) -> str:
         f"Traffic ratio {traffic:.1f}x; measured time ratio {u['device_s'] / f['device_s']:.1f}x "
         f"({secs(u['device_s'])} vs {secs(f['device_s'])}). ")
     frac = f.get("fraction_of_copy_bw")
+    ratio = u["device_s"] / f["device_s"]
     if frac is None or frac >= 0.6:
         return text + ("Both are memory-bound (8 FLOPs per element against 2 elements of "
                        "traffic), so the time follows the bytes: fusion keeps the intermediates "
                        "in registers instead of memory.")
-    return text + (f"F.gelu reaches only {frac:.0%} of the measured copy bandwidth here, so on "
-                   "this device its tanh arithmetic, not memory, limits it, and the time ratio "
-                   "stays below the traffic ratio.")
+    limit = (f"F.gelu reaches only {frac:.0%} of the measured copy bandwidth here: on this "
+             "device its tanh arithmetic, not memory, limits it")
+    if ratio <= traffic:
+        return text + limit + ", so the time ratio stays below the traffic ratio."
+    return text + limit + (", and the basic ops lose more than their extra bytes explain: each "
+                           "of their kernels also pays its own launch and pass over the data.")
 
 
 class GatedMLP(torch.nn.Module):
