@@ -36,8 +36,8 @@ def test_answers_come_from_the_numbers(cpu_report):
     _, res = cpu_report
     p2 = res["parts"]["2"]["result"]
     crossover = p2["data"]["gemm"]["crossover_n"]
-    assert f"n >= {crossover}" in p2["answers"]["2.1"]["text"]
-    assert p2["answers"]["2.1"]["figures"]["crossover_n"] == crossover
+    assert f"n >= {crossover}" in p2["answers"]["2.1.2"]["text"]
+    assert p2["answers"]["2.1.2"]["figures"]["crossover_n"] == crossover
     p5 = res["parts"]["5"]["result"]
     slope = p5["data"]["sweep"]["analysis"]["memory_slope"]["standard"]
     assert 1.7 < slope < 2.3  # standard attention's memory is O(N^2), measured

@@ -240,6 +240,8 @@ def check(data: dict) -> dict:
                          "`rooflab check --template` writes one")
     rows = []
     for q, entry in answers.items():
+        if q not in QUESTIONS:
+            raise CheckError(f"unknown question id {q!r}; ids: {', '.join(QUESTIONS)}")
         if not isinstance(entry, dict):
             raise CheckError(f"{q}: expected an object of settings and a value, got {entry!r}")
         if "value" not in entry:
