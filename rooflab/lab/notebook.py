@@ -46,9 +46,12 @@ class Lab:
 
     def figure(self, name: str) -> None:
         path = os.path.join(self.out_dir, "figures", f"{name}.png")
-        if os.path.exists(path):
-            from IPython.display import Image, display
-
-            display(Image(filename=path))
-        else:
+        if not os.path.exists(path):
             print(f"(figure {name} was not drawn in this run)")
+            return
+        try:
+            from IPython.display import Image, display
+        except ImportError:  # run as a script, outside Jupyter
+            print(f"(figure: {path})")
+            return
+        display(Image(filename=path))
