@@ -38,10 +38,11 @@ has collectives && run collectives bash -c "python3 -m rooflab collectives --jso
 has lab6 && run lab6 python3 -m rooflab lab --parts 6 --out "$out/bench/report6"
 # the notebooks' code cells, in order, as one script each (the device has no Jupyter kernel);
 # notebook_t4 runs the solutions on the T4 code path (no native bf16) forced on this GPU, quick
+root=$PWD
 nb() {  # nb NAME LOG [env...]
   local name=$1 log=$2; shift 2
   mkdir -p "$out/bench/nb_${log%.txt}" && (cd "$out/bench/nb_${log%.txt}" && env MPLBACKEND=Agg "$@" \
-    python3 -c "import json; cells = json.load(open('$PWD/notebooks/$name'))['cells'];
+    python3 -c "import json; cells = json.load(open('$root/notebooks/$name'))['cells'];
 exec(compile(chr(10).join(''.join(c['source']) for c in cells if c['cell_type'] == 'code'), '$name', 'exec'))" \
     > "$out/bench/$log" 2>&1); local rc=$?; grep -c '^OK:' "$out/bench/$log"; grep -c '^NOT YET:' "$out/bench/$log"
   tail -5 "$out/bench/$log"; return $rc
@@ -49,7 +50,7 @@ exec(compile(chr(10).join(''.join(c['source']) for c in cells if c['cell_type'] 
 has notebook && run notebook nb lab1.ipynb notebook.txt
 has notebook_solutions && run notebook_solutions nb lab1_solutions.ipynb notebook_solutions.txt
 has notebook_t4 && run notebook_t4 nb lab1_solutions.ipynb notebook_t4.txt ROOFLAB_QUICK=1 \
-  PYTHONPATH="$PWD:$PWD/scripts/t4_path"
+  PYTHONPATH="$root:$root/scripts/t4_path"
 rm -rf "$out/bench/traces"
 tar -czf "$out/bench.tar.gz" -C "$out" bench && rm -rf "$out/bench" "$out/cache"
 ls -la "$out"

@@ -41,6 +41,18 @@ def versions() -> dict:
     return v
 
 
+def commit() -> str | None:
+    """The checkout's commit, where rooflab runs from a git clone (a result's provenance)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5, cwd=os.path.dirname(__file__),
+                              check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def _write_json(path: str, data: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -103,7 +115,7 @@ def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool 
                "quick": quick}
     results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
                         "ceilings": ceil.as_dict(), "ceilings_summary": summary,
-                        "versions": versions(), "quick": quick,
+                        "versions": versions(), "commit": commit(), "quick": quick,
                         "titles": {str(n): title for n, (title, _) in LP.PARTS.items()},
                         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
                "parts": {k: v for k, v in previous.items()

@@ -221,7 +221,8 @@ def decode_answer(dec: dict, roof: R.Roof) -> dict:
                  "each cache is short, each program takes a whole head and nothing is merged: "
                  f"{reached} of copy bandwidth.")
     else:
-        text += " " + dec["skipped"].get("triton_decode", "") + "."
+        why = dec["skipped"].get("triton_decode")
+        text += f" rooflab's flash-decoding kernel: {why}." if why else ""
     if any(r["fraction_of_copy_bw"] > 1 for r in ok):
         text += (" Above 100%: the ceiling is a copy, half reads and half writes, and a stream "
                  "of reads alone runs a few percent faster than that mix.")
