@@ -1,0 +1,97 @@
+"""Every answer sentence is a function of its numbers: driven here with synthetic figures on both
+sides of each threshold (faster and slower, agreeing and not, graphs faster and slower, inside
+and outside the lab's claim), each checked for what it says."""
+import pytest
+
+from rooflab.lab import answers as A
+from rooflab.lab import fusion
+from rooflab.lab.parts import p1_metrics, p3_layer, p4_fusion, p5_attention
+
+
+def test_speed_says_faster_or_slower():
+    assert A.speed(3.2) == "3.2x faster" and A.speed(1 / 4.8) == "4.8x slower"
+    assert A.speed(0.21) == "4.76x slower"  # the 1.1 that read "0x faster"
+    assert A.speed(1.01).startswith("as fast") and A.speed(1234.0) == "1,234x faster"
+
+
+def test_clocks_agree_only_within_the_bound():
+    assert A.agree(0.95) and not A.agree(0.20) and not A.agree(1.2)
+    assert A.agree(1.2, cv=0.1) and not A.agree(0.5, cv=0.5)  # twice the CV, capped at 25%
+
+
+def metrics(speedup: float, ratio: float) -> dict:
+    row = {"n": 64, "macs": 64**3, "flops": 2 * 64**3, "bytes": 12 * 64**2, "intensity": 64 / 6,
+           "naive_median_s": 1e-3 * speedup, "torch_median_s": 1e-3, "speedup": speedup,
+           "naive_flops_per_s": 1e9 / speedup, "torch_flops_per_s": 1e9}
+    warm = {"cv": 0.01, "p20_s": 1e-3, "p80_s": 1.1e-3}
+    return {"naive_vs_torch": [row], "naive_skipped": [{"n": 512, "predicted_naive_s": 99.0}],
+            "naive_budget_s": 30.0, "naive_cold_series_s": [1.0, 1.1],
+            "cold_vs_warm": {"n": 64, "first_call_s": 2e-3, "settled_s": 1e-3,
+                             "first_over_settled": 2.0, "warm": warm, "warm_fastest_s": ratio,
+                             "independent_s": 1.0, "timer_over_independent": ratio}}
+
+
+@pytest.mark.parametrize("speedup,word", [(0.21, "4.76x slower"), (50.0, "50x faster")])
+def test_part1_speedup_sentence(speedup, word):
+    a = p1_metrics.questions(metrics(speedup, 1.0), "cpu")
+    assert word in a["1.1"]["text"] and "n = 512 (predicted" in a["1.1"]["text"]
+
+
+@pytest.mark.parametrize("ratio,agree", [(0.98, True), (0.20, False)])
+def test_part1_clocks_sentence(ratio, agree):
+    text = p1_metrics.questions(metrics(5.0, ratio), "cpu")["1.2"]["text"]
+    assert ("the two clocks agree" in text) == agree
+    assert ("disagree by more than 10%" in text) == (not agree)
+
+
+def mlp_row(mode, wall, kernel, kernels=4):
+    return {"mode": mode, "wall_s": wall, "device_s": kernel, "kernel_s": kernel,
+            "kernels_per_call": kernels,
+            "kernels": [{"name": "void at::native::copy_kernel", "category": "memcpy/memset",
+                         "us_per_call": 15.0, "calls": 1}]}
+
+
+@pytest.mark.parametrize("graph_wall,faster", [(150e-6, True), (240e-6, False)])
+def test_graph_sentence_follows_wall_time(graph_wall, faster):
+    eager, nog = mlp_row("eager", 189e-6, 74e-6), mlp_row("max-autotune-no-cudagraphs",
+                                                          211e-6, 83e-6)
+    text = p4_fusion.graph_text(eager, nog, mlp_row("max-autotune", graph_wall, 98e-6))
+    assert ("faster than the same compile" in text) == faster
+    assert ("Here the graph is slower" in text) == (not faster)
+    if not faster:
+        assert "copy_kernel" in text  # the measured reason: the input copy
+
+
+@pytest.mark.parametrize("speedups,says", [
+    ([2.5, 3.0], "within the lab's 2-4x at every length"),
+    ([1.5, 6.0], "outside the lab's 2-4x at every length"),
+    ([2.1, 4.2, 3.0, 1.9], "within the lab's 2-4x at 2 of 4 comparisons")])
+def test_flash_claim_counts_the_ratios_inside(speedups, says):
+    assert p5_attention.claim_text(speedups).startswith(says)
+
+
+def gelu_rows(unfused_s, frac):
+    u = {"variant": "unfused (basic ops)", "device_s": unfused_s, "kernels_per_call": 9,
+         "bytes_predicted": 84e6, "bytes_per_kernel": 84e6 / 9}
+    f = {"variant": "F.gelu (PyTorch fused)", "device_s": 1.0, "kernels_per_call": 1,
+         "bytes_predicted": 8e6, "fraction_of_copy_bw": frac}
+    return [u, f]
+
+
+@pytest.mark.parametrize("unfused_s,frac,says", [
+    (2.0, 0.34, "stays below the traffic ratio"), (15.9, 0.34, "lose more than their extra"),
+    (10.0, 0.9, "the time follows the bytes")])
+def test_gelu_explanation_follows_the_ratios(unfused_s, frac, says):
+    assert says in fusion.explain_gelu(gelu_rows(unfused_s, frac))
+
+
+def test_quantised_recipes_name_the_deciding_term():
+    from rooflab import hardware as H
+    from rooflab import models as M
+    from rooflab.lab import decoder
+
+    rows = decoder.recipes(M.load("gemma-3-270m-it"), H.lookup("H200"), batches=(1, 512))
+    by = {(r["recipe"], r["batch"]): r["decides"] for r in rows}
+    assert by[("W4A16", 1)] == "weight bytes" and by[("W4A16", 512)] == "activation bytes"
+    text = p3_layer._recipes_text(rows)
+    assert "B=1: W4A16" in text and "(weight bytes)" in text and "(activation bytes)" in text
