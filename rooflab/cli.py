@@ -26,6 +26,24 @@ roof_app = typer.Typer(no_args_is_help=True, help="GEMM / GEMV sweeps under a GP
 app.add_typer(cost_app, name="cost")
 app.add_typer(roof_app, name="roofline")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("rooflab")
+        except PackageNotFoundError:  # run from a checkout without installing it
+            v = "not installed (run from its source)"
+        sys.stdout.write(f"rooflab {v}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(show_version: bool = typer.Option(False, "--version", callback=_version,
+                                            is_eager=True, help="print rooflab's version")):
+    """rooflab: where GPU time goes, from first principles."""
+
 JSON = typer.Option(False, "--json", help="machine-readable output (field names are a contract)")
 DTYPE = typer.Option("fp32", "--dtype", help="fp64, fp32, tf32, bf16, fp16, fp8 or int8")
 SIZES = typer.Option("1024,2048,4096,8192", "--sizes", help="n values, comma-separated")

@@ -93,3 +93,10 @@ def test_any_size_argument_is_ok_or_clean_error(capsys, value):
         assert json.loads(out)["macs"] == int(value) * 12
     else:
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out == f"rooflab {version('rooflab')}\n"

@@ -68,22 +68,25 @@ def test_prefill_sweep_answers_follow_the_numbers(cpu_report):
     _, res = cpu_report
     a = res["answers"]["3.4.3"]
     f = a["figures"]
-    # batch 1, as the lab sweeps it: the MLP point moves right with the length...
+    # batch 32, as the lab sweeps it: the MLP point moves right with the length...
     assert f["prefill_L64_mlp_intensity"] < f["prefill_L4096_mlp_intensity"]
     # ...while gemma's layer point turns back left once the L^2 score matrix dominates
     assert f["prefill_L4096_layer_intensity"] < f["prefill_L1024_layer_intensity"]
     assert "moves left" in a["text"] and "L^2" in a["text"]
     d = res["answers"]["3.4.2"]["figures"]
     assert d["decode_B64_intensity"] > 40 * d["decode_B1_intensity"]  # about linear in B
-    assert "memory-bound" not in res["answers"]["3.4.1"]["text"].split("Against")[0]
+    lab_roof = res["answers"]["3.4.1"]["text"].split("The projections")[0]
+    assert "prefill is compute-bound and decode memory-bound" in lab_roof  # the lab's verdict
 
 
 def test_the_lab_speedup_claim_is_tested_not_repeated(cpu_report):
     _, res = cpu_report
     a = res["answers"]["5.2"]
-    lo, hi = min(a["figures"]["speedups"]), max(a["figures"]["speedups"])
-    verdict = "within" if lo >= 2 and hi <= 4 else "outside"
-    assert f"{verdict} the lab's 2-4x ({lo:.1f}-{hi:.1f}x here)" in a["text"]
+    s = a["figures"]["speedups"]
+    inside = sum(2 <= x <= 4 for x in s)
+    span = f"{min(s):.1f}-{max(s):.1f}x here"
+    assert (f"at every length ({span})" if inside in (0, len(s)) else
+            f"at {inside} of {len(s)} comparisons ({span})") in a["text"]
 
 
 def test_resume_skips_finished_parts(cpu_report, tmp_path):
