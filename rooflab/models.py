@@ -297,6 +297,11 @@ def groups(parts: list[C.Cost]) -> dict[str, C.Cost]:
             "norms_residuals": C.total(rest, "norms_residuals")}
 
 
+def mlp_one_kernel_bytes(cfg: ModelConfig, tokens: int) -> int:
+    """The MLP fused into one kernel: x read once, the three weights read, y written."""
+    return C.elem_bytes(cfg.dtype) * (2 * tokens * cfg.hidden + 3 * cfg.hidden * cfg.intermediate)
+
+
 def layer_type_of(cfg: ModelConfig, index: int | None = None, kind: str | None = None) -> str:
     """The type of layer ``index``, or ``kind`` itself, or the first layer's type."""
     if index is not None:

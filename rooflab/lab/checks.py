@@ -258,7 +258,7 @@ def check_attn_io(fn, reveal: bool = False) -> tuple[bool, str]:
     wrong = _first_wrong("3.2.attn_io", cases, reveal)
     if wrong:
         return wrong
-    want = 4 * 2 * (1 * 4 * 128) * (173 + 256)
+    want = S._attn_io({**S.ATTN, "bytes_per_elem": 4}, fused=True)
     if fused != want:
         return False, "fused=True: Q, K, V read once and O written once, no score matrix" + (
             f" (rooflab: {want:,})" if reveal else "")

@@ -42,12 +42,16 @@ def versions() -> dict:
 
 
 def commit() -> str | None:
-    """The checkout's commit, where rooflab runs from a git clone (a result's provenance)."""
+    """The commit of the checkout rooflab runs from (a result's provenance); None when it was
+    installed from a wheel, whatever repository its site-packages may sit in."""
     import subprocess
 
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.exists(os.path.join(root, ".git")):
+        return None
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5, cwd=os.path.dirname(__file__),
+        return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=5,
                               check=True).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

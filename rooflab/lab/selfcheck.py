@@ -35,14 +35,21 @@ def _attn(s, **kw) -> C.Cost:
     return C.attention(s["B"], s["H"], s["Lq"], s["Lkv"], s["D"], **kw)
 
 
-def _attn_io(s, passes=None, e=None) -> int:
-    """The lab's eager I/O: Q K^T reads Q, K and writes S; softmax moves ``passes`` x S; P V
-    reads P, V and writes O; ``e`` bytes an element. (cost.attention gives the same at 5.)"""
-    q = s["B"] * s["H"] * s["Lq"] * s["D"]
-    kv = s["B"] * s["H"] * s["Lkv"] * s["D"]
-    scores = s["B"] * s["H"] * s["Lq"] * s["Lkv"]
+BYTES_DTYPE = {8: "fp64", 4: "fp32", 2: "bf16", 1: "int8"}
+
+
+def _attn_io(s, passes=None, e=None, fused=False) -> int:
+    """The lab's I/O (cost.attention's eager bytes: Q K^T reads Q, K and writes S; softmax's
+    passes over S; P V reads P, V and writes O) in ``e``-byte elements, with ``passes`` in place
+    of cost.py's SOFTMAX_PASSES."""
+    e = s["bytes_per_elem"] if e is None else e
+    if e not in BYTES_DTYPE:
+        raise CheckError(f"bytes_per_elem is one of {', '.join(map(str, BYTES_DTYPE))}, got {e}")
+    c = _attn(s, dtype=BYTES_DTYPE[e])
+    if fused:
+        return c.bytes_fused
     passes = s["softmax_passes"] if passes is None else passes
-    return (s["bytes_per_elem"] if e is None else e) * (2 * q + 2 * kv + (2 + passes) * scores)
+    return c.bytes + e * (passes - C.SOFTMAX_PASSES) * s["B"] * s["H"] * s["Lq"] * s["Lkv"]
 
 
 def _mlp_parts(s) -> dict[str, C.Cost]:
@@ -58,7 +65,7 @@ def _mlp(s) -> C.Cost:
 def _mlp_alt(s, flops_extra=0, bytes_extra=0, fused=False) -> float:
     cfg, mlp = M.load(s["model"]), _mlp(s)
     t, e = s["batch"] * s["seq"], C.elem_bytes(cfg.dtype)
-    nbytes = e * (2 * t * cfg.hidden + 3 * cfg.hidden * cfg.intermediate) if fused else mlp.bytes
+    nbytes = M.mlp_one_kernel_bytes(cfg, t) if fused else mlp.bytes
     return (mlp.flops + flops_extra * t * cfg.hidden) / (nbytes + bytes_extra * e * t * cfg.hidden)
 
 
@@ -128,8 +135,7 @@ QUESTIONS: dict[str, Question] = {
     "3.2.attn_io": ({**ATTN, "bytes_per_elem": 4, "softmax_passes": 5}, _attn_io, [
         (lambda s: _attn_io(s, e=2), "that is 2 bytes an element; these settings are", False),
         (lambda s: _attn_io(s, e=4), "that is 4 bytes an element; these settings are", False),
-        (lambda s: s["bytes_per_elem"] * 2 * (s["B"] * s["H"] * s["D"]) * (s["Lq"] + s["Lkv"]),
-         "that is the fused I/O (Q, K, V, O once); the lab's eager I/O adds the score matrix's "
+        (lambda s: _attn_io(s, fused=True), "that is the fused I/O (Q, K, V, O once); the lab's eager I/O adds the score matrix's "
          "trips", False),
         (lambda s: _attn_io(s) - s["bytes_per_elem"] * s["B"] * s["H"] * s["Lq"] * s["D"],
          "O is not written: P V writes B*H*Lq*D elements", False),

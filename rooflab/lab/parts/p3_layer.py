@@ -1,7 +1,6 @@
 """Part 3: a real decoder layer: per-component costs, the sweeps, the measured transformers layer."""
 from __future__ import annotations
 
-from rooflab import cost as C
 from rooflab import models as M
 from rooflab import roofline as R
 from rooflab.lab import decoder
@@ -47,8 +46,7 @@ def run(ctx: Context) -> dict:
     p4k = next(s for s in sw if s["label"] == "prefill L=4096" and s["what"] == "mlp")
     m_dt = cfg.dtype if cfg.dtype in ctx.ceilings.peak_flops_per_s else None
     tokens = BATCH * PREFILL_SEQ
-    mlp_fused = C.elem_bytes(cfg.dtype) * (2 * tokens * cfg.hidden + 3 * cfg.hidden *
-                                           cfg.intermediate)
+    mlp_fused = M.mlp_one_kernel_bytes(cfg, tokens)
     recipes = decoder.recipes(cfg, ctx.gpu, batches=(1, 64, 512))
     answers = {**questions_analytic(cfg, roof_spec(roof), dec, pre, sw,
                                     R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,

@@ -35,7 +35,7 @@ def run(ctx: Context) -> dict:
     tick()
     roof_notes = ctx.beaten(hold_copy_bandwidth(g["rows"], ctx))
     if g is not g_lab:
-        hold_copy_bandwidth(g_lab, ctx)
+        hold_copy_bandwidth(g_lab["rows"], ctx)
     ok = [r for r in g["rows"] if "device_s" in r]
     plots = [{"kind": "bars", "name": "p4_gelu", "title": f"GeLU-tanh over {numel:,} {dtype} "
               "elements: device time per call (bandwidth in the table)", "ylabel": "device time",
@@ -128,13 +128,12 @@ def compile_verdict(rows: list[dict]) -> list[str]:
     return out
 
 
-def hold_copy_bandwidth(rows, ctx: Context) -> list[str]:
+def hold_copy_bandwidth(rows: list[dict], ctx: Context) -> list[str]:
     """GeLU variants against the copy bandwidth, held as any measured roof (``R.hold``): a
     variant faster than the copy test raises it for this run or says why (cache)."""
     dt = ctx.measured_dtype
     roof = R.Roof("copy", ctx.ceilings.peak_flops_per_s[dt], ctx.ceilings.mem_bandwidth_bytes_per_s,
                   dt, True)
-    rows = rows["rows"] if isinstance(rows, dict) else rows
     ok = [r for r in rows if "device_s" in r]
     new, notes, why = R.hold(roof, [(r["variant"], r["flops"] / r["bytes_predicted"],
                                      r["flops"] / r["device_s"], r["bytes_predicted"])
