@@ -132,7 +132,7 @@ def _roofline(family: str, gpu: Optional[str], dtype: str, sizes: str, plot: Opt
     if measured:
         from rooflab.measure import ceilings as CE
 
-        m_hw = CE.get(I.device(None)).hardware()
+        m_hw = CE.get(I.device(None), note=console.note).hardware()
         m_dt = roof.dtype if roof.dtype in m_hw.peak_flops_per_s else next(iter(m_hw.peak_flops_per_s))
         extra.append(R.Roof.of(m_hw, m_dt))
     data["extra_roofs"] = [{"label": r.label, "ridge": r.ridge} for r in extra]
@@ -179,7 +179,7 @@ def ceilings(device: Optional[str] = typer.Option(None, "--device", help="cuda o
 
     if device not in (None, "cuda", "cpu"):
         raise I.UserError(f"--device must be cuda or cpu, got {device!r}")
-    _emit(CE.get(I.device(device), refresh=refresh, quick=quick).as_dict(), as_json,
+    _emit(CE.get(I.device(device), refresh=refresh, quick=quick, note=console.note).as_dict(), as_json,
           console.ceilings)
 
 
@@ -275,7 +275,7 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
         dev = I.device(device)
         GN.check_fits(cfg, batch, seq or 512, new_tokens, dev, GN.default_dtype(cfg, dev),
                       lm_head)  # before any work or progress bar
-        ceil = CE.get(dev)
+        ceil = CE.get(dev, note=console.note)
         with console.Progress() as prog:
             data = GN.measure(cfg, batch, seq or 512, new_tokens, ceil, dev, lm_head=lm_head,
                               graph=graph, progress=prog.task(f"{cfg.name} generating",
@@ -318,7 +318,8 @@ def lab(device: str = DEVICE,
                 return lambda: (advance(), check())
 
             res = LR.run(dev, nums, gpu, quick, out, resume, progress=task,
-                         on_part=lambda num, entry: (prog.part_done(num, entry), check()))
+                         on_part=lambda num, entry: (prog.part_done(num, entry), check()),
+                         note=console.note)
     except KeyboardInterrupt:
         raise I.Interrupted(f"interrupted; finished parts are in {out} (--resume continues)") \
             from None
@@ -344,7 +345,7 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel", help="elements of 
     dev = I.device(device)
     if trace:
         I.writable_dir(trace, "--trace")
-    data = fusion.gelu_study(numel, dt, dev, CE.get(dev).mem_bandwidth_bytes_per_s, trace)
+    data = fusion.gelu_study(numel, dt, dev, CE.get(dev, note=console.note).mem_bandwidth_bytes_per_s, trace)
     _emit(data, as_json, console.gelu)
 
 
@@ -416,7 +417,7 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
             if decode:
                 from rooflab.measure import ceilings as CE
                 data = A.decode_sweep(seqs, impls, batch, heads, kv_heads or heads, head_dim, dt,
-                                      dev, CE.get(dev).mem_bandwidth_bytes_per_s, tick)
+                                      dev, CE.get(dev, note=console.note).mem_bandwidth_bytes_per_s, tick)
             else:
                 data = A.sweep(seqs, impls, batch, heads, None, head_dim, dt, causal, dev, tick)
     except KeyboardInterrupt:
@@ -446,7 +447,7 @@ def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) ->
     from rooflab.lab import attention as A
     from rooflab.measure import ceilings as CE
 
-    ceil = CE.get(device)
+    ceil = CE.get(device, note=console.note)
     peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
     floor_s = A.predicted_sweep_s(seqs, impls, batch, heads, head_dim, dtype, causal, peak,
                                   ceil.mem_bandwidth_bytes_per_s)
@@ -496,7 +497,7 @@ def analyze(target: str = typer.Argument(..., help="FILE.py:FUNCTION, where FUNC
     dev = I.device(device)
     page = I.writable_file(html, "--html") if html else None
     module, inputs = A.load_target(target)
-    data = A.analyze(module, inputs, dev, CE.get(dev), profile=profile)
+    data = A.analyze(module, inputs, dev, CE.get(dev, note=console.note), profile=profile)
     if page:
         from rooflab.report import html as H_
 

@@ -411,3 +411,28 @@ def test_the_run_counts_its_unstable_timings_and_says_so(cpu_report):
              "2": {"result": {"data": {"x": 1}}}, "6": {"status": "skipped"}}
     assert unstable_timings(parts) == {"1": 2}
     assert unstable_text({"1": 2, "5": 3}).startswith("5 timings were unstable")
+
+
+def test_an_interrupt_between_a_parts_writes_leaves_it_unrecorded(tmp_path, monkeypatch):
+    """Ctrl-C after a part's first figure and before its last file: results.json does not say
+    the part is done (its files are not all there), and --resume runs it again, whole."""
+    from rooflab.report import plots
+    drawn, real = [], plots.render_png
+
+    def interrupted(spec, path):
+        if drawn:
+            raise KeyboardInterrupt
+        drawn.append(spec["name"])
+        return real(spec, path)
+
+    monkeypatch.setattr(plots, "render_png", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path))
+    assert drawn and not (tmp_path / "results.json").exists()
+    assert not [p.name for p in (tmp_path / "figures").iterdir() if ".tmp" in p.name]
+    monkeypatch.setattr(plots, "render_png", real)
+    res = LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), resume=True)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["parts"]["2"]["status"] == "ok" and res["parts"]["2"].get("resumed") is None
+    assert {f"{s['name']}.png" for s in on_disk["parts"]["2"]["result"]["plots"]} <= {
+        p.name for p in (tmp_path / "figures").iterdir()}

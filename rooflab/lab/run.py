@@ -64,17 +64,27 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _replace(path: str, write) -> None:
+    """``write(tmp)`` then rename onto ``path``: a reader sees the old file or the new, whole."""
+    root, ext = os.path.splitext(path)
+    tmp = f"{root}.tmp{ext}"  # the extension last: matplotlib picks the format from it
+    write(tmp)
+    os.replace(tmp, path)
+
+
 def write_outputs(out_dir: str, results: dict, parts=None) -> None:
-    """results.json and index.html from the results, and the figures/*.png and tables/*.csv of
-    ``parts`` (keys of results["parts"]; None: every part). A part's figures change only when
-    the part is rerun, and drawing them is most of the time this takes (7 s for all twelve
-    PNGs on a 2-core CPU), so the lab draws each part's once, when it ends."""
+    """The figures/*.png and tables/*.csv of ``parts`` (keys of results["parts"]; None: every
+    part), index.html, then results.json: each file written whole under a temporary name and
+    renamed, results.json last, so a part is recorded only once everything it writes is on
+    disk (an interrupt in between leaves the part unrecorded, and --resume runs it again). A
+    part's figures change only when the part is rerun, and drawing them is most of the time
+    this takes (7 s for all twelve PNGs on a 2-core CPU), so the lab draws each part's once,
+    when it ends."""
     from rooflab.report import html, plots
 
     results["answers"] = LA.collect(results["parts"])
     results["meta"]["unstable_timings"] = LA.unstable_timings(results["parts"])
     results["meta"]["unstable_note"] = LA.unstable_text(results["meta"]["unstable_timings"])
-    _write_json(os.path.join(out_dir, "results.json"), results)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
     for key, p in results["parts"].items():
@@ -82,21 +92,30 @@ def write_outputs(out_dir: str, results: dict, parts=None) -> None:
             continue
         r = p.get("result") or {}
         for spec in r.get("plots", []):
-            plots.render_png(spec, os.path.join(out_dir, "figures", f"{spec['name']}.png"))
+            _replace(os.path.join(out_dir, "figures", f"{spec['name']}.png"),
+                     lambda tmp, spec=spec: plots.render_png(spec, tmp))
         for t in r.get("tables", []):
-            with open(os.path.join(out_dir, "tables", f"{t['name']}.csv"), "w", newline="") as f:
-                w = csv.writer(f)
-                w.writerow(t["columns"])
-                w.writerows(t["rows"])
-    with open(os.path.join(out_dir, "index.html"), "w") as f:
-        f.write(html.report(results, {int(n): t for n, t in results["meta"]["titles"].items()}))
+            def table(tmp, t=t):
+                with open(tmp, "w", newline="") as f:
+                    w = csv.writer(f)
+                    w.writerow(t["columns"])
+                    w.writerows(t["rows"])
+            _replace(os.path.join(out_dir, "tables", f"{t['name']}.csv"), table)
+    page = html.report(results, {int(n): t for n, t in results["meta"]["titles"].items()})
+
+    def index(tmp):
+        with open(tmp, "w") as f:
+            f.write(page)
+    _replace(os.path.join(out_dir, "index.html"), index)
+    _write_json(os.path.join(out_dir, "results.json"), results)
 
 
 def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool = False,
         out_dir: str = "rooflab-report", resume: bool = False, progress=None,
-        on_part=None) -> dict:
+        on_part=None, note=None) -> dict:
     """Run the parts; returns the results dict. ``progress(desc, total) -> advance`` draws bars;
-    ``on_part(num, entry)`` is told when each part ends."""
+    ``on_part(num, entry)`` is told when each part ends; ``note(line)`` of steps with no bar
+    (measuring the ceilings)."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "results.json")
     previous = {}
@@ -112,7 +131,7 @@ def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool 
         detected = H.cpu_record()
     gpu_hw = H.resolve(gpu) if gpu else (detected if detected.peak_flops_per_s
                                          else H.lookup(DEFAULT_GPU))
-    ceil = CE.get(device, quick=quick)
+    ceil = CE.get(device, quick=quick, note=note)
     summary = f"{ceil.mem_bandwidth_bytes_per_s / 1e9:.0f} GB/s copy, " + ", ".join(
         f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ceil.peak_flops_per_s.items())
     options = {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,

@@ -10,6 +10,12 @@ processes only ever slows a run down). A run whose CV is above the timer's thres
 when every run of a figure is unstable the figure is kept for this run, marked unstable, and not
 cached, so the next run measures again. Results are cached per device, driver and versions,
 dated, with each figure's CV and size.
+
+A cache is believed only after a check: a short probe of each figure (the same copy and matmuls
+at their smallest size) must not beat it by more than PROBE_TOLERANCE, it must be under
+STALE_DAYS old, and on a CPU fp64 must not be above fp32. A cache that fails is measured again
+(a roof taken under load is low, and load only ever slows a run), and dropped when the new
+measurement cannot be cached.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import json
 import os
 import platform
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import torch
 
@@ -26,6 +33,9 @@ from rooflab.measure.dtypes import TORCH_DTYPES
 from rooflab.measure.timer import device_of, time
 
 FORMAT = 2  # caches of an older format (no stability record) are measured again
+PROBE_TOLERANCE = 0.10  # a probe this far above a cached figure shows the cache was taken slow
+STALE_DAYS = 30
+Note = Callable[[str], None]  # told each step of a measurement, for progress lines
 
 
 @dataclass
@@ -129,15 +139,18 @@ def plan(device: str, quick: bool) -> tuple[list[int], dict[str, list[int]], int
     return ([64 << 20] if quick else [64 << 20, 256 << 20]), mm, 2 if quick else 3
 
 
-def measure(device: str | None = None, quick: bool = False) -> Ceilings:
+def measure(device: str | None = None, quick: bool = False, note: Note | None = None) -> Ceilings:
     dev = device_of(device)
+    note = note or (lambda msg: None)
     copy_sizes, mm_sizes, rounds = plan(dev, quick)
     budget = 0.3 if dev == "cuda" else (0.15 if quick else 0.3)
     details: dict = {}
+    note(f"copy bandwidth ({', '.join(f'{b >> 20} MiB' for b in copy_sizes)}, {rounds} rounds)")
     bw = best_stable([copy_bandwidth(dev, nb, budget) for _ in range(rounds) for nb in copy_sizes])
     details["copy"] = bw
     peaks = {}
     for dt, sizes in mm_sizes.items():
+        note(f"matmul {dt} (n = {', '.join(map(str, sizes))}, {rounds} rounds)")
         try:
             runs = [matmul_rate(dev, dt, n, budget) for _ in range(rounds) for n in sizes]
         except (RuntimeError, TypeError) as e:  # e.g. fp8 unsupported by this build
@@ -148,6 +161,39 @@ def measure(device: str | None = None, quick: bool = False) -> Ceilings:
     return Ceilings(dev, device_name(dev), bw["value"], peaks, details, versions(dev),
                     _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     stability=stability(details))
+
+
+def probe(c: Ceilings, quick: bool = False, budget_s: float = 0.05) -> dict[str, float]:
+    """Each cached figure run again briefly, at the smallest size of its kind."""
+    copy_sizes, mm_sizes, _ = plan(c.device, quick)
+    out = {"copy": copy_bandwidth(c.device, copy_sizes[0], budget_s)["value"]}
+    for dt in c.peak_flops_per_s:
+        if dt in mm_sizes:
+            out[dt] = matmul_rate(c.device, dt, mm_sizes[dt][0], budget_s)["value"]
+    return out
+
+
+def doubt(c: Ceilings, probed: dict[str, float], now: _dt.datetime | None = None) -> str | None:
+    """Why a cached measurement cannot be believed, or None: too old, fp64 above fp32 on a CPU,
+    or a figure a short probe beats."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    try:
+        age = (now - _dt.datetime.fromisoformat(c.date)).days
+    except (TypeError, ValueError):
+        return "the cache has no readable date"
+    if age > STALE_DAYS:
+        return f"the cache is {age} days old (more than {STALE_DAYS})"
+    p = c.peak_flops_per_s
+    if c.device == "cpu" and p.get("fp64", 0) > p.get("fp32", float("inf")):
+        return (f"the cached fp64 peak ({p['fp64'] / 1e9:.3g} GFLOP/s) is above fp32's "
+                f"({p['fp32'] / 1e9:.3g}): measured under load")
+    cached = {"copy": c.mem_bandwidth_bytes_per_s, **p}
+    for k, v in probed.items():
+        if k in cached and v > cached[k] * (1 + PROBE_TOLERANCE):
+            unit = "B/s" if k == "copy" else "FLOP/s"
+            return (f"a short probe of {k} reached {v / 1e9:.3g} G{unit}, {v / cached[k]:.2f}x "
+                    f"the cached {cached[k] / 1e9:.3g} G{unit}: the cache was measured under load")
+    return None
 
 
 def stability(details: dict) -> dict:
@@ -166,32 +212,48 @@ def cache_path(device: str, quick: bool = False) -> str:
     return os.path.join(root, f"ceilings-{safe}{'-quick' if quick else ''}.json")
 
 
+def _load(path: str) -> Ceilings | None:
+    try:
+        with open(path) as f:
+            c = Ceilings(**{**json.load(f), "cached": True})
+    except (OSError, ValueError, TypeError):
+        return None  # absent, damaged or of an old layout: measured again
+    return c if c.format == FORMAT and c.stable else None
+
+
 def get(device: str | None = None, refresh: bool = False, quick: bool = False,
-        attempts: int = 2) -> Ceilings:
-    """Cached ceilings for this device, driver and versions; measured when absent, refreshed or
-    from an older format. An unstable measurement is taken again (up to ``attempts`` times,
+        attempts: int = 2, note: Note | None = None) -> Ceilings:
+    """Cached ceilings for this device, driver and versions once a probe confirms them; measured
+    when absent, refreshed, of an older format or doubted (``doubt``: the reason is kept in
+    details["remeasured"]). An unstable measurement is taken again (up to ``attempts`` times,
     keeping the best of each figure) and never cached."""
     dev = device_of(device)
+    note = note or (lambda msg: None)
     path = cache_path(dev, quick)  # quick (small-size) figures never stand in for full ones
-    if not refresh and os.path.exists(path):
-        try:
-            with open(path) as f:
-                c = Ceilings(**{**json.load(f), "cached": True})
-            if c.format == FORMAT and c.stable:
-                return c
-        except (ValueError, TypeError):
-            pass  # a damaged or old cache is re-measured
-    c = measure(dev, quick=quick)
+    cached = None if refresh else _load(path)
+    why = None
+    if cached is not None:
+        note(f"checking the cached ceilings of {cached.date} with a short probe")
+        why = doubt(cached, probe(cached, quick))
+        if why is None:
+            return cached
+        note(f"measuring again: {why}")
+    c = measure(dev, quick=quick, note=note)
     for _ in range(attempts - 1):
         if c.stable:
             break
-        c = merge(c, measure(dev, quick=quick))
+        note("some figures were unstable: measuring them again")
+        c = merge(c, measure(dev, quick=quick, note=note))
+    if why:
+        c.details["remeasured"] = why
     if c.stable:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(c.as_dict(), f, indent=2)
         os.replace(tmp, path)
+    elif cached is not None:
+        os.remove(path)  # shown wrong, and nothing better to keep: the next run measures
     return c
 
 

@@ -62,6 +62,11 @@ def cost(d: dict) -> None:
           [[f"{d['macs']:,}", f"{d['flops']:,}", f"{d['bytes']:,}", f"{d['intensity']:.4g}"]])
 
 
+def note(msg: str) -> None:
+    """One progress line on stderr (a terminal or not), for steps that have no bar."""
+    err.print(f"rooflab: {msg}", highlight=False)
+
+
 class Progress:
     """Rich progress bars: one per part sweep; parts report when they end."""
 
@@ -196,9 +201,12 @@ def ceilings(d: dict) -> None:
             for dt, v in d["peak_flops_per_s"].items()]
     rows.append(["copy bandwidth", si(d["mem_bandwidth_bytes_per_s"], "B/s"), size("copy"),
                  cv("copy"), mark("copy")])
-    cached = " (cached; --refresh to re-measure)" if d.get("cached") else ""
+    cached = (" (cached, confirmed by a short probe; --refresh to re-measure)" if d.get("cached")
+              else "")
     table(f"Measured ceilings: {d['device_name']} on {d['date']}{cached}",
           ["ceiling", "best sustained", "at size", "CV", "stability"], rows)
+    if d.get("details", {}).get("remeasured"):
+        out.print(f"Measured again: {d['details']['remeasured']}.")
     if not all(s["stable"] for s in st.values()):
         out.print("Some figures stayed unstable (another process is using this device?): they "
                   "are used for this run only and not cached.")
