@@ -103,14 +103,22 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
             d["modules"].append(r.module)
     for d in ops.values():
         d["intensity"] = d["flops"] / d["bytes"]
+        d["measured_s"] = measured.get(d["op"])
+    # the roof this run's ops respect: raised where the cached ceilings were slow, and every op
+    # left above it with its reason (the on-chip cache, noise)
+    roof, roof_notes, why = R.hold(roof, [(d["op"], d["intensity"], d["flops"] / d["measured_s"],
+                                           d["bytes"]) for d in ops.values() if d["measured_s"]],
+                                   ceilings.cache_bytes)
+    for d in ops.values():
         d["bound"] = R.bound(roof, d["intensity"])
         d["floor_s"] = R.time_floor_s(roof, d["flops"], d["bytes"])
-        d["measured_s"] = measured.get(d["op"])
         if d["measured_s"]:
             d["achieved_flops_per_s"] = d["flops"] / d["measured_s"]
             d["achieved_bytes_per_s"] = d["bytes"] / d["measured_s"]
             d["fraction_of_roof"] = d["floor_s"] / d["measured_s"]
             d["lost_s"] = d["measured_s"] - d["floor_s"]
+            if d["op"] in why:
+                d["above_roof"] = why[d["op"]]
     rows = sorted(ops.values(), key=lambda d: -(d.get("lost_s") or 0))
 
     tree: dict[str, dict] = defaultdict(lambda: {"macs": 0, "flops": 0, "bytes": 0, "ops": 0})
@@ -144,5 +152,6 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
                   "measured_s": total_measured,
                   "ops_matched_s": sum(d["measured_s"] or 0 for d in ops.values())},
         "ops": rows, "modules": modules, "unsupported_ops": counter.unsupported_ops(),
+        "roof_notes": roof_notes,
     }
 

@@ -118,3 +118,16 @@ def test_analyze_on_the_gpu(target):
     timed = [o for o in d["ops"] if o["measured_s"]]
     assert timed and all(o["achieved_flops_per_s"] > 0 for o in timed)
     assert d["total"]["measured_s"] > 0
+
+
+def test_no_op_above_a_low_cached_roof_without_its_reason():
+    """The busy machine's case: ceilings cached under load far below what the ops reach. The
+    run's roof is raised (and says so), and an op still above it says why."""
+    import torch
+    low = CE.Ceilings("cpu", "test cpu", 1e8, {"fp32": 1e9})
+    m = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256))
+    d = A.analyze(m, (torch.randn(64, 256),), "cpu", low)
+    assert d["roof_notes"] and d["roof"]["peak_flops_per_s"] > 1e9
+    for o in d["ops"]:
+        if (o.get("fraction_of_roof") or 0) > 1.03:
+            assert o.get("above_roof"), o

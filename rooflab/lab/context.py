@@ -43,9 +43,7 @@ class Context:
     @property
     def cache_bytes(self) -> int | None:
         """The last-level on-chip cache of the device measured (L2 of a GPU, L3 of a CPU)."""
-        if self.device == "cuda":
-            return H.detect(self.ceilings.device_name).l2_bytes
-        return H.cpu_cache_bytes()
+        return self.ceilings.cache_bytes
 
     @property
     def measured_dtype(self) -> str:

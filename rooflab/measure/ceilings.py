@@ -58,6 +58,12 @@ class Ceilings:
     def stable(self) -> bool:
         return all(s["stable"] for s in self.stability.values())
 
+    @property
+    def cache_bytes(self) -> int | None:
+        """The last on-chip cache of the device measured (L2 of a GPU, L3 of a CPU)."""
+        return (H.detect(self.device_name).l2_bytes if self.device == "cuda"
+                else H.cpu_cache_bytes())
+
     def hardware(self, base: H.Hardware | None = None) -> H.Hardware:
         """The device as a Hardware record whose roof is these measurements."""
         base = base or H.Hardware(self.device_name, {}, 0.0, kind="cpu" if self.device == "cpu" else "gpu")

@@ -285,6 +285,11 @@ def analysis(d: dict) -> None:
     out.print(f"total {t['macs']:,} MACs, {t['flops']:,} FLOPs, {t['bytes']:,} bytes; roofline "
               f"floor {secs(t['floor_s'])}" + (f", measured {secs(t['measured_s'])}"
                                                 if t.get("measured_s") else ""))
+    for note in d.get("roof_notes", []):
+        out.print(f"The measured roof was raised for this run: {note}.")
+    above = [o for o in d["ops"] if o.get("above_roof")]
+    for o in above[:5]:
+        out.print(f"{o['op'][:60]} is above the roof: {o['above_roof']}.")
     if d.get("unsupported_ops"):
         out.print("no FLOP formula (counted as 0 FLOPs): " + ", ".join(d["unsupported_ops"]))
     if d.get("html"):
