@@ -48,7 +48,10 @@ def load_target(spec: str):
     fn = getattr(module, func, None)
     if not callable(fn):
         raise TargetError(f"{path} has no function {func!r}")
-    got = fn()
+    try:
+        got = fn()
+    except Exception as e:  # noqa: BLE001 - the user's function: its error, in one line
+        raise TargetError(f"{spec}: {func}() raised {type(e).__name__}: {e}") from None
     if (not isinstance(got, tuple) or len(got) != 2 or not isinstance(got[0], torch.nn.Module)
             or not isinstance(got[1], (tuple, list))
             or not all(isinstance(t, torch.Tensor) for t in got[1])):
@@ -75,8 +78,13 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
     params = [p for p in module.parameters()] or list(inputs)
     dtype = dtype_name(str(params[0].dtype))
     roof = _roof(ceilings, dtype)
-    with torch.no_grad(), count.Counter(module) as counter:
-        module(*inputs)
+    try:
+        with torch.no_grad(), count.Counter(module) as counter:
+            module(*inputs)
+    except Exception as e:  # noqa: BLE001 - the module does not take these inputs: the user's
+        raise TargetError(f"{type(module).__name__} on inputs "
+                          f"{', '.join(str(tuple(t.shape)) for t in inputs)} raised "
+                          f"{type(e).__name__}: {e}") from None
     measured: dict[str, float] = {}
     by_module_us: dict[str, float] = {}
     total_measured = None

@@ -122,9 +122,9 @@ def _gpu(gpu: Optional[str]) -> H.Hardware:
 
 def _roofline(family: str, gpu: Optional[str], dtype: str, sizes: str, plot: Optional[str],
               also: str, measured: bool, as_json: bool) -> None:
+    if plot is not None:  # before the GPU is looked up: the same line whatever the machine
+        I.writable_file(plot, "--plot", (".png", ".svg", ".pdf"))
     hw = _gpu(gpu)
-    if plot:
-        I.writable_file(plot, "--plot")
     roof = R.Roof.of(hw, dtype)
     extra = [R.Roof.of(hw, d) for d in (s.strip() for s in also.split(",")) if d]
     sw = R.sweep(family, roof, I.sizes(sizes))
@@ -342,6 +342,7 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel", help="elements of 
 
     C._sizes(numel=numel)
     dt = I.dtype(dtype, fusion.DTYPES)
+    I.fits(fusion.gelu_needs_bytes(numel, dt), I.device(device), f"--numel {numel:,}")
     dev = I.device(device)
     if trace:
         I.writable_dir(trace, "--trace")
@@ -391,6 +392,8 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
               decode: bool = typer.Option(False, "--decode", help="one new token per sequence "
                                           "against a KV cache of each --seq length"),
               device: str = DEVICE,
+              force: bool = typer.Option(False, "--force", help="run a sweep whose roofline "
+                                         "floor is past ten minutes here"),
               as_json: bool = JSON):
     """Memory and time of attention implementations over sequence lengths (OOM recorded); with
     --decode, the bandwidth each reaches reading a KV cache."""
@@ -410,7 +413,7 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
     if decode and heads % (kv_heads or heads):
         raise I.UserError(f"--kv-heads {kv_heads} must divide --heads {heads}")
     if not decode:
-        _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal, dev)
+        _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal, dev, force)
     try:
         with console.Progress() as prog:
             tick = prog.task("attention", len(seqs) * len(impls))
@@ -442,8 +445,13 @@ def _dtype_here(text: Optional[str], allowed, default: str, device: str) -> str:
     return dt
 
 
-def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) -> None:
-    """One line on stderr when the sweep's roofline floor on this device exceeds a minute."""
+LONG_S, REFUSE_S = 60, 600  # a sweep's roofline floor: warn past a minute, refuse past ten
+
+
+def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device,
+                  force: bool = False) -> None:
+    """One line on stderr when the sweep's roofline floor on this device exceeds a minute; past
+    ten minutes it is refused (one line, exit 2) unless --force."""
     from rooflab.lab import attention as A
     from rooflab.measure import ceilings as CE
 
@@ -451,10 +459,12 @@ def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device) ->
     peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
     floor_s = A.predicted_sweep_s(seqs, impls, batch, heads, head_dim, dtype, causal, peak,
                                   ceil.mem_bandwidth_bytes_per_s)
-    if floor_s > 60:
-        sys.stderr.write(f"rooflab: this sweep needs at least {floor_s / 60:.0f} min on "
-                         f"{ceil.device_name} (its roofline floor); shorten --seq or --impl to "
-                         "cut it, Ctrl-C stops it\n")
+    need = (f"this sweep needs at least {floor_s / 60:.0f} min on {ceil.device_name} (its "
+            "roofline floor)")
+    if floor_s > REFUSE_S and not force:
+        raise I.UserError(f"{need}: shorten --seq or --impl, or pass --force to run it anyway")
+    if floor_s > LONG_S:
+        console.note(f"{need}; Ctrl-C stops it")
 
 
 @app.command()
@@ -495,9 +505,12 @@ def analyze(target: str = typer.Argument(..., help="FILE.py:FUNCTION, where FUNC
     from rooflab.measure import ceilings as CE
 
     dev = I.device(device)
-    page = I.writable_file(html, "--html") if html else None
+    page = I.writable_file(html, "--html", (".html", ".htm")) if html is not None else None
     module, inputs = A.load_target(target)
-    data = A.analyze(module, inputs, dev, CE.get(dev, note=console.note), profile=profile)
+    try:
+        data = A.analyze(module, inputs, dev, CE.get(dev, note=console.note), profile=profile)
+    except A.TargetError as e:  # the user's module on the user's inputs: theirs, named
+        raise A.TargetError(f"{target}: {e}") from None
     if page:
         from rooflab.report import html as H_
 

@@ -65,16 +65,32 @@ def writable_dir(path: str, flag: str) -> str:
     return path
 
 
-def writable_file(path: str, flag: str) -> str:
-    """A file path whose folder exists and is writable (checked before any work)."""
+def writable_file(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> str:
+    """A file path whose folder exists and is writable, with one of ``suffixes`` if given
+    (checked before any work)."""
+    if not path.strip():
+        raise UserError(f"{flag} needs a file name" + (f" ending in {' or '.join(suffixes)}"
+                                                       if suffixes else ""))
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise UserError(f"{flag} {path}: is a folder; give a file name such as {path}/plot.png")
+    if suffixes and not path.lower().endswith(suffixes):
+        raise UserError(f"{flag} {path}: give a file name ending in {' or '.join(suffixes)}")
     if not os.path.isdir(folder):
         raise UserError(f"{flag} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
         raise UserError(f"{flag} {path}: cannot write in {folder}")
     return path
+
+
+def fits(need_bytes: int, device: str, what: str) -> None:
+    """Refuse, before any work, what this device's free memory cannot hold."""
+    from rooflab.measure.memory import free_bytes
+
+    free = free_bytes(device)
+    if free is not None and need_bytes > free:
+        raise UserError(f"{what} needs about {need_bytes / 2**30:,.1f} GiB for its tensors; "
+                        f"this {device} has {free / 2**30:,.1f} GiB free")
 
 
 def sizes(text: str) -> list[int]:

@@ -122,8 +122,10 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     fam = FAMILIES[mt]
     hidden, heads = _req(d, "hidden_size", origin), _req(d, "num_attention_heads", origin)
     n = _req(d, "num_hidden_layers", origin)
-    kv = d.get("num_key_value_heads") or heads
-    head_dim = d.get("head_dim") or hidden // heads
+    # absent (None) takes the default; a value given must be a positive integer (0 is an error)
+    kv = _req(d, "num_key_value_heads", origin) if d.get("num_key_value_heads") is not None \
+        else heads
+    head_dim = _req(d, "head_dim", origin) if d.get("head_dim") is not None else hidden // heads
     if heads % kv:
         raise ModelError(f"{origin}: num_key_value_heads ({kv}) must divide heads ({heads})")
     window = d.get("sliding_window")
@@ -219,6 +221,10 @@ class Phase:
 
 def _proj(name: str, t: int, d_in: int, d_out: int, dtype: str, bias: bool,
           p: Precision | None = None) -> C.Cost:
+    if p and p.group_size and d_in % p.group_size:  # a model's groups run along the input
+        raise C.CostError(f"a group size of {p.group_size} does not divide {name}'s input width "
+                          f"{d_in}; choose one that divides every projection's, such as 32, 64 "
+                          "or 128")
     c = C.linear(t, d_in, d_out, dtype, p.weight if p else None, p.group_size if p else None)
     if bias:  # y += b: one add per output, read the bias vector once
         c = replace(c, flops=c.flops + t * d_out, bytes=c.bytes + C.elem_bytes(dtype) * d_out,

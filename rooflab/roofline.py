@@ -23,11 +23,13 @@ class Roof:
     mem_bandwidth_bytes_per_s: float
     dtype: str = ""
     measured: bool = False
+    device: str = ""  # the hardware's own name, without the dtype the label adds
 
     @classmethod
     def of(cls, hw: Hardware, dtype: str) -> "Roof":
         d = C.dtype_name(dtype)
-        return cls(f"{hw.name} {d}", hw.peak(d), hw.mem_bandwidth_bytes_per_s, d, hw.measured)
+        return cls(f"{hw.name} {d}", hw.peak(d), hw.mem_bandwidth_bytes_per_s, d, hw.measured,
+                   hw.name)
 
     @property
     def ridge(self) -> float:
@@ -127,7 +129,8 @@ class Sweep:
 
     def as_dict(self) -> dict:
         rows = [{"n": int(p.name.split("=")[1]), **p.as_dict()} for p in self.points]
-        return {"family": self.family, "gpu": self.roof.label, "dtype": self.roof.dtype,
+        return {"family": self.family, "gpu": self.roof.device or self.roof.label,
+                "dtype": self.roof.dtype,
                 "peak_flops_per_s": self.roof.peak_flops_per_s,
                 "mem_bandwidth_bytes_per_s": self.roof.mem_bandwidth_bytes_per_s,
                 "ridge": self.roof.ridge, "crossover_n": self.crossover_n, "rows": rows}

@@ -100,3 +100,41 @@ def test_version(capsys):
 
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out == f"rooflab {version('rooflab')}\n"
+
+
+# --- the families of bad input a busy user tried: each is one line and exit 2 -----------------
+USER_CODE = '''
+import torch
+def raises():
+    raise ValueError("my bug")
+def mismatch():
+    return torch.nn.Linear(4, 8), (torch.randn(3, 5),)
+'''
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["roofline", "gemm", "--gpu", "H200", "--plot", "gemm.txt"], "ending in .png"),
+    (["roofline", "gemm", "--gpu", "H200", "--plot", ""], "--plot needs a file name"),
+    (["fusion", "gelu", "--numel", "999999999999999"], "GiB free"),
+    (["cost", "gemm", "--m", "2", "--k", "3", "--n", "4x"], "valid integer"),
+    (["cost", "gemm", "--m", "", "--k", "3", "--n", "4"], "valid integer"),
+    (["attention", "--seq", "1..99999999", "--device", "cpu"], "--force"),
+    (["layer", "--model", "Llama-3.1-8B", "--phase", "decode", "--weight-dtype", "int4",
+      "--group-size", "100", "--gpu", "H200"], "does not divide attn.q_proj's input width 4096"),
+    (["layer", "--model", "{cfg}"], "head_dim must be a positive integer, got 0"),
+    (["analyze", "{code}:raises"], "raises() raised ValueError: my bug"),
+    (["analyze", "{code}:mismatch", "--no-profile"], "mismatch: Linear on inputs (3, 5) raised"),
+    (["check", "{answers}"], "must be an integer, got 'abc'"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v)[:40])
+def test_bad_input_of_every_family_is_one_line(capsys, tmp_path, argv, needle):
+    (tmp_path / "user.py").write_text(USER_CODE)
+    (tmp_path / "cfg.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100, "head_dim": 0}))
+    (tmp_path / "a.json").write_text(json.dumps(
+        {"answers": {"1.3.gemm_mac": {"N": "abc", "value": 1}}}))
+    argv = [a.format(cfg=tmp_path / "cfg.json", code=tmp_path / "user.py",
+                     answers=tmp_path / "a.json") for a in argv]
+    code, _, err = run(capsys, *argv)
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert code == 2 and needle in last and "internal error" not in err, err

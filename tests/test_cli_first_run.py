@@ -286,8 +286,8 @@ def test_no_cuda_runtime_warning_on_a_cpu(capsys):
 
 
 def test_a_long_sweep_says_so_before_it_starts(capsys, monkeypatch):
-    """The README's 512..32768 sweep on a CPU: a warning with the floor, then the work (here a
-    stand-in that stops at once)."""
+    """The README's 512..32768 sweep on a CPU: refused in one line that names --force; with it,
+    a warning with the floor, then the work (here a stand-in that stops at once)."""
     from rooflab.lab import attention
 
     def interrupt(*a, **k):
@@ -295,6 +295,9 @@ def test_a_long_sweep_says_so_before_it_starts(capsys, monkeypatch):
 
     monkeypatch.setattr(attention, "sweep", interrupt)
     code, _, err = run(capsys, "attention", "--seq", "512..32768", "--device", "cpu")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "this sweep needs at least" in last and "--force" in last
+    code, _, err = run(capsys, "attention", "--seq", "512..32768", "--device", "cpu", "--force")
     assert code == 130 and "this sweep needs at least" in err and "min on CPU" in err
     floor = attention.predicted_sweep_s([32768], ["flash"], 1, 16, 128, "fp16", False, 1e11, 1e10)
     # 14 calls of 2*2*16*32768^2*128 MACs... at 100 GFLOP/s: about 20 minutes for that point

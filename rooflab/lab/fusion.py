@@ -59,6 +59,14 @@ def gelu_variants(device: str) -> dict:
     return v
 
 
+def gelu_needs_bytes(numel: int, dtype: str) -> int:
+    """What gelu_study holds at once, at most: the input, the output and the basic-ops
+    version's three live intermediates."""
+    from rooflab.cost import elem_bytes
+
+    return 5 * numel * elem_bytes(dtype)
+
+
 def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
                trace_dir: str | None = None) -> dict:
     """Each variant: latency, kernels launched, predicted bytes, achieved bandwidth, error."""

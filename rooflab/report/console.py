@@ -64,7 +64,7 @@ def cost(d: dict) -> None:
 
 def note(msg: str) -> None:
     """One progress line on stderr (a terminal or not), for steps that have no bar."""
-    err.print(f"rooflab: {msg}", highlight=False)
+    err.print(f"rooflab: {msg}", highlight=False, soft_wrap=True)
 
 
 class Progress:
@@ -354,7 +354,7 @@ def generation(d: dict) -> None:
 def sweep(d: dict) -> None:
     rows = [[r["n"], f"{r['intensity']:.4g}", si(r["attainable_flops_per_s"], "FLOP/s"),
              r["bound"], secs(r["time_floor_s"])] for r in d["rows"]]
-    table(f"{d['family'].upper()} on {d['gpu']}: ridge {d['ridge']:.4g} FLOP/B",
+    table(f"{d['family'].upper()} on {d['gpu']}, {d['dtype']}: ridge {d['ridge']:.4g} FLOP/B",
           ["n", "intensity (FLOP/B)", "attainable", "bound", "time floor"], rows)
     cn = d["crossover_n"]
     out.print(f"compute-bound from n = {cn}" if cn else "never compute-bound at any n")
