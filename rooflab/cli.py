@@ -346,7 +346,8 @@ def fusion_gelu(numel: int = typer.Option(1 << 24, "--numel", help="elements of 
     dev = I.device(device)
     if trace:
         I.writable_dir(trace, "--trace")
-    data = fusion.gelu_study(numel, dt, dev, CE.get(dev, note=console.note).mem_bandwidth_bytes_per_s, trace)
+    data = fusion.gelu_study(numel, dt, dev, CE.get(dev, note=console.note).mem_bandwidth_bytes_per_s,
+                             trace, note=console.note)
     _emit(data, as_json, console.gelu)
 
 
@@ -370,7 +371,7 @@ def fusion_mlp(modes: str = typer.Option(",".join(("eager", "default",
     dt = _dtype_here(dtype, fusion.DTYPES, "bf16", dev)
     if trace:
         I.writable_dir(trace, "--trace")
-    data = fusion.mlp_study(640, 2048, tokens, dt, dev, chosen, trace)
+    data = fusion.mlp_study(640, 2048, tokens, dt, dev, chosen, trace, note=console.note)
     _emit(data, as_json, console.mlp)
 
 
@@ -489,7 +490,8 @@ def collectives(device: str = typer.Option("auto", "--device",
     if dev == "cuda" and K.gpu_count() < 2:
         raise I.UserError(f"collectives need two or more GPUs; this machine has "
                           f"{K.gpu_count()} (--device cpu measures gloo between processes)")
-    _emit(K.get(dev, world_size, refresh, chosen), as_json, console.collectives)
+    _emit(K.get(dev, world_size, refresh, chosen, note=console.note), as_json,
+          console.collectives)
 
 
 @app.command()

@@ -68,14 +68,17 @@ def gelu_needs_bytes(numel: int, dtype: str) -> int:
 
 
 def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
-               trace_dir: str | None = None) -> dict:
-    """Each variant: latency, kernels launched, predicted bytes, achieved bandwidth, error."""
+               trace_dir: str | None = None, note=None) -> dict:
+    """Each variant: latency, kernels launched, predicted bytes, achieved bandwidth, error.
+    ``note(line)`` is told as each variant starts."""
     x = torch.randn(numel, device=device, dtype=torch_dtype(dtype))
     rows, skipped = [], []
     if device != "cuda":
         skipped.append({"variant": "rooflab Triton kernel",
                         "reason": "Triton kernels need a GPU (CI checks them under the interpreter)"})
     for name, fn in gelu_variants(device).items():
+        if note:
+            note(f"GeLU over {numel:,} {dtype} elements: {name}")
         row = {"variant": name}
         try:
             t0 = _time.perf_counter()
@@ -158,7 +161,7 @@ MLP_MODES = ("eager", "default", "max-autotune-no-cudagraphs", "max-autotune")
 
 
 def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: str,
-              modes=MLP_MODES, trace_dir: str | None = None) -> dict:
+              modes=MLP_MODES, trace_dir: str | None = None, note=None) -> dict:
     """The MLP eager vs torch.compile modes: kernels before/after, device time per call (what
     the kernels compare by), wall time per call (what the caller waits: the lesson on overhead),
     profiled kernel time and the rest (launches, guards, Python), compile time."""
@@ -173,6 +176,9 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
                          "autotune the GEMMs here; only the elementwise fusion changes")
     rows = []
     for mode in modes:
+        if note:
+            note(f"MLP, {tokens} tokens: {mode}" + ("" if mode == "eager" else
+                                                     " (compiling first)"))
         if mode == "max-autotune" and device != "cuda":
             rows.append({"mode": mode, "error": "skipped: CUDA graphs need a GPU"})
             continue

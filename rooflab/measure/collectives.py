@@ -196,8 +196,9 @@ def cached(device: str, world: int) -> dict | None:
 
 
 def get(device: str = "cuda", world_size: int | None = None, refresh: bool = False,
-        sizes=None) -> dict:
-    """Cached per device, world size and versions, like the other ceilings (full sweeps only)."""
+        sizes=None, note=None) -> dict:
+    """Cached per device, world size and versions, like the other ceilings (full sweeps only);
+    ``note(line)`` is told what is measured before the ranks start."""
     world = world_size or (gpu_count() if device == "cuda" else 2)
     path = cache_path(device, world)
     if not refresh and sizes is None and os.path.exists(path):
@@ -205,6 +206,11 @@ def get(device: str = "cuda", world_size: int | None = None, refresh: bool = Fal
             data = json.load(f)
         if data.get("format") == FORMAT:
             return {**data, "cached": True}
+    if note:
+        s = sorted(sizes or SIZES)
+        note(f"measuring {', '.join(OPS)} over {world} {'NCCL' if device == 'cuda' else 'gloo'} "
+             f"ranks at {len(s)} message sizes, {s[0]:,} to {s[-1]:,} bytes" +
+             (" (minutes on a CPU)" if device == "cpu" and sizes is None else ""))
     data = measure(device, world, sizes)
     if sizes is None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
