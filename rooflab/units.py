@@ -31,7 +31,7 @@ def secs(v) -> str:
 
 # A column's unit comes from its name, exactly (units are in the names, see cost.py):
 # the longest matching suffix wins, so "tflops_per_s" is a rate and never a time.
-RATE_SUFFIXES = (("tflops_per_s", lambda v: f"{v:.3g} TFLOP/s"),
+RATE_SUFFIXES = (("tflops_per_s", lambda v: si(v * 1e12, "FLOP/s")),
                  ("flops_per_s", lambda v: si(v, "FLOP/s")),
                  ("bytes_per_s", lambda v: si(v, "B/s")),
                  ("elements_per_s", lambda v: si(v, "elem/s")))

@@ -436,3 +436,74 @@ def test_an_interrupt_between_a_parts_writes_leaves_it_unrecorded(tmp_path, monk
     assert on_disk["parts"]["2"]["status"] == "ok" and res["parts"]["2"].get("resumed") is None
     assert {f"{s['name']}.png" for s in on_disk["parts"]["2"]["result"]["plots"]} <= {
         p.name for p in (tmp_path / "figures").iterdir()}
+
+
+DRAWING_JS = """
+const out = {slopes: [], overlaps: [], legends: [], tables: []};
+const inv = (px, lo, hi, log, a, b) => { const f = (px - a) / (b - a);
+  return log ? 10 ** (Math.log10(lo) + f * (Math.log10(hi) - Math.log10(lo))) : lo + f * (hi - lo); };
+for (const svg of document.querySelectorAll('svg[data-axes]')) {
+  const [x0, x1, y0, y1, lx, ly] = svg.dataset.axes.split(' ').map(Number);
+  const [l, r, t, b] = svg.dataset.frame.split(' ').map(Number);
+  for (const p of svg.querySelectorAll('path.roof')) {
+    const m = p.getAttribute('d').match(/M([-\\d.]+),([-\\d.]+) L([-\\d.]+),([-\\d.]+)/);
+    out.slopes.push([inv(+m[1], x0, x1, lx, l, r), inv(+m[2], y0, y1, ly, b, t),
+                     +p.dataset.bw, y0, +p.dataset.peak, inv(+m[4], y0, y1, ly, b, t)]);
+  }
+  const texts = [...svg.querySelectorAll('text')].filter(e => e.getBoundingClientRect().width > 0);
+  for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+    const a = texts[i].getBoundingClientRect(), c = texts[j].getBoundingClientRect();
+    if (a.left < c.right - 1 && c.left < a.right - 1 && a.top < c.bottom - 1 && c.top < a.bottom - 1)
+      out.overlaps.push([texts[i].textContent, texts[j].textContent]);
+  }
+  const drawn = new Set([...svg.querySelectorAll('[stroke],[fill]')].flatMap(
+    e => [e.getAttribute('stroke'), e.getAttribute('fill')]));
+  for (const lg of svg.parentElement.querySelectorAll('.lg'))
+    if (!drawn.has(lg.dataset.color)) out.legends.push(lg.textContent);
+}
+for (const tb of document.querySelectorAll('table'))
+  for (const td of tb.querySelectorAll('td.text'))
+    if (td.scrollWidth > td.clientWidth + 1) out.tables.push(td.textContent.slice(0, 60));
+return out;
+"""
+
+
+@pytest.mark.parametrize("width", [700, 1400, 1920])
+def test_report_draws_what_it_says(cpu_report, browser, width):
+    """In a real browser at three widths: each memory slope starts on its roof's formula
+    (bandwidth x intensity) inside the plot, and meets the peak at the ridge; no two text boxes
+    of a plot overlap; every legend entry is drawn; a note cell shows its text without
+    scrolling."""
+    out, _ = cpu_report
+    browser.set_window_size(width, 1000)
+    browser.get((out / "index.html").as_uri())
+    d = browser.execute_script(DRAWING_JS)
+    assert d["slopes"]
+    for x, y, bw, y0, peak, y_ridge in d["slopes"]:
+        assert y == pytest.approx(bw * x, rel=0.02) and y >= y0 * 0.99  # on the slope, inside
+        assert y_ridge == pytest.approx(peak, rel=0.02)
+    assert not d["overlaps"], sorted(set(map(tuple, d["overlaps"])))
+    assert not d["legends"], d["legends"]
+    assert not d["tables"], d["tables"]
+
+
+def test_the_svg_slope_enters_where_the_roof_formula_says():
+    """Points far above the slope's left end: the y axis starts above bw * x0, so the slope
+    must enter the plot at y0 / bw, not at the axis corner (where it would sit under its
+    points)."""
+    import re
+    from rooflab.report import svg
+    spec = {"title": "t", "roofs": [{"label": "r", "peak_flops_per_s": 1e12,
+                                     "mem_bandwidth_bytes_per_s": 1e8, "ridge": 1e4,
+                                     "measured": True}],
+            "points": [{"label": "a", "intensity": 100.0, "flops_per_s": 5e10, "kind": "measured",
+                        "group": "g", "hover": {}}]}
+    page = svg.roofline(spec)
+    x0, x1, y0, y1, _, _ = map(float, re.search(r'data-axes="([^"]+)"', page).group(1).split())
+    l, r, t, b = map(float, re.search(r'data-frame="([^"]+)"', page).group(1).split())
+    mx, my = map(float, re.search(r'<path d="M([\d.]+),([\d.]+)', page).groups())
+    import math
+    x = 10 ** (math.log10(x0) + (mx - l) / (r - l) * math.log10(x1 / x0))
+    y = 10 ** (math.log10(y0) + (b - my) / (b - t) * math.log10(y1 / y0))
+    assert 1e8 * x0 < y0  # the case: the slope starts below the axis
+    assert y == pytest.approx(1e8 * x, rel=0.01) and y == pytest.approx(y0, rel=0.01)

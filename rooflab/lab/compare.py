@@ -3,6 +3,7 @@ measured ceilings and ridges, and every numeric figure the answers were derived 
 n, layer times, GeLU and attention figures, OOM length), with B over A."""
 from __future__ import annotations
 
+import math
 import os
 
 from rooflab import roofline as R
@@ -38,13 +39,24 @@ def figures(res: dict) -> dict[str, float]:
     return out
 
 
+CHANGED = 0.05  # a figure "changed" between the runs when B / A is off 1 by more than 5%
+
+
 def compare(a: dict, b: dict) -> dict:
+    """Every figure of both runs, the changed ones first (most changed first), then those only
+    one run has, then those within CHANGED of each other."""
     fa, fb = figures(a), figures(b)
     rows = [{"figure": k, "a": fa[k], "b": fb.get(k),
              "b_over_a": fb[k] / fa[k] if fb.get(k) is not None and fa[k] else None}
             for k in fa]
     rows += [{"figure": k, "a": None, "b": v, "b_over_a": None} for k, v in fb.items()
              if k not in fa]
+    for r in rows:
+        q = r["b_over_a"]
+        r["changed"] = q is None or abs(q - 1) > CHANGED
+    rows.sort(key=lambda r: (not r["changed"], r["b_over_a"] is None,
+                             -abs(math.log(r["b_over_a"])) if r["b_over_a"] and r["b_over_a"] > 0
+                             else 0))
     return {"a": {"device": a["meta"]["device_name"], "date": a["meta"]["date"],
                   "gpu": a["meta"]["gpu"]},
             "b": {"device": b["meta"]["device_name"], "date": b["meta"]["date"],

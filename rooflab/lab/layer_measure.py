@@ -18,6 +18,7 @@ from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.timer import capture_graph, overhead, time
+from rooflab.units import si
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
 
@@ -100,8 +101,8 @@ def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: floa
     if any(op in OC.ATTENTION_OPS for op in d["ops"]):
         kinds = {k: costs.attention[k] for k in d["attention_kinds"] if k in costs.attention}
         reasons.append(f"the fused attention kernel and rope reached "
-                       f"{d['flops'] / measured_s / 1e12:.0f} TFLOP/s, "
-                       f"{d['flops'] / measured_s / peak:.0%} of the measured matmul peak"
+                       f"{si(d['flops'] / measured_s, 'FLOP/s')}, "
+                       f"{d['flops'] / measured_s / peak:.1%} of the measured matmul peak"
                        + (f" (the attention kernel alone, timed on a shape of its kind that "
                           f"fills the device: {OC.attention_summary(kinds)})" if kinds else ""))
     if any(op in OC.MATMUL_OPS for op in d["ops"]) and tokens < 64:

@@ -25,6 +25,7 @@ from rooflab.lab import parts as LP
 from rooflab.lab.context import Context
 from rooflab.measure import ceilings as CE
 from rooflab.measure.memory import release
+from rooflab.units import si
 
 DEFAULT_GPU = "RTX A6000"  # the lab's default card when no GPU is present or named
 
@@ -132,8 +133,8 @@ def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool 
     gpu_hw = H.resolve(gpu) if gpu else (detected if detected.peak_flops_per_s
                                          else H.lookup(DEFAULT_GPU))
     ceil = CE.get(device, quick=quick, note=note)
-    summary = f"{ceil.mem_bandwidth_bytes_per_s / 1e9:.0f} GB/s copy, " + ", ".join(
-        f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ceil.peak_flops_per_s.items())
+    summary = f"{si(ceil.mem_bandwidth_bytes_per_s, 'B/s')} copy, " + ", ".join(
+        f"{k} {si(v, 'FLOP/s')}" for k, v in ceil.peak_flops_per_s.items())
     options = {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
                "quick": quick}
     results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,

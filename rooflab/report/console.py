@@ -7,6 +7,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from rooflab import units
 from rooflab.units import CV_UNSTABLE, secs, si
 
 # a pipe or CI log gets a wide table instead of rich's 80-column default
@@ -376,8 +377,28 @@ def check(d: dict) -> None:
               ("" if reveal else "; --reveal shows rooflab's values"))
 
 
+def _figure(name: str, v) -> str:
+    """A compared figure in the unit its name states (the field after "id: ", or "(unit)")."""
+    if v is None:
+        return "-"
+    field = name.split(": ", 1)[-1]
+    shown = units.column(field, v)
+    if shown is not None:
+        return shown
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    unit = name[name.rfind("(") + 1:-1] if name.endswith(")") else ""
+    return si(v, unit if unit in ("B/s", "FLOP/s") else "") + (
+        f" {unit}" if unit and unit not in ("B/s", "FLOP/s") else "")
+
+
 def compare(d: dict) -> None:
-    rows = [[r["figure"], si(r["a"]), si(r["b"]),
-             "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3g}x"] for r in d["rows"]]
-    table(f"A: {d['a']['device']} ({d['a']['date']})  B: {d['b']['device']} ({d['b']['date']})",
-          ["figure", "A", "B", "B / A"], rows)
+    changed = [r for r in d["rows"] if r.get("changed", True)]
+    rows = [[r["figure"], _figure(r["figure"], r["a"]), _figure(r["figure"], r["b"]),
+             "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3g}x"] for r in changed]
+    side = lambda k: f"{d[k]['device']}, --gpu {d[k]['gpu']} ({d[k]['date']})"  # noqa: E731
+    table(f"A: {side('a')}  B: {side('b')}: the figures that changed by more than 5%, most "
+          "first", ["figure", "A", "B", "B / A"], rows)
+    same = len(d["rows"]) - len(changed)
+    if same:
+        out.print(f"{same} more figures agree within 5% (--json lists every one).")

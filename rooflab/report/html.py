@@ -14,6 +14,8 @@ h1{margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin
 table{border-collapse:collapse;font-size:.82em;margin:.6em 0 1.2em;display:block;overflow-x:auto}
 td,th{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+td.text{white-space:normal;overflow-wrap:anywhere;text-align:left;min-width:16em;max-width:34em}
+.ylabel{font-size:11px;fill:#444}
 .ok{color:#1a7f37}.failed{color:#cf222e}.skipped{color:#9a6700}
 .plot svg{max-width:760px;background:#fff}.ptitle{font-weight:600;font-size:.9em;max-width:760px}.plot figcaption{font-size:.8em}
 .lg{margin-right:1.2em;display:inline-block}.lg i{display:inline-block;width:12px;height:12px;
@@ -60,7 +62,8 @@ def table_html(t: dict) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in t["columns"])
     def cell(c, v) -> str:
         mark = (f" class='skipped' title='unstable: above {units.CV_UNSTABLE:.0%}'"
-                if units.unstable_cell(c, v) else "")
+                if units.unstable_cell(c, v) else
+                " class='text'" if isinstance(v, str) and len(v) > 40 else "")  # a note: wraps
         return f"<td{mark}>{esc(fmt(v, c))}</td>"
 
     body = "".join("<tr>" + "".join(cell(c, v) for c, v in zip(t["columns"], row)) + "</tr>"

@@ -136,11 +136,16 @@ def lines_png(path, series: dict[str, list[tuple[float, float]]], xlabel: str, y
               marks: dict[str, list[tuple[float, str]]] | None = None,
               yunit: str | None = None) -> str:
     """One line per series of (x, y); ``marks`` annotates points (e.g. 'OOM') per series."""
+    from rooflab.report.svg import coincide
+
     fig, ax = _figure(8, 4.8)
+    same = coincide(series)
     for name, pts in series.items():
         pts = [(x, y) for x, y in pts if y is not None]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        if pts:  # a series equal to an earlier one: dashed on top of it, and said
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if name not in same
+                    else "x", ls="--" if name in same else "-",
+                    label=name + (f" (the same as {same[name]})" if name in same else ""))
     for name, items in (marks or {}).items():
         for x, text in items:
             ax.axvline(x, color="red", ls=":", lw=1)

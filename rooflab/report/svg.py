@@ -8,7 +8,7 @@ import math
 
 from rooflab.units import secs, si
 
-W, H_, PAD_L, PAD_R, PAD_T, PAD_B = 760, 400, 78, 20, 12, 50
+W, H_, PAD_L, PAD_R, PAD_T, PAD_B = 760, 416, 86, 20, 26, 46
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
@@ -72,15 +72,36 @@ def _frame(ax: _Axes, xlabel: str, ylabel: str, yunit: str | None = None) -> lis
     for v in ax.ticks(ax.logx, ax.x0, ax.x1):
         x = ax.x(v)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{H_ - PAD_B}" class="grid"/>'
-                   f'<text x="{x:.1f}" y="{H_ - PAD_B + 14}" text-anchor="middle">{v:.3g}</text>')
+                   f'<text x="{x:.1f}" y="{H_ - PAD_B + 19}" text-anchor="middle">{v:.3g}</text>')
     for v in ax.ticks(ax.logy, ax.y0, ax.y1):
         y = ax.y(v)
         out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
                    f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end">'
                    f'{_esc(tick_label(v, yunit))}</text>')
-    out.append(f'<text x="{W / 2}" y="{H_ - 10}" text-anchor="middle">{_esc(xlabel)}</text>')
-    out.append(f'<text x="14" y="{H_ / 2}" text-anchor="middle" '
-               f'transform="rotate(-90 14 {H_ / 2})">{_esc(ylabel)}</text>')
+    out.append(f'<text x="{W / 2}" y="{H_ - 8}" text-anchor="middle">{_esc(xlabel)}</text>')
+    out.append(_ylabel(ylabel))
+    return out
+
+
+def _ylabel(text: str) -> str:
+    """Above the y axis, level: it never meets the tick labels to its left."""
+    return f'<text x="{PAD_L}" y="{PAD_T - 9}" text-anchor="start" class="ylabel">{_esc(text)}</text>'
+
+
+def coincide(series: dict[str, list], rel: float = 0.01) -> dict[str, str]:
+    """Series whose points all equal an earlier series' (within ``rel``): name -> that one's
+    name. The plots draw them dashed and say so in the legend, so no line hides another."""
+    out = {}
+    names = list(series)
+    for i, a in enumerate(names):
+        pa = [p for p in series[a] if p[1] is not None]
+        for b in names[:i]:
+            pb = [p for p in series[b] if p[1] is not None]
+            if pa and len(pa) == len(pb) and all(
+                    xa == xb and abs(ya - yb) <= rel * max(abs(yb), 1e-300)
+                    for (xa, ya), (xb, yb) in zip(pa, pb)):
+                out[a] = out.get(b, b)
+                break
     return out
 
 
@@ -103,11 +124,12 @@ def roofline(spec: dict) -> str:
     for i, r in enumerate(spec["roofs"]):
         c = COLORS[i % len(COLORS)]
         bw, peak, ridge = r["mem_bandwidth_bytes_per_s"], r["peak_flops_per_s"], r["ridge"]
-        x0 = ax.x0
-        path = (f"M{ax.x(x0):.1f},{ax.y(max(bw * x0, ax.y0)):.1f} L{ax.x(ridge):.1f},"
+        x0 = min(max(ax.x0, ax.y0 / bw), ridge)  # where the slope enters the plot
+        path = (f"M{ax.x(x0):.1f},{ax.y(bw * x0):.1f} L{ax.x(ridge):.1f},"
                 f"{ax.y(peak):.1f} L{ax.x(ax.x1):.1f},{ax.y(peak):.1f}")
         dash = ' stroke-dasharray="6 3"' if r["measured"] else ""
-        out.append(f'<path d="{path}" class="roof" stroke="{c}"{dash}/>')
+        out.append(f'<path d="{path}" class="roof" stroke="{c}"{dash} data-bw="{bw!r}" '
+                   f'data-peak="{peak!r}"/>')
         out.append(f'<line x1="{ax.x(ridge):.1f}" x2="{ax.x(ridge):.1f}" y1="{PAD_T}" '
                    f'y2="{H_ - PAD_B}" stroke="{c}" class="ridge"/>')
         legend.append((c, f"{r['label']} (ridge {ridge:.3g} FLOP/B)", True))
@@ -120,8 +142,12 @@ def roofline(spec: dict) -> str:
                                   p["kind"] == "measured", f"{p['label']} ({p['kind']})",
                                   {"intensity FLOP/B": p["intensity"],
                                    "FLOP/s": p["flops_per_s"], **p["hover"]}))
-        legend.append((c, f"{g} (hollow: predicted on the roof; filled: measured)", False))
-    return _svg(out, legend, spec["title"])
+        kinds = {p["kind"] for p in pts if p["group"] == g}
+        legend.append((c, g + (" (hollow: predicted on the roof; filled: measured)"
+                               if kinds == {"predicted", "measured"} else
+                               " (measured)" if kinds == {"measured"} else " (on the roof)"),
+                       False))
+    return _svg(out, legend, spec["title"], ax)
 
 
 def lines(spec: dict) -> str:
@@ -130,25 +156,28 @@ def lines(spec: dict) -> str:
     ys = [p[1] for s in series.values() for p in s]
     ax = _Axes(xs, ys, spec.get("logx", True), spec.get("logy", True))
     out = _frame(ax, spec["xlabel"], spec["ylabel"], spec.get("yunit"))
-    legend = []
+    legend, same = [], coincide(series)
     for i, (name, pts) in enumerate(series.items()):
         c = COLORS[i % len(COLORS)]
         pts = [p for p in pts if p[1] is not None and p[1] > 0]
+        dash = ' stroke-dasharray="5 4"' if name in same else ""
         if len(pts) > 1:
             d = " ".join(f"{'M' if j == 0 else 'L'}{ax.x(x):.1f},{ax.y(y):.1f}"
                          for j, (x, y) in enumerate(pts))
-            out.append(f'<path d="{d}" class="line" stroke="{c}"/>')
+            out.append(f'<path d="{d}" class="line" stroke="{c}"{dash}/>')
         for x, y in pts:
-            out.append(_point(ax.x(x), ax.y(y), c, True, name,
+            out.append(_point(ax.x(x), ax.y(y), c, name not in same, name,
                               {spec["xlabel"]: x, spec["ylabel"]: y}))
-        legend.append((c, name, True))
+        legend.append((c, name + (f" (the same as {same[name]}: dashed)" if name in same
+                                  else ""), True))
+    ax_lines = ax
     for name, marks in spec.get("marks", {}).items():
         for x, text in marks:
             if ax.x0 <= x <= ax.x1:
                 out.append(f'<line x1="{ax.x(x):.1f}" x2="{ax.x(x):.1f}" y1="{PAD_T}" '
                            f'y2="{H_ - PAD_B}" class="mark"/><text x="{ax.x(x) + 3:.1f}" '
                            f'y="{PAD_T + 12}" class="markt">{_esc(name)}: {_esc(text)}</text>')
-    return _svg(out, legend, spec["title"])
+    return _svg(out, legend, spec["title"], ax_lines)
 
 
 def bars(spec: dict) -> str:
@@ -156,8 +185,7 @@ def bars(spec: dict) -> str:
     top = max(vals) if vals else 1.0
     n = max(len(vals), 1)
     bw = (W - PAD_L - PAD_R) / n
-    out = [f'<text x="14" y="{H_ / 2}" text-anchor="middle" '
-           f'transform="rotate(-90 14 {H_ / 2})">{_esc(spec["ylabel"])}</text>']
+    out = [_ylabel(spec["ylabel"])]
     for i, (label, v) in enumerate(zip(spec["labels"], vals)):
         h = (H_ - PAD_T - PAD_B - 14) * (v / top if top else 0)
         x = PAD_L + i * bw + bw * 0.15
@@ -172,13 +200,16 @@ def bars(spec: dict) -> str:
     return _svg(out, [], spec["title"])
 
 
-def _svg(body: list[str], legend, title: str) -> str:
-    """The plot with its title as HTML above it (the browser wraps it: never clipped)."""
+def _svg(body: list[str], legend, title: str, ax: _Axes | None = None) -> str:
+    """The plot with its title as HTML above it (the browser wraps it: never clipped); the
+    axes' data range rides along (data-axes) so a test can map pixels back to numbers."""
     items = "".join(
-        f'<span class="lg"><i style="background:{c}{"" if solid else ";opacity:.5"}"></i>'
-        f'{_esc(text)}</span>' for c, text, solid in legend)
+        f'<span class="lg" data-color="{c}"><i style="background:{c}'
+        f'{"" if solid else ";opacity:.5"}"></i>{_esc(text)}</span>' for c, text, solid in legend)
+    axes = (f' data-axes="{ax.x0!r} {ax.x1!r} {ax.y0!r} {ax.y1!r} {int(ax.logx)} {int(ax.logy)}"'
+            f' data-frame="{PAD_L} {W - PAD_R} {PAD_T} {H_ - PAD_B}"' if ax else "")
     return (f'<figure class="plot"><div class="ptitle">{_esc(title)}</div>'
-            f'<svg viewBox="0 0 {W} {H_}" width="100%" '
+            f'<svg viewBox="0 0 {W} {H_}" width="100%"{axes} '
             f'xmlns="http://www.w3.org/2000/svg" role="img">{"".join(body)}</svg>'
             f'<figcaption>{items}</figcaption></figure>')
 
