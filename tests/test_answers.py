@@ -95,3 +95,10 @@ def test_quantised_recipes_name_the_deciding_term():
     assert by[("W4A16", 1)] == "weight bytes" and by[("W4A16", 512)] == "activation bytes"
     text = p3_layer._recipes_text(rows)
     assert "B=1: W4A16" in text and "(weight bytes)" in text and "(activation bytes)" in text
+
+
+@pytest.mark.parametrize("compiled_s,says", [(2.9e-3, "fewer ops, yet slower"), (1.9e-3, "")])
+def test_a_cpu_compile_slower_than_eager_says_what_was_measured(compiled_s, says):
+    eager = {"kernels_per_call": 11, "device_s": 2.35e-3}
+    text = p4_fusion.fewer_but_slower(eager, {"kernels_per_call": 4, "device_s": compiled_s})
+    assert says in text and (bool(text) == bool(says))

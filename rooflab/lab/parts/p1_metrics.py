@@ -45,8 +45,9 @@ def questions(d: dict, device: str) -> dict:
     warm = cw["warm"]
     spread = (max(naive) - min(naive)) / min(naive)
     first = cw["first_over_settled"]
-    causes = [f"the first torch.matmul (n = {cw['n']}) took {secs(cw['first_call_s'])} against "
-              f"a settled {secs(cw['settled_s'])} ({first:.1f}x): " + (
+    causes = [f"the first torch.matmul (n = {cw['n']}) took {secs(cw['first_call_s'])} of wall "
+              f"time against {secs(cw['settled_s'])} for the later runs without warm-up "
+              f"(their median; {first:.1f}x): " + (
                   "the first call pays one-time set-up (library load, handle creation, "
                   "allocation)" if first > 1.5 else
                   "little one-time cost was left to pay, as earlier calls in this process had "
@@ -54,12 +55,14 @@ def questions(d: dict, device: str) -> dict:
     causes.append(f"the pure-Python triple loop, itself run {len(naive)} times back to back, "
                   f"spread by {spread:.0%} between its fastest and slowest run (the interpreter, "
                   "the allocator and other processes)")
-    causes.append(f"after warm-up, torch.matmul's runs still vary by CV {warm['cv']:.1%} "
-                  f"(20th to 80th percentile {secs(warm['p20_s'])} to {secs(warm['p80_s'])})")
+    causes.append(f"after warm-up, torch.matmul's device time still varies by CV "
+                  f"{warm['cv']:.1%} within one round (the median round of three: 20th to 80th "
+                  f"percentile {secs(warm['p20_s'])} to {secs(warm['p80_s'])})")
     ratio = cw["timer_over_independent"]
     bound = agree_bound(warm["cv"])
     check = (" The warm figure, checked in this run against an independent clock "
-             "(torch.utils.benchmark's own loop), the fastest of three alternating rounds each: "
+             "(torch.utils.benchmark's own loop), the fastest of three alternating rounds each "
+             "(a round's median, so it can sit below another round's percentiles): "
              f"{secs(cw['warm_fastest_s'])} against {secs(cw['independent_s'])}, a ratio of "
              f"{ratio:.2f}: " + (
                  f"the two clocks agree (within {bound:.0%})." if agree(ratio, warm["cv"]) else
