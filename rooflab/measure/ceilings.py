@@ -31,6 +31,7 @@ import torch
 from rooflab import hardware as H
 from rooflab.measure.dtypes import TORCH_DTYPES
 from rooflab.measure.timer import device_of, time
+from rooflab.units import si
 
 FORMAT = 2  # caches of an older format (no stability record) are measured again
 PROBE_TOLERANCE = 0.10  # a probe this far above a cached figure shows the cache was taken slow
@@ -191,14 +192,14 @@ def doubt(c: Ceilings, probed: dict[str, float], now: _dt.datetime | None = None
         return f"the cache is {age} days old (more than {STALE_DAYS})"
     p = c.peak_flops_per_s
     if c.device == "cpu" and p.get("fp64", 0) > p.get("fp32", float("inf")):
-        return (f"the cached fp64 peak ({p['fp64'] / 1e9:.3g} GFLOP/s) is above fp32's "
-                f"({p['fp32'] / 1e9:.3g}): measured under load")
+        return (f"the cached fp64 peak ({si(p['fp64'], 'FLOP/s')}) is above fp32's "
+                f"({si(p['fp32'], 'FLOP/s')}): measured under load")
     cached = {"copy": c.mem_bandwidth_bytes_per_s, **p}
     for k, v in probed.items():
         if k in cached and v > cached[k] * (1 + PROBE_TOLERANCE):
             unit = "B/s" if k == "copy" else "FLOP/s"
-            return (f"a short probe of {k} reached {v / 1e9:.3g} G{unit}, {v / cached[k]:.2f}x "
-                    f"the cached {cached[k] / 1e9:.3g} G{unit}: the cache was measured under load")
+            return (f"a short probe of {k} reached {si(v, unit)}, {v / cached[k]:.2f}x the "
+                    f"cached {si(cached[k], unit)}: the cache was measured under load")
     return None
 
 
