@@ -349,3 +349,12 @@ def test_a_dtype_runs_as_the_device_runs_it(monkeypatch):
     assert runnable("bf16", "cuda") == "fp16" and runnable("fp32", "cuda") == "fp32"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
     assert runnable("bf16", "cuda") == "bf16"
+
+
+def test_an_unstable_refresh_that_beats_the_cache_drops_it(tmp_path, monkeypatch):
+    """The busy machine's --refresh: faster than the cache but unstable. It is not cached, and
+    the beaten cache is not kept to be believed either."""
+    _cache(tmp_path, monkeypatch, copy=1e6, fp32=1e6, fp64=1e6)
+    monkeypatch.setattr(ceilings, "measure", lambda d, quick=False, note=None: _noisy(ceilings))
+    c = ceilings.get("cpu", refresh=True, attempts=1, quick=True)
+    assert not c.stable and not os.path.exists(ceilings.cache_path("cpu", True))

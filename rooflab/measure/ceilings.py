@@ -259,7 +259,9 @@ def get(device: str | None = None, refresh: bool = False, quick: bool = False,
         with open(tmp, "w") as f:
             json.dump(c.as_dict(), f, indent=2)
         os.replace(tmp, path)
-    elif cached is not None:
+    elif cached is not None or (refresh and (old := _load(path)) is not None and
+                                doubt(old, {"copy": c.mem_bandwidth_bytes_per_s,
+                                            **c.peak_flops_per_s})):
         os.remove(path)  # shown wrong, and nothing better to keep: the next run measures
     return c
 
