@@ -413,11 +413,11 @@ def attention(seq: str = typer.Option("512..32768", "--seq", help="a..b (powers 
         raise I.UserError("--kv-heads is for --decode (the prefill sweep has K/V per head)")
     if decode and heads % (kv_heads or heads):
         raise I.UserError(f"--kv-heads {kv_heads} must divide --heads {heads}")
-    if not decode:
-        _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal, dev, force)
+    floors = None if decode else _warn_if_long(seqs, impls, batch, heads, head_dim, dt, causal,
+                                               dev, force)
     try:
         with console.Progress() as prog:
-            tick = prog.task("attention", len(seqs) * len(impls))
+            tick = prog.task("attention", len(seqs) * len(impls), weights=floors)
             if decode:
                 from rooflab.measure import ceilings as CE
                 data = A.decode_sweep(seqs, impls, batch, heads, kv_heads or heads, head_dim, dt,
@@ -450,22 +450,25 @@ LONG_S, REFUSE_S = 60, 600  # a sweep's roofline floor: warn past a minute, refu
 
 
 def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device,
-                  force: bool = False) -> None:
+                  force: bool = False) -> list[float]:
     """One line on stderr when the sweep's roofline floor on this device exceeds a minute; past
-    ten minutes it is refused (one line, exit 2) unless --force."""
+    ten minutes it is refused (one line, exit 2) unless --force. Returns each point's floor,
+    for the progress line's ETA."""
     from rooflab.lab import attention as A
     from rooflab.measure import ceilings as CE
 
     ceil = CE.get(device, note=console.note)
     peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
-    floor_s = A.predicted_sweep_s(seqs, impls, batch, heads, head_dim, dtype, causal, peak,
-                                  ceil.mem_bandwidth_bytes_per_s)
+    floors = A.point_floors_s(seqs, impls, batch, heads, head_dim, dtype, causal, peak,
+                              ceil.mem_bandwidth_bytes_per_s)
+    floor_s = sum(floors)
     need = (f"this sweep needs at least {floor_s / 60:.0f} min on {ceil.device_name} (its "
             "roofline floor)")
     if floor_s > REFUSE_S and not force:
         raise I.UserError(f"{need}: shorten --seq or --impl, or pass --force to run it anyway")
     if floor_s > LONG_S:
         console.note(f"{need}; Ctrl-C stops it")
+    return floors
 
 
 @app.command()

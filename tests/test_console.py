@@ -68,3 +68,20 @@ def test_progress_in_a_pipe_prints_a_line_now_and_then(monkeypatch):
         "attention: 4/4 in 60 s"]
     with V.Progress() as prog:  # the same through the bar's own entry point
         assert isinstance(prog.task("decode", 2), V._LogTicks)
+
+
+def test_the_plain_eta_follows_weighted_steps(monkeypatch):
+    """A sweep whose later points are longer: after the first two of four (weights 1, 1, 8, 8)
+    took 2 s, the rest takes 16 s, not the 2 s a per-step pace says."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    monkeypatch.setattr(console, "err", Console(file=buf, force_terminal=False, width=200))
+    now = [0.0]
+    tick = console._LogTicks("attention", 4, every_s=0, clock=lambda: now[0], weights=[1, 1, 8, 8])
+    for t in (1.0, 2.0):
+        now[0] = t
+        tick()
+    assert buf.getvalue().splitlines()[-1] == "attention: 2/4 in 2 s, about 16 s more at this pace"

@@ -99,20 +99,26 @@ def predicted_bytes(name: str, b: int, h: int, hkv: int, n: int, d: int, dtype: 
     return inputs + out + 4 * b * h * n
 
 
-def predicted_sweep_s(seqs, impls, batch: int, heads: int, head_dim: int, dtype: str,
-                      causal: bool, peak_flops_per_s: float, bandwidth_bytes_per_s: float,
-                      calls_per_point: int = 14) -> float:
-    """A floor on a sweep's duration: each point's roofline time floor (eager bytes for the
-    implementations that materialise the scores) times the calls ``point`` makes when a call is
-    long (2 warm-up, 1 probe, 5 timed, 5 wall, 1 for memory)."""
-    total = 0.0
+def point_floors_s(seqs, impls, batch: int, heads: int, head_dim: int, dtype: str,
+                   causal: bool, peak_flops_per_s: float, bandwidth_bytes_per_s: float,
+                   calls_per_point: int = 14) -> list[float]:
+    """Each point's floor, in the sweep's order (every implementation at a length, then the
+    next length): its roofline time floor (eager bytes for the implementations that
+    materialise the scores) times the calls ``point`` makes when a call is long (2 warm-up,
+    1 probe, 5 timed, 5 wall, 1 for memory)."""
+    out = []
     for n in seqs:
         c = C.attention(batch, heads, n, n, head_dim, None, dtype, causal)
         for name in impls:
             nbytes = c.bytes if name in ("standard", "math") else c.bytes_fused
-            total += calls_per_point * max(c.flops / peak_flops_per_s,
-                                           nbytes / bandwidth_bytes_per_s)
-    return total
+            out.append(calls_per_point * max(c.flops / peak_flops_per_s,
+                                             nbytes / bandwidth_bytes_per_s))
+    return out
+
+
+def predicted_sweep_s(*args, **kw) -> float:
+    """A floor on a sweep's duration: the sum of its points' floors (point_floors_s)."""
+    return sum(point_floors_s(*args, **kw))
 
 
 def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, causal: bool,

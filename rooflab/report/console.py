@@ -87,9 +87,11 @@ class Progress:
     def __exit__(self, *exc):
         return self._p.__exit__(*exc) if err.is_terminal else None
 
-    def task(self, desc: str, total: int):
+    def task(self, desc: str, total: int, weights: list[float] | None = None):
+        """An advance() per step; ``weights`` (each step's predicted share, e.g. its roofline
+        floor) make the plain-line ETA follow steps that grow, as a sweep's do."""
         if not err.is_terminal:  # a pipe or a log shows no bar: a line now and then instead
-            return _LogTicks(desc, total)
+            return _LogTicks(desc, total, weights=weights)
         tid = self._p.add_task(desc, total=total)
         return lambda: self._p.advance(tid)
 
@@ -104,10 +106,19 @@ class _LogTicks:
     at the end, with the time the rest takes at the pace so far (a sweep's later points are
     usually its longer ones: then the rest takes longer)."""
 
-    def __init__(self, desc: str, total: int, every_s: float = 30.0, clock=time.monotonic):
+    def __init__(self, desc: str, total: int, every_s: float = 30.0, clock=time.monotonic,
+                 weights: list[float] | None = None):
         self.desc, self.total, self.every_s, self.done = desc, total, every_s, 0
-        self.clock = clock
+        self.clock, self.weights = clock, weights if weights and sum(weights) > 0 else None
         self.start = self.last = self.clock()
+
+    def _rest_s(self, spent: float) -> float:
+        """The rest at this pace: per step, or per unit of the steps' weights when known."""
+        if self.weights is None:
+            return spent / self.done * (self.total - self.done)
+        done = sum(self.weights[:self.done])
+        rest = sum(self.weights[self.done:])
+        return spent / done * rest if done > 0 else float("inf")
 
     def __call__(self) -> None:
         self.done += 1
@@ -116,7 +127,7 @@ class _LogTicks:
             return
         self.last = now
         spent = now - self.start
-        rest = (f", about {spent / self.done * (self.total - self.done):.0f} s more at this pace"
+        rest = (f", about {self._rest_s(spent):.0f} s more at this pace"
                 if self.done < self.total else "")
         err.print(f"{self.desc}: {self.done}/{self.total} in {spent:.0f} s{rest}",
                   highlight=False)
