@@ -55,7 +55,11 @@ def test_gloo_between_two_processes(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setenv("ROOFLAB_CACHE", str(tmp_path))
     assert main(["collectives", "--device", "cpu", "--sizes", "4096,65536", "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    # a line on stderr for each op and size as the ranks finish it, not silence until the end
+    assert [line.split(":")[1].strip() for line in err.splitlines()[1:]] == [
+        f"{op} of {n:,} bytes" for op in K.OPS for n in (4096, 65536)]
     assert d["backend"] == "gloo" and d["world_size"] == 2 and len(d["rows"]) == 6
     assert all(r["time_s"] > 0 for r in d["rows"])
     r = d["rows"][0]

@@ -21,6 +21,7 @@ import time as _time
 import torch
 
 from rooflab.errors import RooflabError
+from rooflab.units import secs
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
@@ -61,20 +62,47 @@ def write_result(out_path: str, data) -> None:
     os.replace(out_path + ".part", out_path)
 
 
-def spawn(fn, args: tuple, nprocs: int) -> object:
+def spawn(fn, args: tuple, nprocs: int, note=None) -> object:
     """Run ``fn(rank, *args, out_path)`` in ``nprocs`` processes; what rank 0 wrote with
     write_result. Rank 0 writes after a collective every rank joined, so results on disk are
     whole even where a rank then aborts in its teardown despite leave()'s barrier (seen once in
-    a full CI run on a 2-core CPU): such an exit keeps them; any other failure raises."""
+    a full CI run on a 2-core CPU): such an exit keeps them; any other failure raises. The
+    lines rank 0 appends to ``out_path + ".progress"`` are passed to ``note`` as they come."""
+    import threading
+
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
+        done = threading.Event()
+
+        def follow():  # the ranks' progress, read back while they run
+            seen = 0
+            while True:
+                stop = done.wait(1.0)
+                try:
+                    with open(out + ".progress") as f:
+                        lines = f.read().splitlines()
+                except OSError:
+                    lines = []
+                for line in lines[seen:]:
+                    note(line)
+                seen = len(lines)
+                if stop:
+                    return
+
+        watcher = threading.Thread(target=follow, daemon=True) if note else None
+        if watcher:
+            watcher.start()
         try:
             mp.spawn(fn, args=(*args, out), nprocs=nprocs, join=True)
         except mp.ProcessExitedException:
             if not os.path.exists(out):
                 raise
+        finally:
+            done.set()
+            if watcher:
+                watcher.join()
         with open(out) as f:
             return json.load(f)
 
@@ -132,6 +160,10 @@ def _worker(rank, world, backend, device, sizes, dtype_name, iters, port, out_pa
             rows.append({"op": op, "message_bytes": size, "time_s": t,
                          "algbw_bytes_per_s": size / t,
                          "busbw_bytes_per_s": bus_bandwidth(op, size, t, world)})
+            if rank == 0:
+                with open(out_path + ".progress", "a") as f:
+                    f.write(f"{op} of {size:,} bytes: {secs(t)} "
+                            f"({len(rows)}/{len(OPS) * len(sizes)})\n")
     if rank == 0:
         write_result(out_path, rows)
     leave()
@@ -142,7 +174,7 @@ def gpu_count() -> int:
 
 
 def measure(device: str = "cuda", world_size: int | None = None, sizes=None,
-            dtype: str | None = None, iters: int = 20) -> dict:
+            dtype: str | None = None, iters: int = 20, note=None) -> dict:
     """Spawn one process per GPU (or ``world_size`` CPU processes) and time every op at every
     size; the result names the backend, the world size and each op's floor and peak."""
     world = world_size or (gpu_count() if device == "cuda" else 2)
@@ -158,7 +190,8 @@ def measure(device: str = "cuda", world_size: int | None = None, sizes=None,
         raise CollectiveError(f"message sizes must be multiples of {step} bytes for {world} "
                               "ranks")
     backend = "nccl" if device == "cuda" else "gloo"
-    rows = spawn(_worker, (world, backend, device, sizes, dtype, iters, free_port()), world)
+    rows = spawn(_worker, (world, backend, device, sizes, dtype, iters, free_port()), world,
+                 note)
     return summarize(rows, device, backend, world, dtype)
 
 
@@ -211,7 +244,7 @@ def get(device: str = "cuda", world_size: int | None = None, refresh: bool = Fal
         note(f"measuring {', '.join(OPS)} over {world} {'NCCL' if device == 'cuda' else 'gloo'} "
              f"ranks at {len(s)} message sizes, {s[0]:,} to {s[-1]:,} bytes" +
              (" (minutes on a CPU)" if device == "cpu" and sizes is None else ""))
-    data = measure(device, world, sizes)
+    data = measure(device, world, sizes, note=note)
     if sizes is None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
