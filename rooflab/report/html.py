@@ -53,8 +53,8 @@ def fmt(v, column: str = "") -> str:
         return "yes" if v else "no"
     if isinstance(v, int):
         return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:.4g}"
+    if isinstance(v, float):  # no exponent where digits read better: 13,228 not 1.323e+04
+        return f"{v:,.0f}" if 1e4 <= abs(v) < 1e15 else f"{v:.4g}"
     return str(v)
 
 

@@ -63,7 +63,9 @@ TICKS = {"s": secs, "FLOP/s": lambda v: si(v, "FLOP/s")}  # a y unit -> its tick
 
 
 def tick_label(v: float, unit: str | None = None) -> str:
-    return TICKS[unit](v) if unit in TICKS else f"{v:.3g}"
+    if unit in TICKS:
+        return TICKS[unit](v)
+    return f"{v:,.0f}" if 1e3 <= abs(v) < 1e7 and float(v).is_integer() else f"{v:.3g}"
 
 
 def _frame(ax: _Axes, xlabel: str, ylabel: str, yunit: str | None = None) -> list[str]:
@@ -72,7 +74,7 @@ def _frame(ax: _Axes, xlabel: str, ylabel: str, yunit: str | None = None) -> lis
     for v in ax.ticks(ax.logx, ax.x0, ax.x1):
         x = ax.x(v)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{H_ - PAD_B}" class="grid"/>'
-                   f'<text x="{x:.1f}" y="{H_ - PAD_B + 19}" text-anchor="middle">{v:.3g}</text>')
+                   f'<text x="{x:.1f}" y="{H_ - PAD_B + 19}" text-anchor="middle">{tick_label(v)}</text>')
     for v in ax.ticks(ax.logy, ax.y0, ax.y1):
         y = ax.y(v)
         out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
