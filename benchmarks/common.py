@@ -3,26 +3,17 @@ from __future__ import annotations
 
 import argparse
 import ast
-import datetime as _dt
 import json
 import os
 import sys
 
-import torch
-
-from rooflab.lab.run import versions
+from rooflab.measure import provenance
 
 
 def meta() -> dict:
-    m = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-         "versions": versions(), "argv": sys.argv}
-    if torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
-        m.update(device=torch.cuda.get_device_name(), sm_count=p.multi_processor_count,
-                 memory_bytes=p.total_memory)
-    else:
-        m["device"] = "cpu"
-    return m
+    """The run's provenance (commit, date, device, versions) and the command that made it."""
+    argv = [os.path.relpath(a, provenance.ROOT) if i == 0 else a for i, a in enumerate(sys.argv)]
+    return {**provenance.record(), "command": " ".join(["python3", *argv])}
 
 
 def write(out_dir: str, name: str, data: dict) -> str:

@@ -226,8 +226,7 @@ FLASH_ROWS = [  # (B, H, Hkv, N, D, dtype, causal): the kernels issue's table, t
     (1, 8, 8, 4096, 256, "fp16", True), (2, 8, 8, 4096, 256, "bf16", False),
 ]
 
-FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and through TMA; the
-    # 128-row tiles of 8 warps also warp-specialized (FA.WS_TILES says where that compiles)
+FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and through TMA
     (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 64, 4, 3),
     (128, 64, 8, 4), (64, 128, 4, 3), (128, 32, 8, 4)]
 
@@ -260,13 +259,11 @@ def flash(tiles: bool = True) -> list[dict]:
         for bm, bn, w, st in FLASH_TILES if tiles else []:
             if d == 256 and (bn > 64 or (bm == 128 and st > 2)):  # past 227 KB shared memory
                 continue
-            for tma, ws in ((False, False), (True, False), (True, True)):
-                if ws and (bm, w) != (128, 8):
-                    continue
+            for tma in (False, True):
                 cfg = {**FA.config(d, causal), "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w,
-                       "num_stages": st, "TMA": tma, "WS": ws}  # the default's other choices
+                       "num_stages": st, "TMA": tma}  # the default's other choices
                 cfg["Q_REG"] = cfg.get("Q_REG", False) and tma  # measured with TMA only
-                fns[f"m{bm}n{bn}w{w}s{st}{'_tma' if tma else ''}{'_ws' if ws else ''}"] = (
+                fns[f"m{bm}n{bn}w{w}s{st}{'_tma' if tma else ''}"] = (
                     lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg))
 
         def tf(fn):

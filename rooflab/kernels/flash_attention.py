@@ -75,12 +75,10 @@ if triton is not None:
     @triton.jit
     def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
                lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
-               WS: tl.constexpr):
+               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
-        # WS: warp specialization (some warps load, others compute), an experiment with TMA
-        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+        for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
                       UPCAST, TMA)
@@ -121,8 +119,7 @@ if triton is not None:
                   H, GROUP, n_q, n_kv,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr, WS: tl.constexpr, FIXED_MAX: tl.constexpr,
-                  Q_REG: tl.constexpr):
+                  TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
@@ -169,7 +166,7 @@ if triton is not None:
             first = tl.minimum(full_hi, BLOCK_N)
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, 0, first, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                               True, UPCAST, TMA, WS)
+                               True, UPCAST, TMA)
         if FIXED_MAX:
             acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, k_base, v_base, skn, svn,
                                                   offs_n, offs_d, first, full_hi, n_kv,
@@ -182,12 +179,12 @@ if triton is not None:
                                        tl.full([BLOCK_M], float("-inf"), tl.float32), q,
                                        k_base, v_base, skn, svn, offs_m, offs_n, offs_d, 0,
                                        full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                                       True, UPCAST, TMA, WS)
+                                       True, UPCAST, TMA)
             else:
                 acc, l_i = acc_f, l_f
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
-                               EVEN_N, UPCAST, TMA, WS and CAUSAL)
+                               EVEN_N, UPCAST, TMA)
         acc = acc / l_i[:, None]
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
@@ -202,77 +199,20 @@ if triton is not None:
 
 # --- 3. the launcher -------------------------------------------------------------------------
 def config(head_dim: int, causal: bool) -> dict:
-    """Tile sizes, pipeline depth and how tiles move, from a search on the H200 over 8 tile
-    shapes by addresses, by TMA and warp-specialized (benchmarks/results/
-    h200_kernels_flash_tiles.json): 64 x 64 tiles, three stages, and above head_dim 64 the
-    tensor memory accelerator (TMA) where the GPU has one, within 1.1% of the best tile at each
-    of its 8 shapes (head dims 64-256, causal or not, GQA); since, Q_REG (below) at 64 and up,
-    and above 64 blocks of 32 keys (the last paragraph).
-    Against the former default (128 x 64 tiles by addresses): 393 TFLOP/s against 309 at
-    head_dim 256 causal, 556 against 502 at 128 non-causal; cuDNN ran 407 and 669 in the same
-    run.
+    """Tiles, pipeline depth and flags, by head dim (searched on the H200; the search and its
+    figures: docs/kernels/flash_attention.md).
 
-    What limits it: Triton 3.6 waits on every tensor-core (wgmma) group of this kernel at once
-    (its PTX: wgmma.wait_group 0 after each), so within a program the matmuls and the softmax's
-    exponentials take turns; they overlap only between the programs that share an SM. Asking for
-    block j+1's scores before block j's softmax by hand (FlashAttention-3's intra-warpgroup
-    overlap) did not change that and lost 10-40% at every tile (h200_kernels_flash_pipe.json,
-    made at the commit that adds it). Triton lets a P V run on past the next Q K^T only where its
-    P was computed after that Q K^T in the same loop step; the held-max sweep (below) taken two
-    blocks a step, the second block's P V in flight during the next block's exponentials (its
-    PTX shows the overlap), lost 14-63% at all 14 rows, d=64 included: four tiles in flight
-    take their own shared-memory buffers, leaving one or two programs an SM for the three or
-    four of these tiles (h200_kernels_flash_ab_overlap_*.json; commit e189dcb has it).
-    What helped instead, above head_dim 64: holding the first
-    block's max over the blocks after it (FIXED_MAX), which drops the accumulator's rescale from
-    every block: up to +6.5% at head dims 128 and 256, five of their six rows faster and one
-    0.3% slower (h200_kernels_flash_fixed_max.json), 571 against 536 TFLOP/s at d=128
-    N=16384; at d=64 it lost 3% (bf16 causal) and is left off. Causal, the longest tiles
-    (last queries) go first and the shortest fill the tail: +0.1% to +6.4% at 6 of 7 causal
-    rows, one 0.5% slower, d=256 420 TFLOP/s against cuDNN's 408 in the same run
-    (h200_kernels_flash_causal_order.json). With FIXED_MAX, 128 x 128 tiles of 8 warps beat
-    these by 4.6% at d=128 N=16384 non-causal (594 against 568 TFLOP/s) and lost at the five
-    other rows tried (0.76-0.98x, h200_kernels_flash_tiles_fixed_max.json): not a rule yet.
+    | head_dim | BLOCK_M x BLOCK_N | stages | TMA | FIXED_MAX | Q_REG |
+    | 16, 32   | 64 x 64           | 3      | -   | -         | -     |
+    | 64       | 64 x 64           | 3      | yes | -         | yes   |
+    | 128      | 64 x 32           | 4      | yes | yes       | yes   |
+    | 256      | 64 x 32           | 3      | yes | yes       | yes   |
 
-    At head_dim 64, Q in registers (Q_REG) and tiles by TMA: Q K^T's tensor-core op then reads
-    only K from shared memory, not Q and K (an m64n64k16 op reading both moves 4 KB, the 32
-    clocks its math takes at 128 B a clock), and the kernel needs 49 KB of shared memory instead
-    of 57 (with its 127 registers, four programs fit an SM instead of three). Against the
-    kernel before it, in one run: +5.0% to +8.9% at all 7 rows of head_dim 64, past cuDNN at 6
-    of them (1.003-1.08x; 0.98x at N=8192 fp16), 462 against 433 TFLOP/s at fp16 N=2048
-    (h200_kernels_flash_qreg_default.json). At head_dim 32 it lost 2.5-4.6%, and above 64 it
-    lost at 3 of 5 rows, 30% at d=256 where registers run out; without TMA it lost 8%
-    (h200_kernels_flash_qreg.json); without FIXED_MAX (fewer registers) or in 128-row tiles of
-    8 warps it lost above 64 too, but for one row, 1.05x at d=128 N=16384
-    (h200_kernels_flash_qreg128.json). Which of its two effects (fewer shared-memory reads, a
-    fourth program) gains at 64 is not separated.
-
-    Above head_dim 64, Q_REG with blocks of 32 keys: their scores (64 x 32 fp32) take half the
-    registers of 64-key ones, which leaves room for Q. At head_dim 256, in two runs: +12% to
-    +15% non-causal, +1.0% to +2.1% causal (the second: 647 and 665 TFLOP/s against 576 and
-    580, cuDNN 701 and 721; causal 429 and 425 against 423 and 419, cuDNN 412 and 407; a third,
-    against the kernel at its former commit: +12.7% and +13.6% non-causal, +0.7% and +1.7%
-    causal, ..._ab_d128_d256_default.json); 2 or 4 stages, 16-key blocks, or 64 keys in two
-    stages lost (h200_kernels_flash_ab_d256_tiles.json, ..._ab_d256_n32.json). At 128, with
-    four stages: 0.2% to 2.2% faster at all 5 rows, 576 against 565 at N=16384 (three stages:
-    3% slower there; h200_kernels_flash_ab_d128_n32.json; a second run: +0.7% to +3.5%,
-    ..._ab_d128_d256_default.json); five stages lost 9-14%, and 128 x 32 tiles of 8 warps
-    17-45% (..._ab_d128_more.json); three stages at 168 registers (for three programs an SM)
-    0.98-1.03x, at 128 (for four) 26-40% slower (..._ab_d128_occupancy.json); 128 x 64 tiles of
-    8 warps (two programs an SM at 128 registers a thread, with or without FIXED_MAX) and 128 x
-    128 tiles lost 2-24% (..._ab_d128_tiles.json); 64-row tiles of 8 warps (32 or 64 keys, 2 or
-    3 stages) ran at 0.37-0.72x at head dims 128 and 256 (..._ab_w8_64rows.json). At 64, blocks
-    of 32 or 128 keys lost 18-25% (h200_kernels_flash_ab_d64_n.json). Not the L2: the SMs read
-    it at 18.1 TB/s (h200_l2_bandwidth.json), 1160 TFLOP/s for 64-row tiles' 64 FLOPs a byte.
-    What each asks of an SM (benchmarks/flash_resources.py, compiling for sm_90 without a GPU;
-    sm90_flash_resources.json by Triton 3.9, ..._triton36.json by the device's 3.6): at 256 the
-    32-key blocks hold two programs an SM (98 KB of shared memory, 254-255 registers a thread,
-    no spills) where 64-key blocks held one (230 KB); at 128, Triton 3.6 takes 164-166
-    registers and 64 KB, so three fit (3.9 takes 180: two); 64-row tiles of 8 warps need as
-    many registers a thread (171 at 128 in 3.9), so half the programs fit. Nsight Compute at
-    d=128, N=4096, bf16 (h200_ncu_flash_d128.txt): 573 TFLOP/s with the tensor pipe 63% busy,
-    three programs (12 warps) an SM, limited by registers and shared memory together; a
-    scheduler issues every 1.9 cycles, and no warp is eligible 48% of the time."""
+    Why: Triton waits on every tensor-core group at once, so the matmuls and the softmax overlap
+    only between programs sharing an SM: tiles are sized for three or four programs an SM.
+    Q in registers (Q_REG) spares Q K^T a shared-memory read; 32-key blocks leave the registers
+    it needs above 64. Holding the first block's max (FIXED_MAX) drops a rescale a block, which
+    pays where the accumulator is wide (head_dim > 64)."""
     if INTERPRET:
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     c = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": head_dim >= 64,
@@ -281,11 +221,6 @@ def config(head_dim: int, causal: bool) -> dict:
         c.update(BLOCK_N=32, num_stages=4 if head_dim == 128 else 3)
     return c
 
-
-# warp specialization (WS: some warps load through TMA, the others compute) compiles with these
-# tiles; Triton 3.6 fails to compile it for 64-row causal tiles. On the H200 it gained nothing
-# over the same tiles without it (h200_kernels_flash_tiles.json): kept as the experiment it is
-WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
 
 # GPUs with less shared memory than the H200 (a T4 has 64 KB per SM) get smaller tiles, in order
 SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
@@ -337,23 +272,18 @@ def descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
 
 def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     """(BLOCK_M, BLOCK_N, the kernel's flags, Triton's options) of a config: TMA where the
-    tensors allow it, warp specialization only with TMA, FIXED_MAX not with warp specialization
-    (it was measured with the running max)."""
+    tensors allow it."""
     c = dict(cfg)
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
-    tma = c.pop("TMA", False) and tma_possible
-    ws = c.pop("WS", False) and tma
-    flags = {"TMA": tma, "WS": ws, "FIXED_MAX": c.pop("FIXED_MAX", False) and not ws,
+    flags = {"TMA": c.pop("TMA", False) and tma_possible, "FIXED_MAX": c.pop("FIXED_MAX", False),
              "Q_REG": c.pop("Q_REG", False)}
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
 # Which Gluon kernel runs, by head dim, on an sm_90 GPU for the inputs it takes (whole tiles,
-# contiguous tensors): flash_attention_sm90.py's at 64, its warp-specialized sibling's
-# (flash_attention_sm90_ws.py) at 128 and 256. In one run on an H100, against this module's
-# Triton kernel and cuDNN (h100_kernels_flash_ab_gluon3.json): at 64, 1.04-1.06x Triton and
-# 1.06-1.08x cuDNN (3 rows); at 128, 1.10-1.21x Triton and 1.03-1.08x cuDNN (4 rows); at 256,
-# 1.03-1.15x Triton and 1.05-1.07x cuDNN (2 rows). h100_kernels.json has all 14 rows.
+# contiguous tensors): the one of flash_attention_sm90.py at 64, its warp-specialized sibling at
+# 128 and 256, where each beat this module's Triton kernel and cuDNN on an H100
+# (docs/kernels/flash_attention_sm90.md).
 GLUON = {64: "flash_attention_sm90", 128: "flash_attention_sm90_ws",
          256: "flash_attention_sm90_ws"}
 

@@ -15,15 +15,8 @@ is flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel 
 (tests marked gpu) and compiled for sm_90 without one in CI (benchmarks/flash_resources.py
 --gluon, which also reads ptxas's warning that it serialized the wgmma ops).
 
-Measured (same-run A/Bs; flash_attention.GLUON says where it is the default): on an H200 at head
-dim 64, 487-494 TFLOP/s against cuDNN's 460-461 non-causal and 391-455 against 370-419 causal, all
-5 rows faster than cuDNN and the Triton-language kernel (h200_kernels_flash_ab_gluon2.json); on an
-H100, 1.06-1.09x cuDNN at 64 in the kernels benchmark (h100_kernels.json). At 128 it ran at the
-Triton kernel's rate (0.94-1.02x) and at 256 slower (0.78-0.81x): there the warp-specialized sibling,
-flash_attention_sm90_ws.py, runs. Also measured and left out: issuing block j+1's Q K^T before
-waiting on block j-1's P V (ptxas then serialized every wgmma, warning C7514: 22-28% slower), and
-Q in registers (Q_REG; at 64, 4 programs an SM, yet 0.94-0.98x; at 128, 1.02-1.05x, below the
-warp-specialized kernel; h100_kernels_flash_ab_gluon3.json).
+flash_attention.GLUON says where it is the default; the A/Bs behind that, and what was tried
+and left: docs/kernels/flash_attention_sm90.md.
 """
 from __future__ import annotations
 
@@ -89,8 +82,7 @@ if gluon is not None:
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_REG: gl.constexpr,
-                       num_warps: gl.constexpr):
+                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
         # q, k, v, o are (rows, D) views of contiguous (B, H, N, D) tensors; tile rows index them
         start_m = gl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
@@ -113,13 +105,8 @@ if gluon is not None:
 
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        if Q_REG:  # Q lands in V's last slot, which it leaves for registers before V arrives,
-            gl.static_assert(BLOCK_M == BLOCK_N)   # and O leaves through K's first
-            q_smem = v_smem.index(STAGES - 1)
-            o_smem = k_smem.index(0)
-        else:
-            q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
-            o_smem = q_smem                      # Q's buffer holds O on its way out
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+        o_smem = q_smem                          # Q's buffer holds O on its way out
         bar_q = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         bar_k = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         bar_v = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -140,17 +127,9 @@ if gluon is not None:
         _load(q_desc, q_row, bar_q, q_smem, True)
         for i in gl.static_range(STAGES):  # fill the ring
             _load(k_desc, kv_row + i * BLOCK_N, bar_k.index(i), k_smem.index(i), i < n_blocks)
-            if not Q_REG or i < STAGES - 1:
-                _load(v_desc, kv_row + i * BLOCK_N, bar_v.index(i), v_smem.index(i),
-                      i < n_blocks)
+            _load(v_desc, kv_row + i * BLOCK_N, bar_v.index(i), v_smem.index(i), i < n_blocks)
         mbarrier.wait(bar_q, 0)
-        if Q_REG:  # the A operand of Q K^T from registers, in S's operand form
-            q = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
-            sync_warps()                         # every warp has its part of Q: V may land
-            _load(v_desc, kv_row + (STAGES - 1) * BLOCK_N, bar_v.index(STAGES - 1),
-                  v_smem.index(STAGES - 1), STAGES - 1 < n_blocks)
-        else:
-            q = q_smem
+        q = q_smem
 
         # block 0: its scores, then its softmax; the accumulator starts empty
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
@@ -167,7 +146,7 @@ if gluon is not None:
         # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and nothing
         # stays in flight across the loop's back edge. Issuing S_{j+1} before the wait on P V
         # as well (so that the rescale runs under it) made ptxas serialize every wgmma (its
-        # warning C7514), 22-28% slower on the H200 (h200_kernels_flash_ab_gluon2.json, gE*).
+        # warning C7514) and lost (docs/kernels/flash_attention_sm90.md).
         for j in range(1, n_blocks):
             s_tok = _scores(q, k_smem, bar_k, j, s_zero, STAGES)            # S_j = Q K_j^T
             acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)          # acc += P V
@@ -203,7 +182,7 @@ if gluon is not None:
 def config(head_dim: int) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps)."""
     return {"BLOCK_M": 64, "BLOCK_N": {64: 128, 128: 64}.get(head_dim, 32), "STAGES": 2,
-            "Q_REG": False, "num_warps": 4}
+            "num_warps": 4}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:

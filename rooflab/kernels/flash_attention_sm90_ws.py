@@ -5,20 +5,13 @@ that moves Q, K and V by TMA into shared memory and two consumer warpgroups of 6
 read the same K and V tiles. The producer needs few registers and gives the rest to the
 consumers (Hopper reallocates registers between warpgroups). Each consumer runs
 flash_attention_sm90.py's loop (block j's Q K^T and block j-1's P V in flight together, the
-softmax under P V); with PINGPONG the two take turns to issue their tensor-core ops, so that
-one's softmax runs under the other's matmuls.
+softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
-empty one (both consumers arrive once their ops that read the slot are done); `turn` holds the
-ping-pong. Scope as flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows.
+empty one (both consumers arrive once their ops that read the slot are done). Scope as flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows.
 
-Measured on an H100 in the kernels benchmark (h100_kernels.json), against cuDNN in the same run:
-head dim 128, 678 against 615 TFLOP/s (fp16, N=16384), 693 against 674 (bf16, 4096), causal 586
-against 559 and 659 against 595 (GQA, 8192); head dim 256, 737 and 760 against 703 and 722,
-causal 439 and 443 against 407 and 410. 1.03-1.21x flash_attention.py's Triton kernel. Ping-pong
-made no difference beyond noise (0.97-1.00x, h100_kernels_flash_ab_gluon3.json, ws against
-ws_nopp) and is off; 64-key blocks at 128 lost 5-15%. At head dim 64 it was 0.84-0.87x the
-unspecialized kernel, which runs there.
+Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
+the consumers among them): docs/kernels/flash_attention_sm90.md.
 """
 from __future__ import annotations
 
@@ -51,10 +44,10 @@ if F9.gluon is not None:
     @gluon.jit
     def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, W: gl.constexpr):
+                  CAUSAL: gl.constexpr, W: gl.constexpr):
         q_desc, k_desc, v_desc, o_desc, LSE = descs
         q_smem, k_smem, v_smem = smem
-        bar_q, k_ready, k_empty, v_ready, v_empty, turn = bars
+        bar_q, k_ready, k_empty, v_ready, v_empty = bars
         bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
             _load(q_desc, bh * n_q + m0 + w * BLOCK_M, bar_q.index(w), q_smem.index(w), True)
@@ -69,11 +62,11 @@ if F9.gluon is not None:
     @gluon.jit
     def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, W: gl.constexpr):
+                  CAUSAL: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of the program's 128
         q_desc, k_desc, v_desc, o_desc, LSE = descs
         q_smem, k_smem, v_smem = smem
-        bar_q, k_ready, k_empty, v_ready, v_empty, turn = bars
+        bar_q, k_ready, k_empty, v_ready, v_empty = bars
         bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -93,14 +86,10 @@ if F9.gluon is not None:
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
         mbarrier.wait(bar_q.index(W), 0)
 
-        # block 0 (this warpgroup's turn 0)
-        if PINGPONG:
-            mbarrier.wait(turn.index(W), 1 - W)
+        # block 0
         mbarrier.wait(k_ready.index(0), 0)
         s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)
-        if PINGPONG:
-            mbarrier.arrive(turn.index(1 - W), count=1)
         s = warpgroup_mma_wait(0, deps=[s_tok])
         mbarrier.arrive(k_empty.index(0), count=1)
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
@@ -112,15 +101,11 @@ if F9.gluon is not None:
         for j in range(1, n_blocks):
             slot = j % STAGES
             prev = (j - 1) % STAGES
-            if PINGPONG:  # turn j: warpgroup 0 waits at parity (j & 1) ^ 1, warpgroup 1 at j & 1
-                mbarrier.wait(turn.index(W), (j & 1) ^ (1 - W))
             mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
             s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                                   is_async=True)
             mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
             acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-            if PINGPONG:
-                mbarrier.arrive(turn.index(1 - W), count=1)
             s = warpgroup_mma_wait(1, deps=[s_tok])
             mbarrier.arrive(k_empty.index(slot), count=1)
             s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
@@ -147,21 +132,18 @@ if F9.gluon is not None:
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
         bar_q = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2):
             mbarrier.init(bar_q.index(i), count=1)
-            mbarrier.init(turn.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(k_ready.index(i), count=1)
             mbarrier.init(v_ready.index(i), count=1)
@@ -169,21 +151,21 @@ if F9.gluon is not None:
             mbarrier.init(v_empty.index(i), count=2)
         descs = (q_desc, k_desc, v_desc, o_desc, LSE)
         smem = (q_smem, k_smem, v_smem)
-        bars = (bar_q, k_ready, k_empty, v_ready, v_empty, turn)
+        bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, PINGPONG, 0)),
+                         BLOCK_N, STAGES, CAUSAL, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, PINGPONG, 1)),
+                         BLOCK_N, STAGES, CAUSAL, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, PINGPONG, 0))], [4, 1], [CONSUMER_REGS, 24])
+                         BLOCK_N, STAGES, CAUSAL, 0))], [4, 1], [CONSUMER_REGS, 24])
 
 
 def config(head_dim: int) -> dict:
     """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8)."""
     return {"BLOCK_M": 64, "BLOCK_N": 128 if head_dim <= 128 else 64, "STAGES": 2,
-            "PINGPONG": False, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:

@@ -8,26 +8,17 @@ leaves a partial softmax (its output and log-sum-exp) per head it touched. A sec
 merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse),
 one row a program or, with many (batch, KV head) pairs, a tile of rows a program (merge_rows).
 On Hopper and later the merge is launched while the first kernel runs (programmatic dependent
-launch) and waits inside for its partials: on the H200 up to 2.3 us faster where the cache is
-long or the batch large, no change below 8k cached tokens (h200_kernels_decode_pdl.json).
-Where a head is cut into two runs, the second of its programs to finish (told by an atomic count,
-which it sets back to 0) merges them itself and no merge kernel runs: on the H200 0.2-0.6 us
-faster from 2k to 16k keys at B=8 (h200_kernels_decode_ab_tma_rule.json). With more runs a head
-it lost: +0.9 to +3.5 us at the lab's decode shapes, +13 us with one sequence, whose few last
-programs merge alone (h200_kernels_decode_merge_variants.json), +4.5 us with one sequence of 4k
-in 16 runs a head (h200_kernels_decode_ab_tma_last.json).
+launch) and waits inside for its partials. Where a head is cut into two runs, the second of its
+programs to finish (told by an atomic count, which it sets back to 0) merges them itself and no
+merge kernel runs.
 
 How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
 into one equal run per program, a run crossing from one head to the next where it must (as
 stream-K cuts a GEMM), so that every program has the same work; the launcher picks a count of
-programs that cuts every head alike (aligned). Where every (batch, KV head) pair
-can have a program of its own in one wave, and they either fill the SMs or a head's cache is
-short (8 blocks or fewer), each program takes one whole head instead and writes its answer
-itself: no partials, no merge kernel. On the H200 (h200_kernels_decode_search.json) that took
-125.8 us at 512 heads of head_dim 64 and 4096 keys (the even cut 132.9) and 10.4 us at the
-lab's 512 cached tokens (the cut 11.0); at 1024 (16 blocks a head, 64 heads) the cut was faster,
-14.2 against 15.6 us. Where the heads need two waves it is not a rule: at B=64 x 8 KV heads of
-head_dim 128 whole heads took 239-270 us by pipeline depth, the even cut 245.
+programs that cuts every head alike (aligned). Where every (batch, KV head) pair can have a
+program of its own in one wave, and they either fill the SMs or a head's cache is short (8 blocks
+or fewer), each program takes one whole head and writes its answer itself: no partials, no merge.
+What each choice gained on the H200, and what lost: docs/kernels/flash_decoding.md.
 
 Read in order: the reference, the kernels, the launcher (the schedule), the cost, the check.
 Shapes: q (B, H, Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the
@@ -257,57 +248,17 @@ MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 ke
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
-    """Keys per loop step, warps, pipeline depth and TMA (K and V by Hopper's tensor memory
-    accelerator, where the GPU has one and the tensors are aligned) for a head_dim and, given
-    the shape, when to take 128 keys a step instead of 64: with at most 16 rows (heads per KV
-    head x queries) and head_dim 128 or less, either a short cache (SHORT_CACHE keys or fewer)
-    with one (batch, KV head) pair an SM or fewer, as cuDNN's kernel takes them there (Nsight
-    Compute: a 16x128x128 tile, 64 CTAs of 128 threads, h200_ncu_decode_q1_512.txt), or a
-    longer one at head_dim 128 with MANY_PAIRS pairs or more (one program an SM).
+    """Keys per loop step, warps, pipeline depth and TMA (where the GPU has one and the tensors
+    are aligned): 64 keys in 3 stages of 4 warps, or 128 keys a step where rows (heads per KV
+    head x queries) <= 16 and head_dim <= 128 and either
 
-    On the H200, in one run at 15 shapes (h200_kernels_decode_ab_tma_last.json), TMA took up to
-    0.7 us off, or was within 0.3 us at 3 (0.3-1.9 us off at all 7 of the rule's run,
-    h200_kernels_decode_ab_tma_rule.json); 128 keys a step from 1k keys at B=8 and 64 took
-    0.3-3.9 us off, and the rule leaves out where it lost: one sequence (8 pairs; 11.3 against
-    10.8 us at 4k), 16 queries a head (43.3 against 39.9), head_dim 64 with 512 pairs (128.4
-    against 124.4). At 512 keys 128 a step had taken 10.3 us to 9.6 (cuDNN 8.9), and with one
-    sequence 9.5 to 8.5; there it also lost with 16 queries a head (15.7 against 12.1) and at
-    B=64 (41.2 against 36.4; h200_kernels_decode_ab_n128.json, h200_kernels_decode_ab_rule.json).
-    Earlier searches (blocks of 16-128 keys, 2-8 stages, whole heads or 1-3 programs per SM)
-    found nothing 3% faster at 7 shapes (h200_kernels_decode_pipeline_search.json).
+    | cache                    | (batch, KV head) pairs | as                                  |
+    | <= SHORT_CACHE keys      | <= one an SM           | cuDNN's kernel takes them (ncu)     |
+    | > SHORT_CACHE, d == 128  | >= MANY_PAIRS          | one program an SM                   |
 
-    What limits it: with one query a head it runs at the rate of a read of the same bytes or
-    faster (torch's sum: 36.1 us at B=8 and 4k keys against the kernel's 35.1; at 512, 10.2
-    against 9.0); where the bytes are few that rate is far below the copy ceiling (one sequence
-    of 4k: 16.8 MB, 10.5 us to read, 0.37 of it). At 512 cached tokens cuDNN took 8.9-9.0 us
-    against our 8.9-9.0 (h200_kernels.json, h200_kernels_decode_ab_tma_rule.json): both launch 64
-    programs, one a head, that walk 4 blocks of 128 keys each, and Nsight Compute times them
-    alike (10.18 us against cuDNN's 10.05, 1.66 and 1.68 TB/s, one warp a scheduler idle 86% and
-    78% of cycles; h200_ncu_decode_q1_512_tma.txt, h200_ncu_cudnn_q1_512_rerun.txt). Not the
-    launch: an empty kernel takes 0.6 us in this timing. Spread over more SMs the same 16.8 MB
-    read faster (a plain Triton read by address, 32 KB a step: 15.0 us by 64 programs, 9.2 by
-    128, 6.7 by 256; h200_kernels_read_floor.json), but a head cut in two needs a merge, and
-    cutting the heads in two (128 programs, merged by the last of each or by the merge kernel)
-    took 10.5-10.8 us. Tried there too and left: 8 warps 9.4,
-    4 stages 9.3, blocks of 64 in 6 stages 11.2 (h200_kernels_decode_ab_tma.json), 2 warps 11.2,
-    2 stages 11.9, 256 keys a step 11.6-11.8 (h200_kernels_decode_ab_512_tma.json), asking L2
-    for a run's later blocks as it starts (prefetch.global.L2 a 128-byte line; not kept) 10.9,
-    1.12-1.35x slower at all 7 shapes tried (h200_kernels_decode_ab_prefetch.json); a cluster
-    of 2 CTAs a program (num_ctas=2, to spread a head over two SMs) does not compile in Triton
-    3.6 (h200_kernels_decode_ab_ctas.json); before TMA,
-    cutting the heads again, 32 keys a block in 4 stages or 128 in 2 stages of 8 warps took
-    10.7-12.9 us there (h200_kernels_decode_ab_short_cache.json).
-    With 16 a head, Nsight Compute timed this kernel at 38.8 us (3.55 TB/s) at B=8 and 4k
-    keys and the one-row merge after it at 15.6 (h200_ncu_decode_q16.txt): the merge, not the
-    64-row chain QK^T -> softmax -> PV, was most of the gap to a read (37 us); merged in tiles
-    (merge_rows) the pair took 39.6-39.7 us, 0.81 of the copy ceiling. Tried on the chain and
-    left: FlashAttention's update (one multiply-add a score, P V accumulated in the dot), -0.6%
-    to +0.7%; holding the first block's max, 1-15% slower at all 12 shapes: two loops, two
-    pipeline fills (h200_kernels_decode_variants_ab.json); Q in registers, as FlashAttention
-    holds it at head_dim 64, 0.986-1.010x at 16 shapes (h200_kernels_decode_qreg.json); the
-    64 rows cut into tiles of 32 or 16, a program each, the tiles of a run neighbours sharing K
-    and V through L2: 49.8 us became 69.7 (32 rows) and 91.6 (16) at B=8 and 4k keys, 12.2
-    became 24.2 at 512 (h200_kernels_decode_ab_row_tiles.json; commit 1e29545 has it)."""
+    With one query a head the kernel runs at the rate of a plain read of the same bytes; where
+    the bytes are few that rate is far below the copy ceiling. The search, the variants that
+    lost and their figures: docs/kernels/flash_decoding.md."""
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     sms = torch.cuda.get_device_properties(0).multi_processor_count if (
@@ -336,16 +287,8 @@ WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge woul
 def merge_rows(heads: int, given: int | None = None) -> int:
     """Rows a merge program takes: 4 (merge_tiles) where there are 64 or more (batch, KV head)
     pairs, else 0 (merge_splits, one row a program); a config's MERGE_ROWS (``given``) instead.
-
-    Why: Nsight Compute put merge_splits at 15.6 us beside the split kernel's 38.8 at B=8, 16
-    queries a head, 4k keys (h200_ncu_decode_q16.txt), its slots reduced across threads (L1
-    82% busy). merge_tiles merges a tile of rows four slots a step, each row in its own
-    threads. In one run over 12 shapes (h200_kernels_decode_ab_merge_tiles4.json) tiles of 4
-    rows took 39.6 us against 48.9 there (0.81 of the copy ceiling against 0.66), 36.6 against
-    40.9 at 4 queries, 36.0 against 37.4 at one; with 8 pairs (one sequence, or MQA) their
-    slot loop is a long serial chain over few programs, and one row a program won: 11.1 against
-    20.1 us at one sequence of 4k, 22.1 against 26.1 with d=256 MQA. At each of the 12 shapes
-    this rule's choice was within 1.5% of the fastest of the four merges tried."""
+    Tiles merge four slots a step, each row in its own threads, where there are many rows to
+    merge; with few pairs their slot loop is a long serial chain and one row a program wins."""
     if given is not None:
         return given
     return 4 if heads >= MANY_PAIRS else 0
@@ -355,11 +298,9 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either fill the
     SMs or are short (see the module's docstring). Otherwise about as many as run at once
-    (aligned: a count that cuts every head alike): two per SM
-    where two fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim
-    128), one at head_dim 256 or with 128 keys a step at 128 (192 KB). On the H200 two per SM
-    beat one at 7 of 9 shapes, by up to 1.3x at head_dim 64; at head_dim 256 one per SM took
-    22.6 us and two 26.0 (benchmarks/results/h200_kernels_decode.json)."""
+    (aligned: a count that cuts every head alike): two per SM where two fit in shared memory
+    (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 or with
+    128 keys a step at 128 (192 KB)."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
@@ -373,9 +314,7 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
 
 def aligned(programs: int, heads: int) -> int:
     """At most ``programs``, and a count that cuts every head alike: a whole number of programs
-    a head, or of heads a program. On the H200 at B=8 x 8 KV heads and 16k keys, 128 programs
-    (2 a head) took 125.1 us and 132 took 128.6; at B=64, 128 (4 heads each) 242.1 and 132
-    245.9 (h200_kernels_decode_ab_tma_last.json)."""
+    a head, or of heads a program (an uneven cut leaves one head's runs last)."""
     if heads <= programs:
         return heads * (programs // heads)
     return -(-heads // -(-heads // programs))

@@ -51,11 +51,9 @@ if triton is not None:
     def _gelu(x):
         # 0.5 * (1 + tanh(z)) == sigmoid(2z) == 1 / (1 + 2^(-2 log2(e) z)): one exp2, no tanh.
         # -2 log2(e) z = x * (c0 + c1 x^2) with c0 = -2 log2(e) sqrt(2/pi), c1 = 0.044715 c0:
-        # two multiplies and an FMA an element, 3 multiplies fewer than z's formula as written.
-        # On the H200 that read 0.96 of a copy at 2^21 bf16 elements against 0.89, 0.99 against
-        # 0.92 at 2^22, the same at 2^26, with the same error (h200_kernels_gelu_ab.json; commit
-        # 50e563c has both). The exponent is capped so exp2 never overflows (x / (1 + 2^115) is
-        # 0 to fp32 precision).
+        # two multiplies and an FMA an element, 3 multiplies fewer than z's formula as written
+        # (docs/kernels/gelu.md). The exponent is capped so exp2 never overflows (x / (1 +
+        # 2^115) is 0 to fp32 precision).
         x = x.to(tl.float32)
         return x / (1.0 + tl.math.exp2(tl.minimum(x * (x * x * -0.10294324 + -2.3022082), 115.0)))
 
@@ -79,12 +77,9 @@ if triton is not None:
 # --- 3. the launcher -------------------------------------------------------------------------
 BLOCK = 1024
 # (block, warps) per element size: the best of benchmarks/fusion.py's sweep on the H200 at 64M
-# and 256M elements (benchmarks/results/h200_fusion.json)
+# and 256M elements; 2-byte tensors under 4M elements (8 MB) are latency-bound, and twice the
+# programs hide it better (the searches: docs/kernels/gelu.md)
 TUNED = {4: (1024, 8), 2: (2048, 4)}
-# 2-byte tensors under 4M elements (8 MB) are latency-bound: twice the programs of (2048, 4) hide
-# it better. In the search (benchmarks/results/h200_kernels_gelu_small.json, two rounds), (1024, 4)
-# read 0.90-0.96 of a copy of the same bytes at 2^20 and 2^21 elements, where (2048, 4) read
-# 0.87-0.91; in the full sweep after it, 0.925-0.97 (h200_kernels_gelu.json)
 SMALL_N, SMALL_TUNED = 1 << 22, (1024, 4)
 
 

@@ -10,10 +10,8 @@ tables are regenerated from results.json after every part.
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import json
 import os
-import platform
 import time as _time
 import traceback
 
@@ -24,38 +22,11 @@ from rooflab.lab import answers as LA
 from rooflab.lab import parts as LP
 from rooflab.lab.context import Context
 from rooflab.measure import ceilings as CE
+from rooflab.measure import provenance
 from rooflab.measure.memory import release
 from rooflab.units import si
 
 DEFAULT_GPU = "RTX A6000"  # the lab's default card when no GPU is present or named
-
-
-def versions() -> dict:
-    v = {"python": platform.python_version(), "torch": torch.__version__}
-    for mod in ("transformers", "triton"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except ImportError:
-            v[mod] = "not installed"
-    if torch.cuda.is_available():
-        v["cuda"] = torch.version.cuda
-    return v
-
-
-def commit() -> str | None:
-    """The commit of the checkout rooflab runs from (a result's provenance); None when it was
-    installed from a wheel, whatever repository its site-packages may sit in."""
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if not os.path.exists(os.path.join(root, ".git")):
-        return None
-    try:
-        return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=5,
-                              check=True).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -139,9 +110,9 @@ def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool 
                "quick": quick}
     results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
                         "ceilings": ceil.as_dict(), "ceilings_summary": summary,
-                        "versions": versions(), "commit": commit(), "quick": quick,
+                        "versions": provenance.versions(), "commit": provenance.commit(), "quick": quick,
                         "titles": {str(n): title for n, (title, _) in LP.PARTS.items()},
-                        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                        "date": provenance.now()},
                "parts": {k: v for k, v in previous.items()
                          if v.get("status") == "ok" and v.get("options") == options}}
     ctx = Context(device, gpu_hw, ceil, out_dir, quick,
