@@ -3,7 +3,7 @@ commit, date and device that made it) and of results/ab/ (one-off A/Bs and studi
 
 Usage: python benchmarks/index.py [RESULTS_DIR]   (default: benchmarks/results)
 results/current/ is what scripts/gpu_check.sh writes, overwritten by each full run; its
-manifest.json names the command of every part, so files that are not JSON are indexed too.
+manifest-*.json name the command of every part, so files that are not JSON are indexed too.
 """
 from __future__ import annotations
 
@@ -52,10 +52,10 @@ def _row(cells) -> str:
 def current(folder: str) -> list[str]:
     if not os.path.isdir(folder):
         return ["No full run is recorded yet: `scripts/gpu_check.sh OUT` makes one."]
-    manifest = _meta_manifest(os.path.join(folder, "manifest.json"))
+    manifest = _manifests(folder)
     lines = ["| file | made by | commit | date | device |", "| --- | --- | --- | --- | --- |"]
     for f in _files(folder):
-        if f == "manifest.json" or "/" in f and not f.endswith("results.json"):
+        if f.startswith("manifest") or "/" in f and not f.endswith("results.json"):
             continue  # a report's figures and tables are indexed by its results.json
         m = _meta(os.path.join(folder, f)) if f.endswith(".json") else {}
         part = manifest["files"].get(f.split("/")[0], {})
@@ -70,14 +70,15 @@ def current(folder: str) -> list[str]:
     return lines
 
 
-def _meta_manifest(path: str) -> dict:
-    try:
-        with open(path) as f:
+def _manifests(folder: str) -> dict:
+    """The manifests of the calls that filled the folder, merged (the first one's provenance)."""
+    merged: dict = {"files": {}, "parts": []}
+    for name in sorted(f for f in os.listdir(folder) if f.startswith("manifest")):
+        with open(os.path.join(folder, name)) as f:
             m = json.load(f)
-    except (OSError, ValueError):
-        return {"files": {}}
-    m.setdefault("files", {})
-    return m
+        merged = {**m, **merged, "files": {**merged["files"], **m.get("files", {})},
+                  "parts": merged["parts"] + m.get("parts", [])}
+    return merged
 
 
 def ab(folder: str) -> list[str]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go, into OUT/current/ (packed as OUT/current.tar.gz), with a
-# manifest.json of each part's command, exit code and time; unpacked as benchmarks/results/current/
+# manifest-PARTS.json of each part's command, exit code and time; unpacked as benchmarks/results/current/
 # and indexed by benchmarks/index.py. A copy of the tree without .git: set ROOFLAB_COMMIT.
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,fusion,kernels,l2,generate,decode_attn,decoder,
@@ -69,8 +69,9 @@ parts = [json.loads(line) for line in open(os.path.join(cur, "parts.jsonl"))]
 os.remove(os.path.join(cur, "parts.jsonl"))
 files = {f: {"part": p["part"], "command": p["command"]} for p in parts for f in p["files"]}
 files["nvidia-smi.txt"] = {"part": "setup", "command": "nvidia-smi --query-gpu=..."}
+name = "manifest-" + "-".join(p["part"] for p in parts) + ".json"  # one a call: calls merge
 json.dump({**provenance.record(), "parts": parts, "files": files},
-          open(os.path.join(cur, "manifest.json"), "w"), indent=1)
+          open(os.path.join(cur, name), "w"), indent=1)
 PY
 tar -czf "$out/current.tar.gz" -C "$out" current && rm -rf "$cur" "$out/cache"
 ls -la "$out"
