@@ -30,7 +30,7 @@ has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider \
   --junitxml="$cur/pytest-gpu-other.xml" tests --deselect tests/test_kernels.py
 has measure && run measure python3 benchmarks/measurement.py "$cur"
 has fusion && run fusion python3 benchmarks/fusion.py "$cur"
-has kernels && run kernels python3 benchmarks/kernels.py "$cur"
+has kernels && run kernels python3 benchmarks/kernels.py "$cur" gelu,decode_default,lab_decode,flash_default
 has l2 && run l2 python3 benchmarks/l2_bandwidth.py "$cur"
 has generate && run generate python3 benchmarks/generate.py "$cur"
 has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$cur/gemma" \
