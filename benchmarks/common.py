@@ -13,6 +13,8 @@ from rooflab.measure import provenance
 def meta() -> dict:
     """The run's provenance (commit, date, device, versions) and the command that made it."""
     argv = [os.path.relpath(a, provenance.ROOT) if i == 0 else a for i, a in enumerate(sys.argv)]
+    if os.environ.get("OUT"):  # the device's output folder, by its name
+        argv = [a.replace(os.environ["OUT"], "OUT") for a in argv]
     return {**provenance.record(), "command": " ".join(["python3", *argv])}
 
 

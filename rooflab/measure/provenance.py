@@ -28,11 +28,14 @@ def versions() -> dict:
 
 
 def commit() -> str | None:
-    """The commit of the checkout rooflab runs from, with "-dirty" where its tracked files
-    differ from it; else $ROOFLAB_COMMIT (a copy of a checkout without its .git, as a remote
-    GPU gets); None when installed from a wheel, whatever repository site-packages sits in."""
+    """$ROOFLAB_COMMIT where set (a copy of a checkout sent to a remote GPU, whose .git may be
+    older than its files); else the commit of the checkout rooflab runs from, with "-dirty"
+    where its tracked files differ from it; None when installed from a wheel, whatever
+    repository site-packages sits in."""
+    if os.environ.get("ROOFLAB_COMMIT"):
+        return os.environ["ROOFLAB_COMMIT"]
     if not os.path.exists(os.path.join(ROOT, ".git")):
-        return os.environ.get("ROOFLAB_COMMIT") or None
+        return None
     try:
         git = ["git", "-C", ROOT]
         head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -40,7 +43,7 @@ def commit() -> str | None:
         dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "rooflab", "benchmarks"],
                                capture_output=True, timeout=5).returncode == 1
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("ROOFLAB_COMMIT") or None
+        return None
     return (head + "-dirty" if dirty else head) or None
 
 
