@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from rooflab.kernels import flash_decoding as FD
-from rooflab.lab import attention as A
+from rooflab.studies import attention as A
 from rooflab.measure import ceilings as CE
 
 from common import ab_parser, alternate, rows, variants as parse_variants, write

@@ -23,7 +23,7 @@ import tempfile
 import torch
 
 from rooflab.kernels import flash_attention as FA
-from rooflab.lab import attention as A
+from rooflab.studies import attention as A
 
 from common import ab_parser, alternate, rows as parse_rows, variants as parse_variants
 from common import write

@@ -7,8 +7,8 @@ import sys
 import torch
 
 from rooflab.kernels import flash_attention as FA
-from rooflab.lab import attention as A
-from rooflab.measure.timer import time
+from rooflab.studies import attention as A
+from rooflab.measure.timer import time_call
 
 from common import write
 
@@ -17,7 +17,7 @@ DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 def bench(fn, flops) -> dict:
     try:
-        t = time(fn, warmup=3, reps=20, device="cuda")
+        t = time_call(fn, warmup=3, reps=20, device="cuda")
     except Exception as e:  # noqa: BLE001 - a backend that cannot run the shape
         return {"error": str(e).splitlines()[0][:160]}
     return {"device_s": t.device_s, "tflops_per_s": flops / t.device_s / 1e12, "cv": t.cv}

@@ -17,12 +17,12 @@ import torch.nn.functional as F
 
 from rooflab import count
 from rooflab import models as M
-from rooflab.lab import generate as GN
-from rooflab.lab import layer_measure as LM
+from rooflab.studies import generate as GN
+from rooflab.studies import layer_measure as LM
 from rooflab.measure import ceilings as CE
 from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
-from rooflab.measure.timer import time
+from rooflab.measure.timer import time_call
 
 from common import write
 
@@ -79,7 +79,7 @@ def sdpa_row(b: int, h: int, hkv: int, q_len: int, kv: int, mask: str, layout: s
         out["ops"] = [r.op for r in c.records if r.bytes]
         out["bytes"] = sum(r.bytes for r in c.records)
         out["attention_op"] = rec[0].op if rec else None
-        t = time(fn, warmup=3, budget_s=0.1, max_reps=200, device=dev, wall=False)
+        t = time_call(fn, warmup=3, budget_s=0.1, max_reps=200, device=dev, wall=False)
         prof = P.profile(fn, iters=3, warmup=1, device=dev)
         out.update(device_us=t.device_s * 1e6, cv=t.cv,
                    kernels=[(k.name[:90], k.mean_us, k.calls / 3) for k in prof.kernels],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from rooflab import models as M
-from rooflab.lab import layer_measure as LM
+from rooflab.studies import layer_measure as LM
 from rooflab.measure import ceilings as CE
 from rooflab.measure import op_classes as OC
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from rooflab import models as M
-from rooflab.lab import fusion
-from rooflab.lab import layer_measure as LM
+from rooflab.studies import fusion
+from rooflab.studies import layer_measure as LM
 from rooflab.measure import op_classes as OC
 from rooflab.measure import ceilings as CE
 
@@ -18,7 +18,7 @@ def gelu_tuning(bw: float) -> list[dict]:
     import torch
 
     from rooflab.kernels import gelu as G
-    from rooflab.measure.timer import time
+    from rooflab.measure.timer import time_call
 
     rows = []
     for dt, tdt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
@@ -26,10 +26,10 @@ def gelu_tuning(bw: float) -> list[dict]:
             x = torch.randn(numel, device="cuda", dtype=tdt)
             out = torch.empty_like(x)
             nbytes = 2 * numel * x.element_size()
-            ref = time(G.gelu_torch, x, warmup=5, reps=50, device="cuda").median_s
+            ref = time_call(G.gelu_torch, x, warmup=5, reps=50, device="cuda").median_s
             for block in (1024, 2048, 4096, 8192):
                 for warps in (4, 8, 16):
-                    t = time(G.gelu_triton, x, out, block, warps, warmup=5, reps=50,
+                    t = time_call(G.gelu_triton, x, out, block, warps, warmup=5, reps=50,
                              device="cuda").median_s
                     rows.append({"dtype": dt, "numel": numel, "block": block, "num_warps": warps,
                                  "device_s": t, "fgelu_time_s": ref,

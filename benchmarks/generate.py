@@ -10,7 +10,7 @@ import torch
 
 from rooflab import hf
 from rooflab import models as M
-from rooflab.lab import generate as GN
+from rooflab.studies import generate as GN
 from rooflab.measure import ceilings as CE
 from rooflab.measure import op_classes as OC
 
@@ -57,7 +57,7 @@ if __name__ == "__main__":
 def diagnose(name: str, batch: int, seq: int) -> list[dict]:
     """Where a decode step's kernel time goes, op by op, beside the prediction."""
     from rooflab import count
-    from rooflab.lab import layer_measure as LM
+    from rooflab.studies import layer_measure as LM
     from rooflab.measure import profile as P
 
     cfg = M.load(name)

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
 from rooflab.kernels import gelu as G
-from rooflab.lab import attention as A
+from rooflab.studies import attention as A
 from rooflab.measure import ceilings as CE
-from rooflab.measure.timer import time
+from rooflab.measure.timer import time_call
 
 from common import alternate, write
 
@@ -30,7 +30,7 @@ DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 def t_s(fn, *args, device: str = "cuda") -> float:
     """Device seconds of one call (L2 flushed first): every GeLU and decode figure here."""
-    return time(fn, *args, warmup=3, budget_s=0.1, max_reps=200, flush_l2=True, wall=False,
+    return time_call(fn, *args, warmup=3, budget_s=0.1, max_reps=200, flush_l2=True, wall=False,
                 device=device).device_s
 
 
@@ -233,7 +233,7 @@ FLASH_TILES = [  # (BLOCK_M, BLOCK_N, warps, stages), each by addresses and thro
 
 def flash_s(fn, device: str = "cuda") -> float:
     """Device seconds of one attention call, timed as every FlashAttention figure here is."""
-    return time(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False, device=device).device_s
+    return time_call(fn, warmup=3, budget_s=0.15, max_reps=60, wall=False, device=device).device_s
 
 
 def flash(tiles: bool = True) -> list[dict]:

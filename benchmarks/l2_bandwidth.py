@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from rooflab.measure.timer import time
+from rooflab.measure.timer import time_call
 
 from common import write
 
@@ -40,7 +40,7 @@ def read_rate(total_bytes: int, passes: int, programs: int, block: int = 4096) -
     fn()
     expect = x.float().view(programs, slice_elems).sum(1) * passes
     assert torch.allclose(out, expect, rtol=1e-3, atol=1e-2 * passes), "the read kernel is wrong"
-    t = time(fn, warmup=3, budget_s=0.3, max_reps=200, wall=False, device="cuda")
+    t = time_call(fn, warmup=3, budget_s=0.3, max_reps=200, wall=False, device="cuda")
     moved = programs * slice_elems * 2 * passes
     return {"buffer_bytes": programs * slice_elems * 2, "passes": passes, "programs": programs,
             "device_s": t.device_s, "cv": t.cv, "unstable": t.unstable, "bytes_per_s": moved / t.device_s}

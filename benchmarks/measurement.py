@@ -12,7 +12,7 @@ import torch
 from rooflab import hardware as H
 from rooflab.measure import ceilings as CE
 from rooflab.measure import profile as P
-from rooflab.measure.timer import time
+from rooflab.measure.timer import time_call
 
 from common import write
 
@@ -50,10 +50,10 @@ def timer_vs_do_bench_and_profiler() -> list[dict]:
             order = ("ours", "do_bench", "profiler")
             for who in (order if rnd % 2 == 0 else order[::-1]):
                 if who == "ours":
-                    t = time(fn, warmup=10, budget_s=0.3, max_reps=300, flush_l2=True,
+                    t = time_call(fn, warmup=10, budget_s=0.3, max_reps=300, flush_l2=True,
                              device="cuda", wall=False)
                     cold.append(t.device_s)
-                    w = time(fn, warmup=10, budget_s=0.3, max_reps=300, device="cuda")
+                    w = time_call(fn, warmup=10, budget_s=0.3, max_reps=300, device="cuda")
                     warm.append(w.device_s)
                     walls.append(w.wall_s)
                     cvs.append(w.cv)
@@ -86,7 +86,7 @@ def flush_write_back() -> dict:
     try:
         for name, flush in (("zeroing", buf.zero_), ("reading", lambda: buf.sum())):
             T._flusher = lambda device, flush_l2, flush=flush: flush
-            out[f"after_{name}_s"] = time(x.sum, warmup=5, budget_s=0.3, max_reps=300,
+            out[f"after_{name}_s"] = time_call(x.sum, warmup=5, budget_s=0.3, max_reps=300,
                                           flush_l2=True, device="cuda", wall=False).device_s
     finally:
         T._flusher = real
@@ -100,15 +100,15 @@ def cv_10us() -> dict:
     """CV of a ~10 us kernel (a 16 MiB copy on an H200), warm, busy queue."""
     src = torch.rand(16 << 18, device="cuda")
     dst = torch.empty_like(src)
-    t = time(dst.copy_, src, warmup=20, reps=500, device="cuda")
+    t = time_call(dst.copy_, src, warmup=20, reps=500, device="cuda")
     return {"kernel": "copy 16 MiB", **t.as_dict()}
 
 
 def cv_100us() -> dict:
     src = torch.rand(200 << 18, device="cuda")  # 200 MiB read + 200 MiB written: ~100 us
     dst = torch.empty_like(src)
-    warm = time(dst.copy_, src, warmup=20, reps=300, device="cuda")
-    cold = time(dst.copy_, src, warmup=20, reps=300, flush_l2=True, device="cuda")
+    warm = time_call(dst.copy_, src, warmup=20, reps=300, device="cuda")
+    cold = time_call(dst.copy_, src, warmup=20, reps=300, flush_l2=True, device="cuda")
     return {"kernel": "copy 200 MiB", "warm": warm.as_dict(), "cold": cold.as_dict()}
 
 
@@ -119,8 +119,8 @@ def graph_overhead() -> dict:
         for _ in range(100):
             x.add_(1)
 
-    eager = time(hundred_adds, warmup=3, reps=50, device="cuda")
-    graph = time(hundred_adds, warmup=3, reps=50, device="cuda", cuda_graph=True)
+    eager = time_call(hundred_adds, warmup=3, reps=50, device="cuda")
+    graph = time_call(hundred_adds, warmup=3, reps=50, device="cuda", cuda_graph=True)
     # wall time: the lesson is launch overhead, which device time leaves out by design
     return {"eager_per_kernel_wall_s": eager.wall_s / 100,
             "graph_per_kernel_wall_s": graph.wall_s / 100,

@@ -20,7 +20,7 @@ def decode(lq: int, n_kv: int = 4096, cudnn: bool = False):
     k, v = (torch.randn(8, 8, n_kv, 128, device="cuda", dtype=torch.bfloat16, generator=g)
             for _ in range(2))
     if cudnn:
-        from rooflab.lab.attention import _sdpa
+        from rooflab.studies.attention import _sdpa
         return lambda: _sdpa("cudnn")(q, k, v, lq > 1)
     return lambda: FD.flash_decode(q, k, v, lq > 1)
 

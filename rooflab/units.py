@@ -68,3 +68,16 @@ def is_cv(name: str) -> bool:
 def unstable_cell(name: str, v) -> bool:
     """A CV column whose value is above the timer's threshold: views mark such cells."""
     return is_cv(name) and isinstance(v, (int, float)) and v > CV_UNSTABLE
+
+
+def noise(rows: list[dict], label, flag: str = "unstable", cv: str = "cv") -> str:
+    """A sentence naming the timings among ``rows`` the timer flagged unstable (``label(row)``
+    names one), for an answer that compares them; '' when every one was stable."""
+    bad = [r for r in rows if r.get(flag)]
+    if not bad:
+        return ""
+    listed = ", ".join(f"{label(r)} (CV {r[cv]:.0%})" for r in bad[:4])
+    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+    return (f" Unstable timings (robust CV above {CV_UNSTABLE:.0%}): {listed}{more}: their calls "
+            "varied that much (another process, clocks, caches), so ratios that use them are "
+            "uncertain by about as much.")

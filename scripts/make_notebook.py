@@ -104,7 +104,7 @@ Then time `torch.matmul` several times in a row with **no** warm-up, and describ
         code("""ok, why = checks.check_latency(latency)
 report(ok, why)
 if not ok:   # rooflab's timer stands in, so the rest of the notebook runs
-    from rooflab.measure import time as _rooflab_time
+    from rooflab.measure import time_call as _rooflab_time
     latency = lambda fn, warmup=10, repeat=100: _rooflab_time(fn, warmup=warmup, reps=repeat, device=DEVICE).mean_s
 A = torch.randn(256 if QUICK else 1024, 256 if QUICK else 1024, device=DEVICE)
 runs = [latency(lambda: A @ A, warmup=0, repeat=1) for _ in range(8)]   # no warm-up

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rooflab import analyze as A
+from rooflab.studies import analyze as A
 from rooflab.measure import ceilings as CE
 
 CEIL = CE.Ceilings("cpu", "test cpu", 1e10, {"fp32": 1e11})

@@ -4,7 +4,7 @@ and outside the lab's claim), each checked for what it says."""
 import pytest
 
 from rooflab.lab import answers as A
-from rooflab.lab import fusion
+from rooflab.studies import fusion
 from rooflab.lab.parts import p1_metrics, p3_layer, p4_fusion, p5_attention
 
 
@@ -88,7 +88,7 @@ def test_gelu_explanation_follows_the_ratios(unfused_s, frac, says):
 def test_quantised_recipes_name_the_deciding_term():
     from rooflab import hardware as H
     from rooflab import models as M
-    from rooflab.lab import decoder
+    from rooflab.studies import decoder
 
     rows = decoder.recipes(M.load("gemma-3-270m-it"), H.lookup("H200"), batches=(1, 512))
     by = {(r["recipe"], r["batch"]): r["decides"] for r in rows}

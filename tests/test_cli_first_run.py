@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rooflab import cli
-from rooflab import cli_input as I
+from rooflab.cli import inputs as I
 from rooflab.cli import main
 from rooflab.lab import run as LR
 
@@ -222,6 +222,8 @@ COMMANDS = {
     ("model",): ["--model", "--phase", "--batch", "--seq", "--kv-len", "--gpu", "--tp",
                  "--weight-dtype", "--act-dtype", "--kv-dtype", "--group-size", "--measure",
                  "--new-tokens", "--lm-head", "--device", "--graph", "--no-graph"],
+    ("generate",): ["--model", "--batch", "--seq", "--new-tokens", "--lm-head", "--device",
+                    "--graph", "--no-graph"],
     ("analyze",): ["--device", "--html", "--profile", "--no-profile"],
     ("collectives",): ["--device", "--world-size", "--sizes", "--refresh"],
     ("lab",): ["--device", "--parts", "--gpu", "--quick", "--out", "--resume"],
@@ -253,7 +255,7 @@ def command_lines(draw):
 def no_heavy_work(monkeypatch):
     """Past validation, the measuring commands would start work: there the stand-ins raise
     Ctrl-C, so a valid line ends in 130 within milliseconds and an invalid one must end in 2."""
-    from rooflab.lab import attention, fusion
+    from rooflab.studies import attention, fusion
     from rooflab.measure import ceilings, collectives
 
     def interrupt(*a, **k):
@@ -288,7 +290,7 @@ def test_no_cuda_runtime_warning_on_a_cpu(capsys):
 def test_a_long_sweep_says_so_before_it_starts(capsys, monkeypatch):
     """The README's 512..32768 sweep on a CPU: refused in one line that names --force; with it,
     a warning with the floor, then the work (here a stand-in that stops at once)."""
-    from rooflab.lab import attention
+    from rooflab.studies import attention
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt

@@ -77,7 +77,7 @@ def test_gloo_between_two_processes(capsys, tmp_path, monkeypatch):
 def test_nccl_and_a_split_layer_on_two_gpus():
     if K.gpu_count() < 2:
         pytest.skip("needs two GPUs")
-    from rooflab.lab import tp_layer as T
+    from rooflab.studies import tp_layer as T
     from rooflab.measure import ceilings as CE
     from rooflab.measure import op_classes as OC
 

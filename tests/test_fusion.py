@@ -1,5 +1,5 @@
 """Part 4 on the CPU: GeLU four ways (what the CPU can run), the explanation from the numbers."""
-from rooflab.lab import fusion
+from rooflab.studies import fusion
 
 
 def test_gelu_study_on_cpu():
@@ -29,7 +29,7 @@ def test_explanation_follows_the_numbers():
 
 
 def test_mlp_study_rows_on_the_cpu():
-    from rooflab.lab import fusion as FU
+    from rooflab.studies import fusion as FU
 
     m = FU.mlp_study(64, 128, 8, "fp32", "cpu", ("eager",))
     (r,) = m["rows"]
@@ -56,7 +56,7 @@ def test_quiet_autotune_restores_what_it_silenced():
 
     from torch._inductor import select_algorithm as sa
 
-    from rooflab.lab.fusion import quiet_autotune
+    from rooflab.studies.fusion import quiet_autotune
     before = (sa.PRINT_AUTOTUNE, logging.getLogger(sa.__name__).level)
     with quiet_autotune():
         assert sa.PRINT_AUTOTUNE is False

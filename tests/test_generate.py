@@ -11,7 +11,7 @@ import torch  # noqa: E402
 
 from rooflab import count, hf  # noqa: E402
 from rooflab import models as M  # noqa: E402
-from rooflab.lab import generate as GN  # noqa: E402
+from rooflab.studies import generate as GN  # noqa: E402
 from rooflab.measure import ceilings as CE  # noqa: E402
 from rooflab.measure import op_classes as OC  # noqa: E402
 
@@ -130,19 +130,24 @@ def test_generation_console_shows_the_graph_prefill(capsys):
     assert "CUDA graph of the decode step: not captured (operation not permitted" in shown
 
 
-def test_model_measure_cli(tmp_path, monkeypatch):
+def test_generate_cli_and_its_old_spelling(tmp_path, monkeypatch, capsys):
     from rooflab.cli import main
 
     cfg_path = tmp_path / "tiny.json"
     cfg_path.write_text(json.dumps(TINY))
     monkeypatch.setattr(CE, "get", lambda device, **kw: CEIL)
     monkeypatch.setattr(OC, "measure", lambda device: COSTS)
+    assert main(["generate", "--model", str(cfg_path), "--seq", "8", "--new-tokens", "2",
+                 "--device", "cpu", "--json"]) == 0
+    new = json.loads(capsys.readouterr().out)
+    assert new["prefill"]["predicted_s"] > 0 and new["new_tokens"] == 2
     assert main(["model", "--model", str(cfg_path), "--measure", "--seq", "8", "--new-tokens",
                  "2", "--device", "cpu"]) == 0  # the console view renders
+    assert "now `rooflab generate`" in capsys.readouterr().err
     assert main(["model", "--measure", "--tp", "2"]) == 2
-    assert main(["model", "--measure", "--lm-head", "first"]) == 2
+    assert main(["generate", "--lm-head", "first"]) == 2
     monkeypatch.setattr(GN, "free_bytes", lambda device: 1 << 20)
-    assert main(["model", "--measure", "--device", "cpu"]) == 2  # will not fit: one line
+    assert main(["generate", "--device", "cpu"]) == 2  # will not fit: one line
 
 
 def test_prediction_adds_the_gap_between_kernels_once_per_kernel():

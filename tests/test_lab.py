@@ -232,7 +232,7 @@ def test_the_measured_roof_is_named_after_the_device_measured():
 
 
 def test_explain_uses_the_measured_ridge():
-    from rooflab.lab.layer_measure import explain
+    from rooflab.studies.layer_measure import explain
     from rooflab.measure import op_classes as OC
     from rooflab.measure.ceilings import Ceilings
 
@@ -317,7 +317,7 @@ def test_a_decode_row_above_the_copy_ceiling_says_why_in_its_row_and_point():
     """A decode measured faster than the copy ceiling carries the reason in its table row and
     its roofline point, whose roof then stays where the copy test put it."""
     from rooflab import roofline as R
-    from rooflab.lab import attention as ATT
+    from rooflab.studies import attention as ATT
     from rooflab.lab.context import hold_roofline
     from rooflab.lab.parts import p5_attention as P5
 

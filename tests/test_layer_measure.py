@@ -4,7 +4,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from rooflab import models as M  # noqa: E402
-from rooflab.lab import layer_measure as LM  # noqa: E402
+from rooflab.studies import layer_measure as LM  # noqa: E402
 from rooflab.measure import ceilings as CE  # noqa: E402
 
 def test_cpu_decode_layer_measured_and_predicted():

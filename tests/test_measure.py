@@ -8,7 +8,7 @@ import torch
 
 from rooflab import cost as C
 from rooflab import roofline as R
-from rooflab.measure import MeasureError, Timing, cold_series, is_oom, peak_memory, time
+from rooflab.measure import MeasureError, Timing, cold_series, is_oom, peak_memory, time_call
 from rooflab.measure import achieved, ceilings
 
 
@@ -45,13 +45,13 @@ def test_overhead_never_negative():
 
 def test_time_counts_and_labels():
     calls = []
-    t = time(lambda: calls.append(1), warmup=2, reps=7, device="cpu")
+    t = time_call(lambda: calls.append(1), warmup=2, reps=7, device="cpu")
     # 2 warm-up calls, 1 probe of the host's issue time, 7 timed
     assert len(calls) == 10 and len(t.samples_s) == 7 and t.label == "warm"
     assert t.wall_samples_s == t.samples_s  # on a CPU the device is the host
     cold = cold_series(lambda: calls.append(1), n=4, device="cpu")
     assert cold.warmup == 0 and len(cold.samples_s) == 4 and len(calls) == 14
-    flushed = time(lambda: None, warmup=0, reps=3, flush_l2=True, device="cpu")
+    flushed = time_call(lambda: None, warmup=0, reps=3, flush_l2=True, device="cpu")
     assert flushed.label == "cold"
 
 
@@ -69,7 +69,7 @@ def test_the_cpu_timer_agrees_with_an_independent_clock():
         for rnd in range(3):
             for who in (("ours", "theirs") if rnd % 2 == 0 else ("theirs", "ours")):
                 if who == "ours":
-                    ours.append(time(fn, warmup=3, budget_s=0.1, device="cpu").device_s)
+                    ours.append(time_call(fn, warmup=3, budget_s=0.1, device="cpu").device_s)
                 else:
                     theirs.append(Timer("fn()", globals={"fn": fn},  # its default is 1 thread
                                         num_threads=torch.get_num_threads()).blocked_autorange(
@@ -96,23 +96,23 @@ def test_the_l2_flush_reads_and_leaves_nothing_dirty(monkeypatch):
 
 
 def test_time_budget_bounds_reps():
-    t = time(lambda: sum(range(1000)), budget_s=0.02, device="cpu", max_reps=50)
+    t = time_call(lambda: sum(range(1000)), budget_s=0.02, device="cpu", max_reps=50)
     assert 5 <= len(t.samples_s) <= 50
 
 
 def test_bad_callables():
     with pytest.raises(MeasureError, match="callable"):
-        time(42)
+        time_call(42)
 
     def boom():
         raise ValueError("bad shape")
 
     with pytest.raises(MeasureError, match="boom raised ValueError: bad shape"):
-        time(boom, device="cpu")
+        time_call(boom, device="cpu")
     with pytest.raises(MeasureError, match="CUDA"):
         if torch.cuda.is_available():
             raise MeasureError("CUDA present: nothing to check")
-        time(lambda: None, device="cuda")
+        time_call(lambda: None, device="cuda")
 
 
 def test_cpu_peak_memory():
@@ -300,7 +300,7 @@ def test_device_time_leaves_launch_overhead_out():
     to the profiler's own kernel time (CUPTI); loose bounds, the benchmark has the tight ones."""
     from rooflab.measure import profile as P
     s = torch.rand(1 << 20, device="cuda")
-    t = time(lambda: s * 2, warmup=10, reps=200, device="cuda")
+    t = time_call(lambda: s * 2, warmup=10, reps=200, device="cuda")
     prof = P.profile(lambda: s * 2, iters=50, warmup=5, device="cuda")
     kernel_s = prof.device_time_us / 50 / 1e6
     assert t.device_s < t.wall_s

@@ -7,7 +7,7 @@ from rooflab import hardware as H
 from rooflab import models as M
 from rooflab import precision as Q
 from rooflab.cli import main
-from rooflab.lab import decoder
+from rooflab.studies import decoder
 
 LLAMA = M.load("Llama-3.1-8B")  # hidden 4096, 32 heads, 8 KV heads, MLP 14336, bf16
 

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from rooflab import models as M  # noqa: E402
-from rooflab.lab import tp_layer as T  # noqa: E402
+from rooflab.studies import tp_layer as T  # noqa: E402
 
 LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
          "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,

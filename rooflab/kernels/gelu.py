@@ -123,5 +123,5 @@ def max_error(fn, n: int, dtype: torch.dtype, device: str, seed: int = 0) -> flo
     return float((got.double() - ref).abs().max())
 
 
-# --- 6. the sweep lives in rooflab/lab/fusion.py (it needs the timer and the profiler) --------
+# --- 6. the sweep lives in rooflab/studies/fusion.py (it needs the timer and the profiler) --------
 VARIANTS = {"unfused": gelu_unfused, "torch": gelu_torch, "triton": gelu_triton}

@@ -5,7 +5,7 @@ advance: "memory-bound", "fits", "2-4x" are decided by the run's figures.
 """
 from __future__ import annotations
 
-from rooflab.units import CV_UNSTABLE
+from rooflab.units import CV_UNSTABLE, noise  # noqa: F401 - noise: the parts' import
 
 IDS = ("1.1", "1.2", "1.3", "1.4", "2.1.1", "2.1.2", "2.2", "3.1", "3.2", "3.3", "3.4.1",
        "3.4.2", "3.4.3", "4.1", "4.2", "4.3.1", "4.3.2", "4.3.3", "4.3.4", "4.4", "4.4.1",
@@ -46,19 +46,6 @@ def agree(ratio: float, cv: float = 0.0) -> bool:
 def names(kernels: list, n: int = 3) -> str:
     """The first kernel names, shortened, for a sentence."""
     return ", ".join(k[:60] for k in kernels[:n]) or "none"
-
-
-def noise(rows: list[dict], label, flag: str = "unstable", cv: str = "cv") -> str:
-    """A sentence naming the timings among ``rows`` the timer flagged unstable (``label(row)``
-    names one), for an answer that compares them; '' when every one was stable."""
-    bad = [r for r in rows if r.get(flag)]
-    if not bad:
-        return ""
-    listed = ", ".join(f"{label(r)} (CV {r[cv]:.0%})" for r in bad[:4])
-    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
-    return (f" Unstable timings (robust CV above {CV_UNSTABLE:.0%}): {listed}{more}: their calls "
-            "varied that much (another process, clocks, caches), so ratios that use them are "
-            "uncertain by about as much.")
 
 
 def unstable_timings(parts: dict) -> dict[str, int]:

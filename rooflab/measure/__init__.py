@@ -5,6 +5,6 @@ import os
 # often (peak memory on CPU too), so its log is off unless the user sets the level themselves.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 from rooflab.measure.memory import MemoryResult, is_oom, peak_memory
-from rooflab.measure.timer import MeasureError, Timing, cold_series, time
+from rooflab.measure.timer import MeasureError, Timing, cold_series, time_call
 
-__all__ = ["MeasureError", "MemoryResult", "Timing", "cold_series", "is_oom", "peak_memory", "time"]
+__all__ = ["MeasureError", "MemoryResult", "Timing", "cold_series", "is_oom", "peak_memory", "time_call"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rooflab import roofline as R
 from rooflab.cost import Cost
-from rooflab.measure.timer import Timing, time
+from rooflab.measure.timer import Timing, time_call
 
 
 def place(flops: int, nbytes: int, seconds: float, roof: R.Roof) -> dict:
@@ -43,7 +43,7 @@ def measure(fn, c: Cost | None, roof: R.Roof, *args, fused: bool = False,
     """Time fn(*args) with the one timer and place the result under ``roof``; without a given
     cost, the dispatch counter counts it first."""
     c = c if c is not None else counted(fn, *args)
-    return point(time(fn, *args, name=c.name, **time_kwargs), c, roof, fused)
+    return point(time_call(fn, *args, name=c.name, **time_kwargs), c, roof, fused)
 
 
 

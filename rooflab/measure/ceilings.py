@@ -30,7 +30,7 @@ import torch
 
 from rooflab import hardware as H
 from rooflab.measure.dtypes import TORCH_DTYPES
-from rooflab.measure.timer import device_of, time
+from rooflab.measure.timer import device_of, time_call
 from rooflab.units import si
 
 FORMAT = 2  # caches of an older format (no stability record) are measured again
@@ -89,7 +89,7 @@ def copy_bandwidth(device: str, nbytes: int, budget_s: float = 0.3) -> dict:
     n = nbytes // 4
     src = torch.rand(n, device=device)
     dst = torch.empty_like(src)
-    t = time(dst.copy_, src, warmup=3, budget_s=budget_s, device=device, name="copy", wall=False)
+    t = time_call(dst.copy_, src, warmup=3, budget_s=budget_s, device=device, name="copy", wall=False)
     return {"size": f"{nbytes >> 20} MiB", "bytes_moved": 2 * n * 4, "timing": t.as_dict(),
             "value": 2 * n * 4 / t.device_s, "cv": t.cv, "stable": not t.unstable}
 
@@ -108,7 +108,7 @@ def matmul_rate(device: str, dtype: str, n: int, budget_s: float = 0.3) -> dict:
             a = torch.randn(n, n, device=device, dtype=TORCH_DTYPES[dtype])
             b = torch.randn(n, n, device=device, dtype=TORCH_DTYPES[dtype])
             fn = lambda: a @ b  # noqa: E731
-        t = time(fn, warmup=3, budget_s=budget_s, device=device, name=f"matmul {dtype}",
+        t = time_call(fn, warmup=3, budget_s=budget_s, device=device, name=f"matmul {dtype}",
                  wall=False)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev

@@ -44,7 +44,7 @@ import torch
 
 from rooflab import count, formulas
 from rooflab.measure import profile as P
-from rooflab.measure.timer import capture_graph, time
+from rooflab.measure.timer import capture_graph, time_call
 from rooflab.units import si
 
 CLASSES = ("elementwise", "generic", "indexed", "reduction", "matmul", "attention")
@@ -212,7 +212,7 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
         try:
             with torch.no_grad(), count.Counter() as c:
                 call()
-            t = time(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
+            t = time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
                      device=device, name=f"attention {key}").device_s
         except RuntimeError as e:  # out of memory, or no kernel for this shape
             costs.attention[key] = {"error": str(e).splitlines()[0][:160]}
@@ -268,14 +268,14 @@ def tiny_kernel_s(fn, device: str) -> float:
     if device == "cuda":
         prof = P.profile(capture_graph(chain), iters=10, warmup=3, device=device)
         return prof.device_time_us / prof.iters / CHAIN / 1e6
-    return time(chain, warmup=3, budget_s=0.05, device=device).median_s / CHAIN
+    return time_call(chain, warmup=3, budget_s=0.05, device=device).median_s / CHAIN
 
 
 def generic_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     """Elements per second of a broadcast multiply (rows x 1024) * (rows x 1): generic loop."""
     a = torch.randn(elements // 1024, 1024, device=device, dtype=dtype)
     col = torch.randn(elements // 1024, 1, device=device, dtype=dtype)
-    t = time(lambda: a * col, warmup=3, budget_s=0.2, device=device, name="broadcast multiply")
+    t = time_call(lambda: a * col, warmup=3, budget_s=0.2, device=device, name="broadcast multiply")
     return a.numel() / t.device_s
 
 
@@ -285,7 +285,7 @@ def generic_copy_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     src = torch.randn(elements // 4096, 1, 1024, device=device, dtype=dtype)
     dst = torch.empty(elements // 4096, 4, 1024, device=device, dtype=dtype)
     wide = src.expand_as(dst)
-    t = time(lambda: dst.copy_(wide), warmup=3, budget_s=0.2, device=device,
+    t = time_call(lambda: dst.copy_(wide), warmup=3, budget_s=0.2, device=device,
              name="broadcast copy")
     return dst.numel() / t.device_s
 
@@ -294,7 +294,7 @@ def roll_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     """Elements per second of torch.roll by one row of (batch, 512, 256), as a sliding-window
     cache rolls its keys: the indexed class."""
     a = torch.randn(elements // (512 * 256), 512, 256, device=device, dtype=dtype)
-    t = time(lambda: torch.roll(a, -1, -2), warmup=3, budget_s=0.2, device=device, name="roll")
+    t = time_call(lambda: torch.roll(a, -1, -2), warmup=3, budget_s=0.2, device=device, name="roll")
     return a.numel() / t.device_s
 
 

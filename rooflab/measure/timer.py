@@ -279,7 +279,7 @@ def capture_graph(fn, args=(), kwargs=None, warmup: int = 2):
     return g.replay
 
 
-def time(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 0.2,
+def time_call(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 0.2,
          flush_l2: bool = False, cuda_graph: bool = False, device: str | None = None,
          max_reps: int = 1000, cv_threshold: float = CV_UNSTABLE, name: str = "",
          wall: bool = True, **kwargs) -> Timing:

@@ -309,8 +309,6 @@ def analysis(d: dict) -> None:
 
 
 def generation(d: dict) -> None:
-    from rooflab.measure import op_classes as OC  # torch is loaded by now: it measured
-
     p, dec = d["prefill"], d["decode"]
     ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
     rows = [["prefill (TTFT), eager", secs(p["wall_s"]), timed(p), secs(p["predicted_s"]),
@@ -343,9 +341,9 @@ def generation(d: dict) -> None:
             out.print(f"{name}: bound by the host (kernels busy {x['kernel_busy_fraction']:.0%} "
                       f"of its device time); read the prediction against the kernel time"
                       + graphed)
-    if OC.attention_summary(d["op_costs"].get("attention", {})):
+    if d.get("attention_summary"):
         out.print("attention kernels, each kind timed on a reference shape of its kind: "
-                  + OC.attention_summary(d["op_costs"]["attention"]))
+                  + d["attention_summary"])
     ttft = secs(d["ttft_s"]) + (f" eager, {secs(d['ttft_graph_s'])} in a CUDA graph"
                                 if d.get("ttft_graph_s") else "")
     out.print(f"TTFT {ttft}, TPOT {secs(d['tpot_s'])} (a loop of "

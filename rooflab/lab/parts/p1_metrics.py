@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rooflab import cost as C
-from rooflab.lab import metrics
+from rooflab.studies import metrics
 from rooflab.lab.answers import agree, agree_bound, answer, speed
 from rooflab.lab.context import Context, result, table
 from rooflab.units import secs, si

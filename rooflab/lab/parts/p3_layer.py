@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rooflab import models as M
 from rooflab import roofline as R
-from rooflab.lab import decoder
+from rooflab.studies import decoder
 from rooflab.lab.answers import answer, noise
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.measure.dtypes import runnable
@@ -113,7 +113,7 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
     except ImportError:
         return [], ["the real transformers layer: transformers is not installed "
                     "(pip install 'rooflab[hf]'); the analytic half above needs no install"]
-    from rooflab.lab import layer_measure as LM
+    from rooflab.studies import layer_measure as LM
     from rooflab.measure import op_classes as OC
 
     cuda = ctx.device == "cuda"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from rooflab import roofline as R
-from rooflab.lab import fusion
+from rooflab.studies import fusion
 from rooflab.lab.answers import answer, names, noise, speed
 from rooflab.lab.context import Context, result, table
 from rooflab.measure.dtypes import runnable, torch_dtype

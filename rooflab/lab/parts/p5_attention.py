@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rooflab import roofline as R
-from rooflab.lab import attention as ATT
+from rooflab.studies import attention as ATT
 from rooflab.lab.answers import answer, names, noise
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.measure.dtypes import runnable

@@ -24,8 +24,8 @@ def needs(ctx: Context) -> str | None:
 
 
 def run(ctx: Context) -> dict:
-    from rooflab.lab import layer_measure as LM
-    from rooflab.lab import tp_layer as T
+    from rooflab.studies import layer_measure as LM
+    from rooflab.studies import tp_layer as T
     from rooflab.measure import collectives as K
     from rooflab.measure import op_classes as OC
 

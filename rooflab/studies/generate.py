@@ -35,7 +35,7 @@ from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import runnable, torch_dtype
 from rooflab.measure.memory import free_bytes
-from rooflab.measure.timer import capture_graph, time
+from rooflab.measure.timer import capture_graph, time_call
 
 LM_HEAD = ("last", "all")
 HOST_BOUND = 0.8  # kernels busy under this fraction of a call's device time: the host's pace
@@ -302,11 +302,12 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             torch.cuda.reset_peak_memory_stats()  # prefill and decode run again below
         pre, dec = (predict(rs, ceil, dtype, costs) for rs in (pre_records, c.records))
         out["op_costs"] = costs.as_dict()  # with the attention rates just measured
+        out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
         tick()
-        ttft = time(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
+        ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
                     name="prefill")
         tick()
-        step = time(gen.step, warmup=2, budget_s=0.5, max_reps=50, device=device,
+        step = time_call(gen.step, warmup=2, budget_s=0.5, max_reps=50, device=device,
                     name="decode step")
         tick()
         # the kernels' own time, from the profiler: the figure that stays meaningful where a
@@ -339,7 +340,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             try:
                 with constants_made_once(), mask_decisions_made_before_capture():
                     replay = capture_graph(gen.prefill)
-                g = time(replay, warmup=2, budget_s=0.5, max_reps=20, device=device,
+                g = time_call(replay, warmup=2, budget_s=0.5, max_reps=20, device=device,
                          name="prefill (graph)")
                 out["prefill"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s,
                                       graph_cv=g.cv, graph_unstable=g.unstable)
@@ -350,7 +351,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
             try:
                 with constants_made_once():
                     replay = capture_graph(gen.step)
-                g = time(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
+                g = time_call(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
                          name="decode step (graph)")
                 out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
                 with constants_made_once():

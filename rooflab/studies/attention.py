@@ -13,7 +13,7 @@ from rooflab import hardware as H
 from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import free_bytes, is_oom, peak_memory, release
-from rooflab.measure.timer import time
+from rooflab.measure.timer import time_call
 
 DTYPES = ("fp16", "bf16", "fp32")
 IMPLS = ("standard", "math", "efficient", "flash", "cudnn", "triton", "flash_attn")
@@ -142,7 +142,7 @@ def point(name: str, fn, n: int, b: int, h: int, hkv: int, d: int, dtype: str, c
         mem = peak_memory(fn, q, k, v, causal, device=device)
         if mem.oom:
             return {**row, "status": "oom", "error": mem.error}
-        t = time(fn, q, k, v, causal, warmup=2, budget_s=0.2, max_reps=50, device=device)
+        t = time_call(fn, q, k, v, causal, warmup=2, budget_s=0.2, max_reps=50, device=device)
     except Exception as e:  # noqa: BLE001 - a backend refusing a shape is a result
         release(device)
         if is_oom(e):
@@ -171,7 +171,7 @@ def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, h
         mk = lambda h, length: torch.randn(batch, h, length, head_dim, device=device,  # noqa: E731
                                            generator=g, dtype=torch_dtype(dtype))
         q, k, v = mk(heads, 1), mk(kv_heads, n), mk(kv_heads, n)
-        t = time(fn, q, k, v, False, warmup=3, budget_s=0.2, max_reps=100, flush_l2=True,
+        t = time_call(fn, q, k, v, False, warmup=3, budget_s=0.2, max_reps=100, flush_l2=True,
                  wall=False, device=device)
     except Exception as ex:  # noqa: BLE001 - a backend refusing a shape is a result
         release(device)

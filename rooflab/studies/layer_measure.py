@@ -17,7 +17,7 @@ from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
-from rooflab.measure.timer import capture_graph, overhead, time
+from rooflab.measure.timer import capture_graph, overhead, time_call
 from rooflab.units import si
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
@@ -138,7 +138,7 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
         call()
     OC.measure_attention(costs, counter.records, device)
     with torch.inference_mode():
-        wall = time(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
+        wall = time_call(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
                     name=f"{phase.kind} layer")
         if graph:
             fn = capture_graph(call)

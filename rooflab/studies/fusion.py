@@ -9,11 +9,11 @@ import time as _time
 import torch
 
 from rooflab.kernels import gelu as G
-from rooflab.lab.answers import noise
+from rooflab.units import noise
 from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import release
-from rooflab.measure.timer import overhead, time
+from rooflab.measure.timer import overhead, time_call
 from rooflab.units import secs
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -84,7 +84,7 @@ def gelu_study(numel: int, dtype: str, device: str, copy_bw: float | None,
             t0 = _time.perf_counter()
             fn(x)  # first call: compiles where there is something to compile
             row["first_call_s"] = _time.perf_counter() - t0
-            t = time(fn, x, warmup=3, budget_s=0.3, device=device, name=name)
+            t = time_call(fn, x, warmup=3, budget_s=0.3, device=device, name=name)
             trace = os.path.join(trace_dir, f"gelu_{_slug(name)}.json") if trace_dir else None
             prof = P.profile(fn, x, iters=3, warmup=1, device=device, trace_path=trace)
         except Exception as e:  # noqa: BLE001 - a variant that cannot run is a result
@@ -190,7 +190,7 @@ def mlp_study(hidden: int, intermediate: int, tokens: int, dtype: str, device: s
                 if device == "cuda":
                     torch.cuda.synchronize()
                 first = _time.perf_counter() - t0
-                t = time(fn, x, warmup=3, budget_s=0.3, device=device, name=mode)
+                t = time_call(fn, x, warmup=3, budget_s=0.3, device=device, name=mode)
                 trace = os.path.join(trace_dir, f"mlp_{_slug(mode)}.json") if trace_dir else None
                 prof = P.profile(fn, x, iters=3, warmup=1, device=device, trace_path=trace)
         except Exception as e:  # noqa: BLE001 - e.g. no C compiler for inductor on CPU

@@ -116,9 +116,9 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
                     out_path):
     import torch.distributed as dist
 
-    from rooflab.lab import layer_measure as LM
+    from rooflab.studies import layer_measure as LM
     from rooflab.measure import profile as P_
-    from rooflab.measure.timer import capture_graph, time
+    from rooflab.measure.timer import capture_graph, time_call
 
     _init(rank, world, "nccl", port)
     dev = f"cuda:{rank}"
@@ -132,7 +132,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
                               else "concat", layer=layer)
             try:
                 fn = capture_graph(call) if mode == "graph" else call
-                t = time(fn, warmup=3, budget_s=0.3, device="cuda")
+                t = time_call(fn, warmup=3, budget_s=0.3, device="cuda")
                 prof = P_.profile(fn, iters=5, warmup=1, device="cuda")
                 comm = sum(k.total_us for k in prof.kernels if "nccl" in k.name.lower())
                 row[mode] = {"device_s": t.device_s, "wall_s": t.wall_s,
