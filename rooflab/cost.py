@@ -27,13 +27,13 @@ Counting conventions (stated once; every formula in rooflab obeys them)
   1 per score, add/mul 1.
   Norms, softmax and RoPE are modelled as one kernel each, the way a framework's norm kernel runs.
 
-Formulas live in a registry (``FORMULAS``): small shape-only functions, one name each.
+Each formula is a small shape-only function; the dispatch counter's per-op formulas (formulas.py)
+are the registry.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from rooflab.errors import RooflabError
 
@@ -136,22 +136,6 @@ def total(costs, name: str = "total") -> Cost:
     return out.named(name)
 
 
-FORMULAS: dict[str, Callable[..., Cost]] = {}
-
-
-def register(name: str):
-    """Add a shape-only formula to the registry; a name can be registered once."""
-
-    def wrap(fn):
-        if name in FORMULAS:
-            raise ValueError(f"formula {name!r} is already registered")
-        FORMULAS[name] = fn
-        return fn
-
-    return wrap
-
-
-@register("gemm")
 def gemm(m: int, k: int, n: int, dtype: str = "fp32") -> Cost:
     """C(M,N) = A(M,K) @ B(K,N). MACs = M*K*N; bytes = e*(M*K + K*N + M*N).
 
@@ -163,20 +147,17 @@ def gemm(m: int, k: int, n: int, dtype: str = "fp32") -> Cost:
     return Cost("gemm", m * k * n, 2 * m * k * n, io, io)
 
 
-@register("gemv")
 def gemv(m: int, k: int, dtype: str = "fp32") -> Cost:
     """y(M) = A(M,K) @ x(K): GEMM with N = 1. MACs = M*K; bytes = e*(M*K + K + M)."""
     return gemm(m, k, 1, dtype).named("gemv")
 
 
-@register("bmm")
 def bmm(batch: int, m: int, k: int, n: int, dtype: str = "fp32") -> Cost:
     """``batch`` independent GEMMs: MACs = b*M*K*N; bytes = e*b*(M*K + K*N + M*N)."""
     _sizes(batch=batch)
     return gemm(m, k, n, dtype).scaled(batch).named("bmm")
 
 
-@register("linear")
 def weight_bytes(n: int, dtype: str, group_size: int | None = None) -> int:
     """n weights stored in ``dtype`` (int4 included), plus an fp16 scale per group if grouped."""
     if dtype not in WEIGHT_BITS:
@@ -198,7 +179,6 @@ def linear(tokens: int, d_in: int, d_out: int, dtype: str = "fp32",
     return replace(c, bytes=io, bytes_fused=io)
 
 
-@register("elementwise")
 def elementwise(numel: int, dtype: str = "fp32", reads: int = 1, writes: int = 1,
                 flops_per_elem: int = 1) -> Cost:
     """One kernel over ``numel`` elements: bytes = e*numel*(reads + writes), 0 MACs.
@@ -210,13 +190,11 @@ def elementwise(numel: int, dtype: str = "fp32", reads: int = 1, writes: int = 1
     return Cost("elementwise", 0, numel * flops_per_elem, io, io)
 
 
-@register("gelu_tanh")
 def gelu_tanh(numel: int, dtype: str = "fp32") -> Cost:
     """0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) as one kernel: 8 FLOPs, read 1, write 1."""
     return elementwise(numel, dtype, 1, 1, GELU_TANH_FLOPS).named("gelu_tanh")
 
 
-@register("rmsnorm")
 def rmsnorm(rows: int, hidden: int, dtype: str = "fp32", weight_offset: bool = False) -> Cost:
     """y = x / sqrt(mean(x^2) + eps) * w over rows of ``hidden``: 4 FLOPs per element and 2 per
     row; ``weight_offset`` (Gemma's 1 + w) adds one per weight element.
@@ -229,7 +207,6 @@ def rmsnorm(rows: int, hidden: int, dtype: str = "fp32", weight_offset: bool = F
     return Cost("rmsnorm", 0, flops, io, io)
 
 
-@register("layernorm")
 def layernorm(rows: int, hidden: int, dtype: str = "fp32") -> Cost:
     """(x - mean)/sqrt(var + eps) * w + b: 7 FLOPs per element; reads x, w, b, writes y."""
     _sizes(rows=rows, hidden=hidden)
@@ -237,7 +214,6 @@ def layernorm(rows: int, hidden: int, dtype: str = "fp32") -> Cost:
     return Cost("layernorm", 0, LAYERNORM_FLOPS * rows * hidden, io, io)
 
 
-@register("softmax")
 def softmax(rows: int, cols: int, dtype: str = "fp32") -> Cost:
     """Row softmax: 5 FLOPs per element. Eager: the lab's 5 passes over the matrix
     (read for max, read + write exp, read + write normalised); fused: read once, write once.
@@ -248,7 +224,6 @@ def softmax(rows: int, cols: int, dtype: str = "fp32") -> Cost:
     return Cost("softmax", 0, SOFTMAX_FLOPS * n, e * SOFTMAX_PASSES * n, e * 2 * n)
 
 
-@register("rope")
 def rope(tokens: int, heads: int, head_dim: int, dtype: str = "fp32") -> Cost:
     """Rotary embedding of (tokens, heads, head_dim): x*cos + rotate_half(x)*sin, 3 FLOPs per
     element, and rotate_half negates half of them: 3.5.
@@ -283,7 +258,6 @@ def attention_pairs(q_len: int, kv_len: int, causal: bool = False, window: int |
     return pairs + (q_len - grow) * window
 
 
-@register("attention")
 def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
               kv_heads: int | None = None, dtype: str = "fp32", causal: bool = False,
               window: int | None = None, kv_dtype: str | None = None) -> Cost:

@@ -126,7 +126,8 @@ INFERENCE_MODE = ("count under torch.no_grad(), not torch.inference_mode(): in i
 
 
 class Counter(TorchDispatchMode):
-    """with Counter(model) as c: model(x)  ->  c.records, c.by_module(), c.total_flops ..."""
+    """with Counter(model) as c: model(x)  ->  c.records, c.total_flops ... (predict.py groups the
+    records by op, module, layer or component)"""
 
     def __init__(self, module: torch.nn.Module | None = None):
         super().__init__()
@@ -213,16 +214,6 @@ class Counter(TorchDispatchMode):
 
     def matmul_flops(self) -> int:
         return sum(2 * r.macs for r in self.records)
-
-    def by_module(self) -> dict[str, dict]:
-        agg: dict[str, dict] = defaultdict(lambda: {"macs": 0, "flops": 0, "bytes": 0, "ops": 0})
-        for r in self.records:
-            a = agg[r.module]
-            a["macs"] += r.macs
-            a["flops"] += r.flops
-            a["bytes"] += r.bytes
-            a["ops"] += r.op not in {p.__name__ for p in VIEW_OPS}
-        return dict(agg)
 
     def unsupported_ops(self) -> dict[str, int]:
         return dict(self.unsupported)

@@ -31,6 +31,19 @@ class Roof:
         return cls(f"{hw.name} {d}", hw.peak(d), hw.mem_bandwidth_bytes_per_s, d, hw.measured,
                    hw.name)
 
+    @classmethod
+    def from_ceilings(cls, ceilings, dtype: str) -> "Roof":
+        """This device's measured roof for ``dtype`` (``ceilings``: a measure.ceilings.Ceilings,
+        or anything with its device_name, peak_flops_per_s and mem_bandwidth_bytes_per_s): the
+        matmul peak measured in that dtype; where none was (a CPU has no fp8 matmul), the
+        fastest peak that was measured, so that no op is predicted below a rate the device
+        showed. The one fallback, stated here for every caller."""
+        d = C.dtype_name(dtype)
+        peaks = ceilings.peak_flops_per_s
+        peak = peaks.get(d) or max(peaks.values())
+        return cls(f"{ceilings.device_name} (measured)", peak,
+                   ceilings.mem_bandwidth_bytes_per_s, d, True, ceilings.device_name)
+
     @property
     def ridge(self) -> float:
         return ridge(self.peak_flops_per_s, self.mem_bandwidth_bytes_per_s)

@@ -84,9 +84,7 @@ def _roofline(family: str, gpu: Optional[str], dtype: str, sizes: str, plot: Opt
     if measured:
         from rooflab.measure import ceilings as CE
 
-        m_hw = CE.get(I.device(None), note=console.note).hardware()
-        m_dt = roof.dtype if roof.dtype in m_hw.peak_flops_per_s else next(iter(m_hw.peak_flops_per_s))
-        extra.append(R.Roof.of(m_hw, m_dt))
+        extra.append(R.Roof.from_ceilings(CE.get(I.device(None), note=console.note), roof.dtype))
     data["extra_roofs"] = [{"label": r.label, "ridge": r.ridge} for r in extra]
     if plot:
         from rooflab.report import plots

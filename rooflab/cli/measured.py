@@ -141,10 +141,12 @@ def _warn_if_long(seqs, impls, batch, heads, head_dim, dtype, causal, device,
     from rooflab.studies import attention as A
     from rooflab.measure import ceilings as CE
 
+    from rooflab.roofline import Roof
+
     ceil = CE.get(device, note=console.note)
-    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
-    floors = A.point_floors_s(seqs, impls, batch, heads, head_dim, dtype, causal, peak,
-                              ceil.mem_bandwidth_bytes_per_s)
+    roof = Roof.from_ceilings(ceil, dtype)
+    floors = A.point_floors_s(seqs, impls, batch, heads, head_dim, dtype, causal,
+                              roof.peak_flops_per_s, roof.mem_bandwidth_bytes_per_s)
     floor_s = sum(floors)
     need = (f"this sweep needs at least {floor_s / 60:.0f} min on {ceil.device_name} (its "
             "roofline floor)")

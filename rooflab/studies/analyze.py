@@ -19,6 +19,7 @@ from collections import defaultdict
 import torch
 
 from rooflab import count
+from rooflab import predict as PR
 from rooflab import roofline as R
 from rooflab.errors import RooflabError
 from rooflab.measure import profile as P
@@ -60,12 +61,6 @@ def load_target(spec: str):
     return got[0], tuple(got[1])
 
 
-def _roof(ceilings, dtype: str) -> R.Roof:
-    peak = ceilings.peak_flops_per_s.get(dtype) or max(ceilings.peak_flops_per_s.values())
-    return R.Roof(f"{ceilings.device_name} (measured)", peak,
-                  ceilings.mem_bandwidth_bytes_per_s, measured=True)
-
-
 def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
             profile: bool = True, iters: int = 5) -> dict:
     """Counted, profiled and placed: see the module docstring. ``ceilings``: this device's
@@ -77,7 +72,7 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
     inputs = tuple(t.to(device) for t in inputs)
     params = [p for p in module.parameters()] or list(inputs)
     dtype = dtype_name(str(params[0].dtype))
-    roof = _roof(ceilings, dtype)
+    roof = R.Roof.from_ceilings(ceilings, dtype)
     try:
         with torch.no_grad(), count.Counter(module) as counter:
             module(*inputs)
@@ -96,19 +91,13 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
         by_module_us = {k: us / prof.iters for k, us in prof.by_annotation_us.items()}
         total_measured = prof.device_time_us / prof.iters / 1e6
 
-    ops: dict[str, dict] = {}
-    for r in counter.records:
-        if r.bytes == 0:
-            continue  # a view: no kernel
-        key = P.op_key(r.op, r.shapes)
-        d = ops.setdefault(key, {"op": key, "calls": 0, "macs": 0, "flops": 0, "bytes": 0,
-                                 "modules": []})
-        d["calls"] += 1
-        d["macs"] += r.macs
-        d["flops"] += r.flops
-        d["bytes"] += r.bytes
-        if r.module not in d["modules"]:
-            d["modules"].append(r.module)
+    times = PR.op_times(counter.records, roof, None)
+    modules_of: dict[str, dict] = {}  # op -> the modules it ran under, in order, once each
+    for t in times:
+        modules_of.setdefault(PR.by_op(t.record), {})[t.record.module] = None
+    ops = {key: {"op": key, "calls": d["kernels"], "macs": d["macs"], "flops": d["flops"],
+                 "bytes": d["bytes"], "modules": list(modules_of[key])}
+           for key, d in PR.group(times, PR.by_op).items()}
     for d in ops.values():
         d["intensity"] = d["flops"] / d["bytes"]
         d["measured_s"] = measured.get(d["op"])

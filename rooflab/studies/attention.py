@@ -10,6 +10,7 @@ import torch
 
 from rooflab import cost as C
 from rooflab import hardware as H
+from rooflab import roofline as R
 from rooflab.measure import profile as P
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.memory import free_bytes, is_oom, peak_memory, release
@@ -111,8 +112,8 @@ def point_floors_s(seqs, impls, batch: int, heads: int, head_dim: int, dtype: st
         c = C.attention(batch, heads, n, n, head_dim, None, dtype, causal)
         for name in impls:
             nbytes = c.bytes if name in ("standard", "math") else c.bytes_fused
-            out.append(calls_per_point * max(c.flops / peak_flops_per_s,
-                                             nbytes / bandwidth_bytes_per_s))
+            out.append(calls_per_point * R.time_floor_s(
+                R.Roof("", peak_flops_per_s, bandwidth_bytes_per_s), c.flops, nbytes))
     return out
 
 

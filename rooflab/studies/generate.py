@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import re
 import time as _time
 
 import torch
 
 from rooflab import count, hf
+from rooflab import predict as PR
 from rooflab import cost as C
 from rooflab import models as M
 from rooflab.errors import RooflabError
@@ -36,6 +36,7 @@ from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import runnable, torch_dtype
 from rooflab.measure.memory import free_bytes
 from rooflab.measure.timer import capture_graph, time_call
+from rooflab.roofline import Roof
 
 LM_HEAD = ("last", "all")
 HOST_BOUND = 0.8  # kernels busy under this fraction of a call's device time: the host's pace
@@ -220,37 +221,13 @@ def mask_decisions_made_before_capture():
         MU._ignore_causal_mask_sdpa = real
 
 
-def _group(module: str) -> str:
-    m = re.search(r"layers\.(\d+)\.", module + ".")
-    if m:
-        return f"layer {m.group(1)}"
-    for key, name in (("embed", "embedding"), ("lm_head", "lm_head"), ("norm", "final norm")):
-        if key in module:
-            return name
-    return "other"
-
-
 def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str,
             costs: OC.OpCosts) -> dict:
-    """Counted ops on measured costs: the total, the plain roofline sum, and per layer."""
-    peak = ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
-    bw = ceil.mem_bandwidth_bytes_per_s
-    groups: dict[str, dict] = {}
-    for r in records:
-        if r.bytes == 0:
-            continue  # a view: no kernel
-        d = groups.setdefault(_group(r.module), {"kernels": 0, "flops": 0, "bytes": 0,
-                                                 "predicted_s": 0.0, "kernels_s": 0.0,
-                                                 "roofline_s": 0.0})
-        d["kernels"] += 1
-        d["flops"] += r.flops
-        d["bytes"] += r.bytes
-        d["kernels_s"] += costs.predict_s(r, peak, bw)  # the kernels alone
-        d["predicted_s"] += costs.predict_s(r, peak, bw) + costs.gap_s  # and the gaps
-        d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
-    total = {k: sum(d[k] for d in groups.values())
-             for k in ("kernels", "flops", "bytes", "predicted_s", "kernels_s", "roofline_s")}
-    return {**total, "groups": groups}
+    """Counted ops on measured costs, with the gap between kernels: the total, the plain
+    roofline sum, and per layer."""
+    times = PR.op_times(records, Roof.from_ceilings(ceil, dtype), costs)
+    groups = PR.group(times, PR.by_layer, gap_s=costs.gap_s)
+    return {**PR.total(groups), "groups": groups}
 
 
 def _kernel_s(fn, device: str) -> float:

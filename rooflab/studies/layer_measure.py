@@ -12,12 +12,14 @@ from __future__ import annotations
 import torch
 
 from rooflab import count, hf
+from rooflab import predict as PR
 from rooflab import models as M
 from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.measure.timer import capture_graph, overhead, time_call
+from rooflab.roofline import Roof
 from rooflab.units import si
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
@@ -32,34 +34,22 @@ def _component_names(layer, family: str) -> dict[str, str]:
     return names
 
 
-def _peak(ceil: Ceilings, dtype: str) -> float:
-    """The measured matmul peak for ``dtype``, or the best one measured where it has none."""
-    return ceil.peak_flops_per_s.get(dtype) or max(ceil.peak_flops_per_s.values())
-
-
 def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.OpCosts,
             family: str, kv_past: int = 0) -> dict[str, dict]:
-    """Per component (via the module each op ran under): kernels, FLOPs, bytes, predicted s."""
-    peak = _peak(ceil, dtype)
-    bw = ceil.mem_bandwidth_bytes_per_s
-    out: dict[str, dict] = {}
-    for r in records:
-        if r.bytes == 0:
-            continue  # a view: no kernel
-        comp = hf.component_of(r.module, family) or f"other ({r.module})"
-        d = out.setdefault(comp, {"kernels": 0, "flops": 0, "bytes": 0, "predicted_s": 0.0,
-                                  "roofline_s": 0.0, "floors_s": 0.0, "ops": [], "generic": [],
-                                  "cache_copy_bytes": 0, "attention_kinds": []})
-        d["kernels"] += 1
-        d["flops"] += r.flops
-        d["bytes"] += r.bytes
-        d["predicted_s"] += costs.predict_s(r, peak, bw)
-        d["roofline_s"] += max(r.flops / peak, r.bytes / bw)
-        d["floors_s"] += costs.floor_s[OC.op_class(r)]
+    """Per component (via the module each op ran under): predict.py's sums, and what explain()
+    reads: the ops, those on the generic loop, the kinds of attention kernel, the bytes of a
+    cache concatenated whole."""
+    times = PR.op_times(records, Roof.from_ceilings(ceil, dtype), costs)
+    key = PR.by_component(family)
+    out = PR.group(times, key)
+    for d in out.values():
+        d.update(ops=[], generic=[], cache_copy_bytes=0, attention_kinds=[])
+    for t in times:
+        r, d = t.record, out[key(t.record)]
         d["ops"].append(r.op)
-        if OC.op_class(r) == "attention" and OC.attention_key(r) not in d["attention_kinds"]:
+        if t.cls == "attention" and OC.attention_key(r) not in d["attention_kinds"]:
             d["attention_kinds"].append(OC.attention_key(r))
-        if OC.op_class(r) == "generic":
+        if t.cls == "generic":
             d["generic"].append(f"{r.op} ({OC.path(r)})")
         if r.op == "cat" and kv_past and any(len(s) == 4 and s[-2] == kv_past for s in r.shapes):
             d["cache_copy_bytes"] += r.bytes  # cat(past K/V, new K/V): the whole cache moves
@@ -71,29 +61,27 @@ def by_op(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.O
     """Counted ops grouped by op and shapes, each with its class, predicted time and the
     profiled kernel time of the same op and shapes (None where the profile has no such op,
     e.g. inside a CUDA graph); slowest measured first."""
-    peak, bw = _peak(ceil, dtype), ceil.mem_bandwidth_bytes_per_s
-    rows: dict[str, dict] = {}
-    for r in records:
-        if r.bytes == 0:
-            continue
-        key = P.op_key(r.op, r.shapes)
-        d = rows.setdefault(key, {"op": key, "class": OC.op_class(r), "path": OC.path(r),
-                                  "calls": 0, "bytes": 0, "elements": 0, "predicted_s": 0.0})
-        d["calls"] += 1
-        d["bytes"] += r.bytes
-        d["elements"] += r.out_elements
-        d["predicted_s"] += costs.predict_s(r, peak, bw)
-    for d in rows.values():
-        us = measured_us.get(d["op"])
-        d["kernel_s"] = us / iters / 1e6 if us is not None else None
-    return sorted(rows.values(), key=lambda d: -(d["kernel_s"] or 0))
+    times = PR.op_times(records, Roof.from_ceilings(ceil, dtype), costs)
+    first, elements = {}, {}
+    for t in times:
+        key = PR.by_op(t.record)
+        first.setdefault(key, t.record)
+        elements[key] = elements.get(key, 0) + t.record.out_elements
+    rows = []
+    for key, d in PR.group(times, PR.by_op).items():
+        us = measured_us.get(key)
+        rows.append({"op": key, "class": OC.op_class(first[key]), "path": OC.path(first[key]),
+                     "calls": d["kernels"], "bytes": d["bytes"], "elements": elements[key],
+                     "predicted_s": d["predicted_s"],
+                     "kernel_s": us / iters / 1e6 if us is not None else None})
+    return sorted(rows, key=lambda d: -(d["kernel_s"] or 0))
 
 
 def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: float,
             ceil: Ceilings, dtype: str) -> str:
     """Why a component's kernels took longer than predicted, from its counted ops and how far
     they got towards the measured ceilings."""
-    peak = _peak(ceil, dtype)
+    peak = Roof.from_ceilings(ceil, dtype).peak_flops_per_s
     reasons = []
     if d["cache_copy_bytes"]:
         reasons.append(f"the KV cache is concatenated (copied whole) every step: "

@@ -1,0 +1,94 @@
+"""Counted ops and measured op costs -> predicted time. The one place a prediction is made.
+
+Every counted op that moves bytes is one kernel (a view moves none). Its predicted time is
+measure.op_classes' cost on a measured roof: the roofline time on the ceilings (or the rate
+measured for its kind of attention kernel), the generic elementwise loop's element rate where
+the op takes that path, plus the measured floor of a tiny kernel of its class. ``roofline_s``
+beside it is the plain roofline (no floors, one bandwidth), to show what the rest adds. A
+whole-model prediction adds ``gap_s``, the host's gap between kernels, once per kernel.
+
+Views group the same op times by a key: by_op (op and shapes, as the profiler names kernels'
+ops), by_module (the module the op ran under), by_layer (layer i, embedding, lm_head, final
+norm) and by_component(family) (q_proj, attention core, mlp, ...).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from rooflab import hf
+from rooflab.count import OpRecord
+from rooflab.measure import op_classes as OC
+from rooflab.measure.profile import op_key
+from rooflab import roofline
+from rooflab.roofline import Roof
+
+SUMS = ("kernels", "macs", "flops", "bytes", "kernels_s", "predicted_s", "roofline_s", "floors_s")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One kernel: its counted op, its class and its predicted times."""
+
+    record: OpRecord
+    cls: str
+    predicted_s: float   # floor + the time at its class's rate
+    roofline_s: float    # max(FLOPs / peak, bytes / bandwidth)
+    floor_s: float       # the measured floor of a tiny kernel of its class
+
+
+def op_times(records: list[OpRecord], roof: Roof, costs: OC.OpCosts | None) -> list[OpTime]:
+    """Each counted op that moves bytes, costed on ``roof`` (a measured one: Roof.from_ceilings);
+    without ``costs``, on the plain roofline alone (no floors, no class rates)."""
+    out = []
+    for r in records:
+        if not r.bytes:
+            continue  # a view: no kernel
+        floor = roofline.time_floor_s(roof, r.flops, r.bytes)
+        cls = OC.op_class(r)
+        out.append(OpTime(r, cls, costs.predict_s(r, roof.peak_flops_per_s,
+                                                  roof.mem_bandwidth_bytes_per_s)
+                          if costs else floor, floor, costs.floor_s[cls] if costs else 0.0))
+    return out
+
+
+def group(times: list[OpTime], key: Callable[[OpRecord], str], gap_s: float = 0.0
+          ) -> dict[str, dict]:
+    """Sums per key: kernels, MACs, FLOPs, bytes, kernels_s (the kernels alone), predicted_s
+    (and ``gap_s`` a kernel), roofline_s and floors_s; in the order the keys first ran."""
+    out: dict[str, dict] = {}
+    for t in times:
+        d = out.setdefault(key(t.record), dict.fromkeys(SUMS, 0))
+        r = t.record
+        for k, v in (("kernels", 1), ("macs", r.macs), ("flops", r.flops), ("bytes", r.bytes),
+                     ("kernels_s", t.predicted_s), ("predicted_s", t.predicted_s + gap_s),
+                     ("roofline_s", t.roofline_s), ("floors_s", t.floor_s)):
+            d[k] += v
+    return out
+
+
+def total(groups: dict[str, dict]) -> dict:
+    return {k: sum(d[k] for d in groups.values()) for k in SUMS}
+
+
+def by_op(r: OpRecord) -> str:
+    return op_key(r.op, r.shapes)
+
+
+def by_module(r: OpRecord) -> str:
+    return r.module
+
+
+def by_layer(r: OpRecord) -> str:
+    m = re.search(r"layers\.(\d+)\.", r.module + ".")
+    if m:
+        return f"layer {m.group(1)}"
+    for key, name in (("embed", "embedding"), ("lm_head", "lm_head"), ("norm", "final norm")):
+        if key in r.module:
+            return name
+    return "other"
+
+
+def by_component(family: str) -> Callable[[OpRecord], str]:
+    return lambda r: hf.component_of(r.module, family) or f"other ({r.module})"
