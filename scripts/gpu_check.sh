@@ -3,13 +3,13 @@
 # manifest-PARTS.json of each part's command, exit code and time; unpacked as benchmarks/results/current/
 # and indexed by benchmarks/index.py. A copy of the tree without .git: set ROOFLAB_COMMIT.
 # Usage: scripts/gpu_check.sh OUT [parts]
-#   parts: any of tests,kernel_tests,measure,fusion,kernels,l2,generate,decode_attn,decoder,
+#   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 150 s and 360 s);
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,fusion,kernels,l2,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
+parts=${2:-tests,measure,timer,fusion,kernels,l2,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 cur=$out/current
@@ -25,13 +25,14 @@ run() {  # run PART CMD...: the part's command, exit code, seconds and new files
 has() { [[ ",$parts," == *",$1,"* ]]; }
 has tests && run tests python3 -m pytest -q -p no:cacheprovider --junitxml="$cur/pytest-gpu.xml" tests
 has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider \
-  --junitxml="$cur/pytest-gpu-kernels.xml" tests/test_kernels.py
+  --junitxml="$cur/pytest-gpu-kernels.xml" tests/test_kernels_*.py
 has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider \
-  --junitxml="$cur/pytest-gpu-other.xml" tests --deselect tests/test_kernels.py
+  --junitxml="$cur/pytest-gpu-other.xml" tests --ignore-glob="tests/test_kernels_*.py"
 has measure && run measure python3 benchmarks/measurement.py "$cur"
 has fusion && run fusion python3 benchmarks/fusion.py "$cur"
 has kernels && run kernels python3 benchmarks/kernels.py "$cur" gelu,decode_default,lab_decode,flash_default
 has l2 && run l2 python3 benchmarks/l2_bandwidth.py "$cur"
+has timer && run timer python3 benchmarks/timer_agreement.py "$cur"
 has generate && run generate python3 benchmarks/generate.py "$cur"
 has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$cur/gemma" \
   gemma-3-270m-it

@@ -47,3 +47,13 @@ def browser(tmp_path):
     drv = webdriver.Chrome(service=Service(driver_bin), options=opts)
     yield drv
     drv.quit()
+
+
+@pytest.fixture(scope="session")
+def cpu_report(tmp_path_factory):
+    """`rooflab lab` on the CPU, quick, once a session: (its folder, its results)."""
+    from rooflab.lab import run as LR
+
+    out = tmp_path_factory.mktemp("report")
+    res = LR.run("cpu", quick=True, out_dir=str(out))
+    return out, res

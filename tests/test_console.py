@@ -54,7 +54,7 @@ def test_progress_in_a_pipe_prints_a_line_now_and_then(monkeypatch):
 
     from rich.console import Console
 
-    from rooflab.report import console as V
+    from rooflab.report import progress as V
 
     buf = io.StringIO()
     monkeypatch.setattr(V, "err", Console(file=buf, force_terminal=False, width=200))
@@ -77,10 +77,12 @@ def test_the_plain_eta_follows_weighted_steps(monkeypatch):
 
     from rich.console import Console
 
+    from rooflab.report import progress
+
     buf = io.StringIO()
-    monkeypatch.setattr(console, "err", Console(file=buf, force_terminal=False, width=200))
+    monkeypatch.setattr(progress, "err", Console(file=buf, force_terminal=False, width=200))
     now = [0.0]
-    tick = console._LogTicks("attention", 4, every_s=0, clock=lambda: now[0], weights=[1, 1, 8, 8])
+    tick = progress._LogTicks("attention", 4, every_s=0, clock=lambda: now[0], weights=[1, 1, 8, 8])
     for t in (1.0, 2.0):
         now[0] = t
         tick()

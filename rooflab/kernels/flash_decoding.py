@@ -1,28 +1,17 @@
 """Flash-decoding in Triton: a few queries against a long KV cache, the cache split across programs.
 
-At decode a (batch, KV head) pair has one query per head of its group (GQA) and thousands of keys.
-FlashAttention's grid (one program per query tile) would give the GPU B*H programs, each walking
-the whole cache alone: too few to keep HBM busy. Here the cache is cut into runs of key blocks;
-a program reads each block of K and V exactly once for all the query heads that share it, and
-leaves a partial softmax (its output and log-sum-exp) per head it touched. A second, small kernel
-merges the partials of each query row: O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse),
-one row a program or, with many (batch, KV head) pairs, a tile of rows a program (merge_rows).
-On Hopper and later the merge is launched while the first kernel runs (programmatic dependent
-launch) and waits inside for its partials. Where a head is cut into two runs, the second of its
-programs to finish (told by an atomic count, which it sets back to 0) merges them itself and no
-merge kernel runs.
+At decode a (batch, KV head) pair has one query per head of its group and thousands of keys: one
+program a query tile (FlashAttention's grid) is too few programs to keep HBM busy. Here the
+heads' key blocks, laid end to end, are cut into equal runs, one a program (launcher: schedule);
+a program reads each block of K and V once for all the query heads sharing it and leaves a
+partial softmax per head, merged as O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max): by a
+head's last program where it has two runs, else by a merge kernel launched early. Where each pair
+can have a program of its own in one wave, a program takes a whole head: no partials, no merge.
+Why each choice: docs/kernels/flash_decoding.md.
 
-How the work is cut (the launcher's schedule): every head's key blocks laid end to end, then cut
-into one equal run per program, a run crossing from one head to the next where it must (as
-stream-K cuts a GEMM), so that every program has the same work; the launcher picks a count of
-programs that cuts every head alike (aligned). Where every (batch, KV head) pair can have a
-program of its own in one wave, and they either fill the SMs or a head's cache is short (8 blocks
-or fewer), each program takes one whole head and writes its answer itself: no partials, no merge.
-What each choice gained on the H200, and what lost: docs/kernels/flash_decoding.md.
-
-Read in order: the reference, the kernels, the launcher (the schedule), the cost, the check.
-Shapes: q (B, H, Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the
-queries are the last Lq of Lkv positions when causal.
+Read in order: the reference, the kernels, the launcher, the cost, the check. Shapes: q (B, H,
+Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the queries are the last
+Lq of Lkv positions when causal.
 """
 from __future__ import annotations
 
@@ -121,13 +110,10 @@ if triton is not None:
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
                      WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr):
-        # Every (batch, KV head)'s key blocks laid end to end; program p takes the blocks
-        # [p * per_program, (p + 1) * per_program), crossing from one head to the next where
-        # its range does, and leaves one partial per head it touched (slot 0 is the head's
-        # first program). Every program gets the same work, whatever B * Hkv is. WHOLE: every
-        # run is whole heads (blocks per program a multiple of a head's), each written final.
-        # LAST_MERGES: the last program to finish a head (counted in ARRIVED) merges its
-        # partials into O and LSE and sets the count back to 0: no second kernel.
+        # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
+        # laid end to end, one partial per head it touches (slot 0: the head's first program).
+        # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
+        # (counted in ARRIVED, then set back to 0) merges its partials: no second kernel.
         if PDL:
             tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
         pid = tl.program_id(0)
@@ -245,6 +231,7 @@ if triton is not None:
 SHORT_CACHE = 512  # keys a head or fewer: blocks of 128 keys where few rows (see config)
 MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 keys a step too,
                    # and the merge kernel takes tiles of rows (merge_rows)
+WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
@@ -255,10 +242,7 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     | cache                    | (batch, KV head) pairs | as                                  |
     | <= SHORT_CACHE keys      | <= one an SM           | cuDNN's kernel takes them (ncu)     |
     | > SHORT_CACHE, d == 128  | >= MANY_PAIRS          | one program an SM                   |
-
-    With one query a head the kernel runs at the rate of a plain read of the same bytes; where
-    the bytes are few that rate is far below the copy ceiling. The search, the variants that
-    lost and their figures: docs/kernels/flash_decoding.md."""
+    """
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     sms = torch.cuda.get_device_properties(0).multi_processor_count if (
@@ -281,14 +265,10 @@ def schedule(b: int, hkv: int, n_kv: int, block_n: int, programs: int) -> tuple[
     return per, -(-total // per), -(-n_blocks // per) + 1
 
 
-WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
-
-
 def merge_rows(heads: int, given: int | None = None) -> int:
-    """Rows a merge program takes: 4 (merge_tiles) where there are 64 or more (batch, KV head)
-    pairs, else 0 (merge_splits, one row a program); a config's MERGE_ROWS (``given``) instead.
-    Tiles merge four slots a step, each row in its own threads, where there are many rows to
-    merge; with few pairs their slot loop is a long serial chain and one row a program wins."""
+    """Rows a merge program takes: 4 (merge_tiles: four slots a step, each row in its own
+    threads) with MANY_PAIRS or more (batch, KV head) pairs, else 0 (merge_splits, one row a
+    program: with few pairs the tiles' slot loop is a long serial chain); or MERGE_ROWS."""
     if given is not None:
         return given
     return 4 if heads >= MANY_PAIRS else 0
@@ -320,7 +300,7 @@ def aligned(programs: int, heads: int) -> int:
     return -(-heads // -(-heads // programs))
 
 
-_ARRIVED: dict = {}
+_ARRIVED: dict = {}  # (device, stream) -> arrival counts
 
 
 def arrival_counts(device, n: int) -> torch.Tensor:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 from rich.console import Console
 from rich.table import Table
@@ -10,9 +9,10 @@ from rich.table import Table
 from rooflab import units
 from rooflab.units import CV_UNSTABLE, secs, si
 
+from rooflab.report.progress import Progress, _LogTicks, err, note  # noqa: F401 - the views' API
+
 # a pipe or CI log gets a wide table instead of rich's 80-column default
 out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)  # notes that must not mix with --json on stdout
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> None:
@@ -61,76 +61,6 @@ def specs(data: dict) -> None:
 def cost(d: dict) -> None:
     table(d["name"], ["macs", "flops", "bytes", "intensity (FLOP/B)"],
           [[f"{d['macs']:,}", f"{d['flops']:,}", f"{d['bytes']:,}", f"{d['intensity']:.4g}"]])
-
-
-def note(msg: str) -> None:
-    """One progress line on stderr (a terminal or not), for steps that have no bar."""
-    err.print(f"rooflab: {msg}", highlight=False, soft_wrap=True)
-
-
-class Progress:
-    """Rich progress bars: one per part sweep; parts report when they end."""
-
-    def __init__(self):
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as P,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-
-        self._p = P("[progress.description]{task.description}", BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), "eta", TimeRemainingColumn(),
-                    console=err, transient=False)
-
-    def __enter__(self):
-        if err.is_terminal:  # elsewhere the bar is not drawn (see task)
-            self._p.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._p.__exit__(*exc) if err.is_terminal else None
-
-    def task(self, desc: str, total: int, weights: list[float] | None = None):
-        """An advance() per step; ``weights`` (each step's predicted share, e.g. its roofline
-        floor) make the plain-line ETA follow steps that grow, as a sweep's do."""
-        if not err.is_terminal:  # a pipe or a log shows no bar: a line now and then instead
-            return _LogTicks(desc, total, weights=weights)
-        tid = self._p.add_task(desc, total=total)
-        return lambda: self._p.advance(tid)
-
-    def part_done(self, num: int, entry: dict) -> None:
-        status = "resumed" if entry.get("resumed") else entry["status"]
-        why = f"; recomputed, {entry['recomputed']}" if entry.get("recomputed") else ""
-        self._p.console.print(f"part {num}: {status} ({entry.get('time_s', 0):.1f} s){why}")
-
-
-class _LogTicks:
-    """Progress where stderr is not a terminal: one plain line every ``every_s`` seconds and
-    at the end, with the time the rest takes at the pace so far (a sweep's later points are
-    usually its longer ones: then the rest takes longer)."""
-
-    def __init__(self, desc: str, total: int, every_s: float = 30.0, clock=time.monotonic,
-                 weights: list[float] | None = None):
-        self.desc, self.total, self.every_s, self.done = desc, total, every_s, 0
-        self.clock, self.weights = clock, weights if weights and sum(weights) > 0 else None
-        self.start = self.last = self.clock()
-
-    def _rest_s(self, spent: float) -> float:
-        """The rest at this pace: per step, or per unit of the steps' weights when known."""
-        if self.weights is None:
-            return spent / self.done * (self.total - self.done)
-        done = sum(self.weights[:self.done])
-        rest = sum(self.weights[self.done:])
-        return spent / done * rest if done > 0 else float("inf")
-
-    def __call__(self) -> None:
-        self.done += 1
-        now = self.clock()
-        if now - self.last < self.every_s and self.done < self.total:
-            return
-        self.last = now
-        spent = now - self.start
-        rest = (f", about {self._rest_s(spent):.0f} s more at this pace"
-                if self.done < self.total else "")
-        err.print(f"{self.desc}: {self.done}/{self.total} in {spent:.0f} s{rest}",
-                  highlight=False)
 
 
 def lab_summary(res: dict, out_dir: str) -> None:
@@ -297,8 +227,8 @@ def analysis(d: dict) -> None:
     out.print(f"total {t['macs']:,} MACs, {t['flops']:,} FLOPs, {t['bytes']:,} bytes; roofline "
               f"floor {secs(t['floor_s'])}" + (f", measured {secs(t['measured_s'])}"
                                                 if t.get("measured_s") else ""))
-    for note in d.get("roof_notes", []):
-        out.print(f"The measured roof was raised for this run: {note}.")
+    for raised in d.get("roof_notes", []):
+        out.print(f"The measured roof was raised for this run: {raised}.")
     above = [o for o in d["ops"] if o.get("above_roof")]
     for o in above[:5]:
         out.print(f"{o['op'][:60]} is above the roof: {o['above_roof']}.")

@@ -1,0 +1,268 @@
+"""rooflab/kernels/flash_attention*.py: FlashAttention forward (Triton, and the Gluon kernels on
+Hopper) against fp64, every path (TMA, the first block's max, Q in registers, small tiles).
+On the CPU under TRITON_INTERPRET=1 (CI), on CUDA with the gpu marker; tolerances are tied to
+PyTorch's own low-precision error on the same fresh random inputs."""
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="Triton is not installed")
+
+from rooflab.kernels import flash_attention as FA  # noqa: E402
+
+SHAPES = [  # (B, H, Lq, Lkv, D, Hkv)
+    (1, 2, 37, 37, 64, None),     # not a multiple of the block
+    (2, 4, 20, 53, 32, 2),        # GQA, Lq < Lkv
+    (1, 4, 1, 70, 64, 1),         # decode-like, MQA
+    (1, 2, 33, 33, 256, 1),       # gemma's head_dim
+    (1, 2, 48, 48, 128, None),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_matches_fp64(device, shape, dtype, causal):
+    b, h, lq, lkv, d, hkv = shape
+    e = FA.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lq + d)
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_through_tensor_descriptors(monkeypatch, device, shape, causal):
+    """The TMA path (Hopper's tensor memory accelerator): same answers, ragged edges included."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs compute capability 9 or later")
+    made = []
+    real = FA.descriptors
+    monkeypatch.setattr(FA, "descriptors", lambda *a: made.append(1) or real(*a))
+    cfg = {**FA.config(shape[4], causal), "TMA": True}
+    b, h, lq, lkv, d, hkv = shape
+    e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device=device, seed=lq + d,
+                  kernel=lambda q, k, v, c: FA.flash_attention(
+                      q, k, v, c, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert made and e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4 and e["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_with_the_first_blocks_max(device, shape, causal):
+    """FIXED_MAX: after the first block, the max stays where it put it; same answers."""
+    cfg = {**FA.config(shape[4], causal), "FIXED_MAX": True}
+    b, h, lq, lkv, d, hkv = shape
+    e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device=device, seed=lq + d,
+                  kernel=lambda q, k, v, c: FA.flash_attention(
+                      q, k, v, c, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4 and e["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_with_q_in_registers(device, shape, dtype, causal):
+    """Q_REG: q halved after its load (exact) and qk_scale doubled; same answers, by
+    addresses and, where the GPU has one, through TMA."""
+    b, h, lq, lkv, d, hkv = shape
+    for tma in (False, True):
+        cfg = {**FA.config(d, causal), "Q_REG": True, "TMA": tma}
+        e = FA.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lq + d,
+                      kernel=lambda q, k, v, c: FA.flash_attention(
+                          q, k, v, c, cfg=cfg, out=torch.full_like(q, float("nan"))))
+        assert e["all_finite"]
+        assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+        assert e["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_first_blocks_max_falls_back_past_a_spike(device, causal):
+    """A key far above the first block's max (p would be 2^100, inf in fp16): the kernel sees it
+    and redoes the sweep with a running max, so the answer stays finite and right."""
+    g = torch.Generator().manual_seed(3)
+    d = 64
+    spike = torch.randn(d, generator=g)
+    q = torch.randn(1, 2, 70, d, generator=g) + 3 * spike
+    k = torch.randn(1, 2, 200, d, generator=g)
+    k[:, :, 150] = 3 * spike                   # a score near 9 sqrt(d) = 72 for every query,
+    v = torch.randn(1, 2, 200, d, generator=g)  # past the first block at any tile size
+    q, k, v = (t.to(device, torch.float16) for t in (q, k, v))
+    cfg = {**FA.config(d, causal), "FIXED_MAX": True}
+    o, lse = FA.flash_attention(q, k, v, causal, cfg=cfg)
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), causal)
+    assert torch.isfinite(o).all() and torch.isfinite(lse).all()
+    assert float((o.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+@pytest.mark.parametrize("score", [9.5, 11.5])
+def test_flash_attention_first_blocks_max_at_fp16s_edge(device, score):
+    """One later key `score` (natural log units) above every key of the first block: 9.5 keeps
+    the first block's max (p reaches e^9.5 = 2^13.7, inside fp16); 11.5 would make p 2^16.6,
+    past fp16's 65504, so the kernel must have redone the sweep. Right answers both ways."""
+    g = torch.Generator().manual_seed(5)
+    d = 64
+    q = torch.zeros(1, 1, 40, d)
+    q[..., 0] = 8.0                             # every query along e_0, |q| = 8 = sqrt(d)
+    k = 0.01 * torch.randn(1, 1, 200, d, generator=g)
+    k[:, :, 150, 0] = score                     # q . k / sqrt(d) = score for that key alone,
+    v = torch.randn(1, 1, 200, d, generator=g)  # past the first block at any tile size
+    q, k, v = (t.to(device, torch.float16) for t in (q, k, v))
+    o, _ = FA.flash_attention(q, k, v, cfg={**FA.config(d, False), "FIXED_MAX": True})
+    ref = FA.standard_attention(q.double(), k.double(), v.double())
+    assert torch.isfinite(o).all()
+    assert float((o.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+def test_flash_attention_without_tma_where_strides_do_not_allow_it(device):
+    wide = torch.randn(1, 2, 40, 65, dtype=torch.float16, device=device)
+    q = wide[..., :64]  # rows 130 bytes apart: not a multiple of 16
+    assert not FA.tma_ok(q)
+    cfg = {**FA.config(64, False), "TMA": True}
+    o, _ = FA.flash_attention(q, q, q, cfg=cfg)  # the address path takes it
+    ref = FA.standard_attention(q.double(), q.double(), q.double())
+    assert float((o.double() - ref).abs().max()) < 1e-2
+
+
+def test_flash_attention_bad_input(device):
+    q = torch.zeros(1, 2, 8, 48, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="head_dim"):
+        FA.flash_attention(q, q, q)
+    with pytest.raises(TypeError, match="fp16 or bf16"):
+        FA.flash_attention(q.float(), q.float(), q.float())
+    q = torch.zeros(1, 4, 8, 64, dtype=torch.float16, device=device)
+    k = torch.zeros(1, 3, 8, 64, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="divide"):
+        FA.flash_attention(q, k, k)
+    with pytest.raises(ValueError, match="scale must be positive"):
+        FA.flash_attention(q, q, q, scale=-0.125)
+
+
+def test_flash_attention_falls_back_to_smaller_tiles(monkeypatch, device):
+    """A GPU without the shared memory for the tuned tiles (e.g. a T4) gets smaller ones."""
+    real = FA.flash_fwd
+    tried = []
+
+    class Launcher:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                tried.append(kw["BLOCK_M"])
+                if len(tried) == 1:
+                    raise triton.runtime.errors.OutOfResources(200_000, 65_536, "shared memory")
+                return real[grid](*args, **kw)
+            return launch
+
+    monkeypatch.setattr(FA, "flash_fwd", Launcher())
+    monkeypatch.setattr(FA, "config", lambda d, causal: {"BLOCK_M": 128, "BLOCK_N": 64,
+                                                         "num_warps": 4, "num_stages": 1})
+    q = torch.randn(1, 2, 40, 64, dtype=torch.float16, device=device)
+    o, _ = FA.flash_attention(q, q, q)
+    assert tried[0] == 128 and tried[1] == FA.SMALL_SMEM[0]["BLOCK_M"]
+    ref = FA.standard_attention(q.double(), q.double(), q.double())
+    assert float((o.double() - ref).abs().max()) < 1e-2
+
+
+def test_flash_cost_is_fused_and_causal():
+    c = FA.cost(1, 2, 128, 128, 64, dtype="fp16", causal=True)
+    assert c.macs == 2 * (2 * (128 * 129 // 2)) * 64  # causal pairs only
+    assert c.bytes == 2 * (4 * 2 * 128 * 64) + 4 * 2 * 128  # Q, K, V, O once + fp32 LSE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_gpu_large(d, dtype, causal):
+    e = FA.errors(2, 8, 1031, 1031, d, 2, dtype, causal, device="cuda", seed=d)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+
+
+GLUON_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv): whole tiles; GQA, Lq != Lkv, one block, many
+    (2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4), (2, 4, 128, 128, 256, 1),
+    (1, 8, 64, 768, 128, 8), (1, 2, 512, 4096, 256, 2)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GLUON_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64, "STAGES": 3},
+                                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8}])
+def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
+    from rooflab.kernels import flash_attention_sm90 as F9
+    b, h, n_q, n_kv, d, hkv = shape
+    cfg = {**F9.config(d), **cfg}
+    q = torch.empty(b, h, n_q, d, device="cuda", dtype=dtype)
+    k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=dtype)
+    why = F9.usable(q, k, k, causal, cfg)
+    if why:
+        pytest.skip(f"the Gluon kernel does not take this: {why}")
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, dtype, causal, device="cuda", seed=n_kv,
+                  kernel=lambda q, k, v, causal: F9.flash_attention_sm90(
+                      q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+    assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4),
+                                   (1, 2, 512, 1024, 256, 2), (1, 8, 128, 128, 128, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64}])
+def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n_q, n_kv, d, hkv = shape
+    cfg = {**F9W.config(d), **cfg}
+    q = torch.empty(b, h, n_q, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=torch.bfloat16)
+    why = F9W.usable(q, k, k, causal, cfg)
+    if why:
+        pytest.skip(f"the Gluon kernel does not take this: {why}")
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=lambda q, k, v, causal: F9W.flash_attention_sm90_ws(
+                      q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+    assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
+    """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim; a
+    ragged length or an explicit config to the Triton kernel; every answer matches fp64."""
+    import importlib
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernels are for sm_90")
+    calls = []
+    for name in set(FA.GLUON.values()):
+        m = importlib.import_module(f"rooflab.kernels.{name}")
+        real = getattr(m, name)
+        monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
+                            calls.append(name) or real(*a, **k))
+    for n, d, cfg, kernel in [(1024, 64, None, FA.GLUON[64]), (1024, 128, None, FA.GLUON[128]),
+                              (512, 256, None, FA.GLUON[256]), (1000, 64, None, None),
+                              (1000, 128, None, None)]:
+        calls.clear()
+        e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
+        assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+        assert calls == ([kernel] if kernel else []), (n, d, calls)
+    q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
+    calls.clear()
+    FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config: the Triton kernel
+    assert calls == []
+
+
+@pytest.mark.gpu
+def test_flash_attention_extra_memory_is_linear():
+    from rooflab.measure import peak_memory
+    mk = lambda n: torch.randn(1, 8, n, 128, device="cuda", dtype=torch.float16)  # noqa: E731
+    extra = {}
+    for n in (4096, 16384):
+        q, k, v = mk(n), mk(n), mk(n)
+        extra[n] = peak_memory(FA.flash_attention, q, k, v, device="cuda").extra_peak_bytes
+    # O (n*8*128*2 B) and LSE (n*8*4 B) only: 4x the tokens, 4x the bytes, never 16x
+    assert extra[16384] <= 4.5 * extra[4096]
+    assert extra[16384] <= 16384 * 8 * (128 * 2 + 4) * 1.1
+
+

@@ -1,0 +1,232 @@
+"""rooflab/kernels/flash_decoding.py: split-KV decode against fp64, its schedule and merges.
+On the CPU under TRITON_INTERPRET=1 (CI), on CUDA with the gpu marker; tolerances are tied to
+PyTorch's own low-precision error on the same fresh random inputs."""
+import os
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="Triton is not installed")
+
+from rooflab.kernels import flash_attention as FA  # noqa: E402
+from rooflab.kernels import flash_decoding as FD  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+DECODE_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv, programs); 16 keys a block under the interpreter
+    (2, 8, 1, 100, 64, 2, None),    # GQA 4:1, ragged cache; programs cross from head to head
+    (1, 4, 3, 37, 32, 1, 3),        # MQA, three queries (speculative decoding)
+    (1, 8, 16, 20, 64, 8, 2),       # causal rows that see no key of a run; 4 heads a program
+    (2, 2, 1, 1, 16, 2, None),      # a cache of one token
+    (1, 4, 2, 290, 256, 2, 5),      # gemma's head_dim
+    (2, 8, 2, 100, 64, 2, 2),       # two whole heads a program: written final, no merge
+]
+
+
+@pytest.mark.parametrize("shape", DECODE_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_decode_matches_fp64(device, shape, dtype, causal):
+    b, h, lq, lkv, d, hkv, programs = shape
+    e = FD.errors(b, h, lq, lkv, d, hkv, dtype, causal, device=device, seed=lkv,
+                  programs=programs)
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.parametrize("shape", DECODE_SHAPES)
+@pytest.mark.parametrize("merge_rows,tma,last", [(0, False, False), (8, False, False),
+                                                 (0, True, False), (0, False, True)])
+def test_flash_decode_every_merge_and_load(device, shape, merge_rows, tma, last):
+    """The merge one row a program (MERGE_ROWS 0) or in tiles of 8 rows: two tiles of a KV
+    head's 16 rows, a ragged second one of its 12, one part-filled by its 4; K and V through
+    TMA descriptors (keys past a head's cache load as zeros); the merge by the last program
+    to finish a head (LAST_MERGES), twice, its counts back at zero after each."""
+    b, h, lq, lkv, d, hkv, programs = shape
+    if tma and not FA.tma_ok(torch.empty(16, device=device)):
+        pytest.skip("TMA needs compute capability 9 or later")
+    cfg = {**FD.config(d), "MERGE_ROWS": merge_rows, "TMA": tma, "LAST_MERGES": last}
+    for _ in range(2 if last else 1):
+        e = FA.errors(b, h, lq, lkv, d, hkv, torch.float16, True, device, seed=lkv,
+                      kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, programs=programs,
+                                                                cfg=cfg))
+        assert e["all_finite"]
+        assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+        assert e["lse_max_abs_err"] < 1e-3
+    if last:
+        assert not FD.arrival_counts(device, b * hkv).any()
+
+
+def test_flash_decode_strided_inputs_and_limits(device):
+    """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
+    g = torch.Generator(device="cpu").manual_seed(1)
+    mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
+    q, k, v = mk(2, 1, 8, 64).transpose(1, 2), mk(2, 50, 2, 64).transpose(1, 2), \
+        mk(2, 50, 2, 64).transpose(1, 2)
+    o, _ = FD.flash_decode(q, k, v, programs=3)
+    ref = FD.standard_attention(q.double(), k.double(), v.double(), True)
+    assert float((o.double() - ref).abs().max()) < 2e-3
+    with pytest.raises(ValueError, match="rows"):
+        FD.flash_decode(mk(1, 8, 32, 64), mk(1, 1, 40, 64), mk(1, 1, 40, 64))
+    with pytest.raises(TypeError, match="fp16 or bf16"):
+        FD.flash_decode(q.float(), k.float(), v.float())
+
+
+def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
+    merges = []
+
+    class Counted:  # either merge kernel, whichever FD.merge_rows picks
+        def __init__(self, real):
+            self.real = real
+
+        def __getitem__(self, grid):
+            merges.append(grid)
+            return self.real[grid]
+
+    for name in ("merge_splits", "merge_tiles"):
+        monkeypatch.setattr(FD, name, Counted(getattr(FD, name)))
+    cfg = {**FD.config(64), "LAST_MERGES": False}        # 64 keys a step, at any n_kv
+    n_kv = 2 * cfg["BLOCK_N"] + 5                        # 3 blocks a head: runs of 2 split it
+    q = torch.randn(2, 8, 1, 64, device=device, dtype=torch.float16)
+    k = torch.randn(2, 2, n_kv, 64, device=device, dtype=torch.float16)
+    ref = FD.standard_attention(q.double(), k.double(), k.double(), True)
+    for programs, merged in ((4, False), (2, False), (12, True)):
+        merges.clear()
+        o, _ = FD.flash_decode(q, k, k, programs=programs, cfg=cfg)  # runs of 1, 2 heads; split
+        assert bool(merges) == merged
+        assert float((o.double() - ref).abs().max()) < 2e-3
+    k = torch.randn(2, 2, 6 * cfg["BLOCK_N"] - 3, 64, device=device, dtype=torch.float16)
+    ref = FD.standard_attention(q.double(), k.double(), k.double(), True)
+    for programs, merged in ((8, False), (12, True)):  # by default a head cut in two runs is
+        merges.clear()                                 # merged by its last program, in 3 not
+        o, _ = FD.flash_decode(q, k, k, programs=programs, cfg=FD.config(64))
+        assert bool(merges) == merged
+        assert float((o.double() - ref).abs().max()) < 2e-3
+
+
+def test_flash_decode_merges_in_tiles_only_with_many_heads():
+    """merge_tiles (4 rows a program) from 64 (batch, KV head) pairs, the one-row merge below;
+    a config's MERGE_ROWS wins."""
+    assert FD.merge_rows(64) == 4 and FD.merge_rows(512) == 4
+    assert FD.merge_rows(63) == 0 and FD.merge_rows(8) == 0
+    assert FD.merge_rows(8, 16) == 16 and FD.merge_rows(64, 0) == 0
+
+
+def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monkeypatch):
+    from types import SimpleNamespace
+    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    cfg = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    assert FD._programs(128, 64, 8, cfg) == 64      # the lab's 512 cached tokens: short heads
+    assert FD._programs(128, 64, 16, cfg) == 256    # 1024: cut, two programs per SM, 4 a head
+    assert FD._programs(64, 512, 64, cfg) == 512    # 48 KB a program: 4 an SM, one wave
+    assert FD._programs(128, 512, 64, cfg) == 256   # 96 KB: 2 an SM, two waves: 2 heads each
+    assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
+
+
+def test_flash_decode_takes_128_keys_a_step_only_at_short_caches(monkeypatch):
+    from types import SimpleNamespace
+    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    monkeypatch.setattr(FD, "INTERPRET", False)
+    short = lambda *a: FD.config(*a)["BLOCK_N"] == 128  # noqa: E731
+    assert short(128, FD.SHORT_CACHE, 4, 64)       # the lab's 512 cached tokens, GQA 4:1
+    assert short(64, 300, 16, 132)                 # 16 rows, one pair an SM
+    assert not short(128, FD.SHORT_CACHE + 1, 4, FD.MANY_PAIRS - 1)
+    assert not short(256, 512, 4, 64)              # 384 KB of tiles would not fit
+    assert not short(128, 512, 64, 64)             # 16 queries a head: 64 rows
+    assert not short(128, 512, 4, 512)             # more pairs than SMs
+    assert not short(128)
+    assert short(128, 4096, 4, FD.MANY_PAIRS)      # long caches with many pairs, head_dim 128
+    assert short(128, 32768, 16, 512)
+    assert not short(128, 4096, 4, FD.MANY_PAIRS - 1)  # one sequence: 8 pairs
+    assert not short(64, 4096, 4, 512)             # head_dim 64: 64 a step were faster
+    assert not short(128, 4096, 64, 64)            # 16 queries a head
+    assert FD.config(128, 4096, 4, 64)["TMA"]      # through TMA where the tensors allow it
+
+
+def test_flash_decode_cuts_every_head_alike():
+    """aligned(): a whole number of programs a head, or of heads a program, never more
+    programs than given."""
+    assert FD.aligned(132, 64) == 128 and FD.aligned(264, 64) == 256
+    assert FD.aligned(132, 8) == 128 and FD.aligned(264, 8) == 264
+    assert FD.aligned(132, 512) == 128 and FD.aligned(264, 512) == 256
+    assert FD.aligned(132, 133) == 67                # 2 heads a program, the last one alone
+    for programs in (1, 7, 132, 264):
+        for heads in (1, 3, 8, 64, 100, 512, 1000):
+            p = FD.aligned(programs, heads)
+            assert 1 <= p <= max(programs, 1)
+            assert p % heads == 0 if heads <= programs else -(-heads // p) == -(-heads // programs)
+
+
+def test_flash_decode_runs_one_program_an_sm_where_one_fits(monkeypatch):
+    from types import SimpleNamespace
+    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}  # 192 KB at head_dim 128
+    assert FD._programs(128, 64, 4, cfg) == 64      # whole heads, one wave
+    assert FD._programs(128, 512, 4, cfg) == 128    # one an SM (4 heads each), not 2 waves
+    assert FD._programs(64, 512, 4, cfg) == 256     # 96 KB: two an SM, 2 heads each
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 1, 300, 64, 2), (1, 8, 4, 200, 128, 2)])
+def test_flash_decode_with_128_keys_a_step(device, shape):
+    """The short-cache config (ragged: 300 = 2 x 128 + 44) against fp64, GQA, causal."""
+    b, h, lq, lkv, d, hkv = shape
+    cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
+    e = FA.errors(b, h, lq, lkv, d, hkv, torch.float16, True, device, seed=lkv,
+                  kernel=lambda q, k, v, c: FD.flash_decode(q, k, v, c, cfg=cfg))
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+
+
+def test_flash_decode_gives_every_program_the_same_work():
+    # (blocks per program, programs, partial slots per head)
+    assert FD.schedule(8, 8, 4096, 64, 132) == (32, 128, 3)   # 4,096 blocks: 2 runs a head
+    assert FD.schedule(64, 8, 4096, 64, 132) == (249, 132, 2)  # runs cross from head to head
+    assert FD.schedule(1, 1, 100, 128, 132) == (2, 1, 2)       # too short to split
+    assert FD.schedule(1, 1, 1 << 20, 64, 132) == (261, 63, 64)  # the merge's limit
+    for b, hkv, n_kv, programs in ((8, 8, 4096, 132), (3, 5, 1000, 77), (64, 8, 4128, 264)):
+        per, grid, slots = FD.schedule(b, hkv, n_kv, 64, programs)
+        total = b * hkv * -(-n_kv // 64)
+        assert grid <= programs and (grid - 1) * per < total <= grid * per  # none idle
+        # a head's blocks meet at most `slots` programs
+        assert max((h * -(-n_kv // 64) + -(-n_kv // 64) - 1) // per - h * -(-n_kv // 64) // per
+                   + 1 for h in range(b * hkv)) <= slots
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(8, 32, 1, 4096, 128, 8), (1, 8, 4, 32771, 256, 1),
+                                   (64, 16, 1, 1031, 64, 16), (8, 32, 1, 512, 128, 8),
+                                   (64, 16, 16, 500, 64, 16)])
+def test_flash_decode_gpu_large(shape):
+    b, h, lq, lkv, d, hkv = shape
+    e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, True, device="cuda", seed=lkv)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+
+
+@pytest.mark.gpu
+def test_flash_decode_merge_is_race_free():
+    """The merge kernel is launched before the partials are written (programmatic dependent
+    launch on Hopper) and waits for them; the in-kernel merge reads its head's other partial
+    once the count says it is written: run the lab's decode shape many times each way; every
+    output must be bit-identical to the first of its way (and the ways agree with fp64)."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q = torch.randn(8, 32, 1, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    k, v = (torch.randn(8, 8, 4096, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+            for _ in range(2))
+    ref = FD.standard_attention(q.double(), k.double(), v.double(), False)
+    base = FD.config(128, 4096, 4, 64)
+    kernel = {**base, "LAST_MERGES": False}
+    ways = [({**kernel, "PDL": False}, kernel), ({**base, "LAST_MERGES": True},) * 2]
+    for first_cfg, cfg in ways:
+        first, _ = FD.flash_decode(q, k, v, causal=False, cfg=first_cfg)
+        for _ in range(200):
+            o, _ = FD.flash_decode(q, k, v, causal=False, cfg=cfg)
+            assert torch.equal(o, first)
+        assert float((first.double() - ref).abs().max()) < 1e-2
