@@ -71,13 +71,15 @@ def collective_time_s(measured: dict, op: str, message_bytes: int) -> float:
 
 def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
                   link_bytes_per_s: float | None = None, link_source: str = "",
-                  measured: dict | None = None) -> dict:
+                  measured: dict | None = None, act_dtype: str | None = None) -> dict:
     """The all-reduces of ``layers`` layers under ``tp``-way tensor parallelism, per GPU, and
     their time: on a collective measurement of ``tp`` ranks (measure/collectives.py) where one
-    is given, else the floor on the datasheet link where one is known."""
-    message = phase.tokens * cfg.hidden * C.elem_bytes(cfg.dtype)  # (T, hidden) partial sums
+    is given, else the floor on the datasheet link where one is known. The partial sums are
+    activations: sized in ``act_dtype`` (a quantised what-if's), else the model's dtype."""
+    act = act_dtype or cfg.dtype
+    message = phase.tokens * cfg.hidden * C.elem_bytes(act)  # (T, hidden) partial sums
     n = ALL_REDUCES_PER_LAYER * layers if tp > 1 else 0
-    out = {"tp": tp, "all_reduces": n, "message_bytes": message,
+    out = {"tp": tp, "all_reduces": n, "message_bytes": message, "dtype": act,
            "all_reduce_bytes": n * message, "predicted_s": None, "link": None}
     if tp > 1 and measured and measured["world_size"] == tp:
         out["predicted_s"] = n * collective_time_s(measured, "all_reduce", message)

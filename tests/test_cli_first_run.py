@@ -226,7 +226,7 @@ COMMANDS = {
                     "--graph", "--no-graph"],
     ("analyze",): ["--device", "--html", "--profile", "--no-profile"],
     ("collectives",): ["--device", "--world-size", "--sizes", "--refresh"],
-    ("lab",): ["--device", "--parts", "--gpu", "--quick", "--out", "--resume"],
+    ("lab",): ["--device", "--parts", "--gpu", "--quick", "--out", "--resume", "--dtype"],
     ("fusion", "gelu"): ["--numel", "--dtype", "--device", "--trace"],
     ("fusion", "mlp"): ["--modes", "--tokens", "--dtype", "--device", "--trace"],
     ("attention",): ["--seq", "--impl", "--batch", "--heads", "--head-dim", "--dtype",

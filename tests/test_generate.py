@@ -11,6 +11,7 @@ import torch  # noqa: E402
 
 from rooflab import count, hf  # noqa: E402
 from rooflab import models as M  # noqa: E402
+from rooflab import predict as PR  # noqa: E402
 from rooflab.studies import generate as GN  # noqa: E402
 from rooflab.measure import ceilings as CE  # noqa: E402
 from rooflab.measure import op_classes as OC  # noqa: E402
@@ -51,7 +52,7 @@ def test_prefill_lm_head_last_or_all_positions():
             g = GN.Generation(cfg, 2, 12, 2, "cpu", "fp32", keep)
             with count.Counter(g.model) as c:
                 g.prefill()
-        head = [r for r in c.records if GN._group(r.module) == "lm_head" and r.macs]
+        head = [r for r in c.records if PR.by_layer(r) == "lm_head" and r.macs]
         assert sum(r.macs for r in head) == 2 * rows * 64 * 1000
 
 

@@ -123,6 +123,8 @@ def test_a_failing_part_leaves_the_others(tmp_path, monkeypatch):
     (["lab", "--parts", "x"], "--parts"),
     (["lab", "--device", "tpu"], "--device"),
     (["lab", "--gpu", "H2000"], "unknown GPU"),
+    (["lab", "--dtype", "fp7"], "unknown dtype"),
+    (["lab", "--dtype", "fp8"], "--dtype"),
 ])
 def test_lab_bad_input(capsys, argv, needle):
     code = main(argv)
@@ -360,3 +362,28 @@ def test_an_interrupt_between_a_parts_writes_leaves_it_unrecorded(tmp_path, monk
         p.name for p in (tmp_path / "figures").iterdir()}
 
 
+
+
+def test_the_run_resolves_its_dtypes_once():
+    from rooflab.lab.context import Dtypes
+    from rooflab.measure.ceilings import Ceilings
+
+    gpu = Ceilings("cuda", "g", 1e12, {"fp32": 1e13, "bf16": 1e14})
+    cpu = Ceilings("cpu", "c", 1e10, {"fp32": 1e11})
+    assert Dtypes.resolve("cpu", cpu, "bf16") == Dtypes("bf16", "fp32", "fp32")
+    assert Dtypes.resolve("cpu", cpu, "fp32") == Dtypes("fp32", "fp32", "fp32")
+    assert Dtypes.resolve("cuda", gpu, "fp16").roof == "bf16"
+
+
+@pytest.mark.slow
+def test_lab_dtype_reaches_the_layer_analytic_and_measured(tmp_path):
+    """`rooflab lab --dtype fp16`: part 3's analytic layer in fp16, its measured layer in what
+    this device runs (fp32 on a CPU), both recorded; resume recomputes under another dtype."""
+    res = LR.run("cpu", parts=[3], quick=True, out_dir=str(tmp_path), dtype="fp16")
+    part = res["parts"]["3"]
+    assert part["options"]["dtype"] == "fp16" and res["meta"]["dtypes"]["layer"] == "fp16"
+    data = part["result"]["data"]
+    assert data["model"]["dtype"] == "fp16" and data["decode"]["dtype"] == "fp16"
+    assert {m["dtype"] for m in data["measured"]} == {"fp32"}
+    again = LR.run("cpu", parts=[3], quick=True, out_dir=str(tmp_path), resume=True)
+    assert "dtype='fp16'" in again["parts"]["3"].get("recomputed", "")

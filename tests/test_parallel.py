@@ -49,6 +49,19 @@ def test_all_reduces_and_their_floor():
     assert P.communication(LLAMA, phase, 1)["all_reduce_bytes"] == 0
     whole = P.communication(LLAMA, phase, 2, LLAMA.layers)
     assert whole["all_reduces"] == 64 and whole["predicted_s"] is None  # no link given
+    fp8 = P.communication(LLAMA, phase, 2, 1, act_dtype="fp8")  # 8 * 4096 * 1 B each
+    assert (fp8["message_bytes"], fp8["dtype"]) == (32768, "fp8")
+
+
+def test_the_cli_sizes_the_all_reduce_in_the_activation_dtype(capsys):
+    """A quantised what-if under TP: fp8 activations halve the partial sums of bf16."""
+    argv = ["layer", "--model", "Llama-3.1-8B", "--phase", "decode", "--batch", "8",
+            "--kv-len", "4096", "--gpu", "H200", "--tp", "2", "--json"]
+    assert main(argv + ["--weight-dtype", "fp8", "--act-dtype", "fp8"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)["communication"]
+    assert main(argv) == 0
+    bf16 = json.loads(capsys.readouterr().out)["communication"]
+    assert 2 * fp8["all_reduce_bytes"] == bf16["all_reduce_bytes"] == 131072
 
 
 def odd(intermediate: int) -> M.ModelConfig:

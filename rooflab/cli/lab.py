@@ -24,12 +24,16 @@ def lab(device: str = DEVICE,
         out: str = typer.Option("rooflab-report", "--out", help="report directory"),
         resume: bool = typer.Option(False, "--resume",
                                     help="keep parts already done in --out with the same options"),
+        dtype: Optional[str] = typer.Option(None, "--dtype", help="the decoder layer's dtype "
+                                            "in part 3: fp32, bf16 or fp16 (default: its "
+                                            "config's)"),
         as_json: bool = JSON):
     """Run the whole lab on this device and write an HTML report (DIR/index.html)."""
     from rooflab.lab import run as LR
 
     dev = I.device(device)
     nums = I.parts(parts)
+    layer_dtype = I.dtype(dtype, ("fp32", "bf16", "fp16")) if dtype is not None else None
     if gpu:
         H.resolve(gpu)  # a bad name fails before any work
     I.writable_dir(out, "--out")
@@ -45,7 +49,7 @@ def lab(device: str = DEVICE,
 
             res = LR.run(dev, nums, gpu, quick, out, resume, progress=task,
                          on_part=lambda num, entry: (prog.part_done(num, entry), check()),
-                         note=console.note)
+                         note=console.note, dtype=layer_dtype)
     except KeyboardInterrupt:
         raise I.Interrupted(f"interrupted; finished parts are in {out} (--resume continues)") \
             from None

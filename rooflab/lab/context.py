@@ -9,6 +9,27 @@ from typing import Callable
 from rooflab import hardware as H
 from rooflab import roofline as R
 from rooflab.measure import ceilings as CE
+from rooflab.measure.dtypes import runnable
+
+LAB_MODEL = "gemma-3-270m-it"  # the decoder layer of part 3
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """The run's dtypes, resolved once and passed down: the decoder layer's (``--dtype``, else
+    its config's), the one it is measured in on this device (the same where the device runs it
+    natively: fp32 for a half dtype on a CPU, fp16 for bf16 on a GPU without bf16), and the
+    dtype the device's measured roof is drawn for (bf16 where its matmul was measured, else
+    fp32)."""
+
+    layer: str
+    layer_measured: str
+    roof: str
+
+    @classmethod
+    def resolve(cls, device: str, ceilings: CE.Ceilings, layer: str) -> "Dtypes":
+        return cls(layer, runnable(layer, device),
+                   "bf16" if "bf16" in ceilings.peak_flops_per_s else "fp32")
 
 
 @dataclass
@@ -22,6 +43,12 @@ class Context:
     raised: list[str] = field(default_factory=list)  # roofs this run's points beat
     lab_gpu: H.Hardware | None = None  # the card the lab's own questions use: --gpu, else the
     #                                    lab's A6000 (None: the same as ``gpu``)
+    dtypes: Dtypes | None = None  # None: the lab model's config dtype, resolved on first use
+
+    def __post_init__(self):
+        if self.dtypes is None:
+            from rooflab import models as M
+            self.dtypes = Dtypes.resolve(self.device, self.ceilings, M.load(LAB_MODEL).dtype)
 
     @property
     def lab_card(self) -> H.Hardware:
@@ -48,7 +75,7 @@ class Context:
     @property
     def measured_dtype(self) -> str:
         """The dtype this device's measured roof is drawn for."""
-        return "bf16" if "bf16" in self.ceilings.peak_flops_per_s else "fp32"
+        return self.dtypes.roof
 
     @property
     def trace_dir(self) -> str:

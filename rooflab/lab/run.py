@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import asdict
 import os
 import time as _time
 import traceback
@@ -18,9 +19,10 @@ import traceback
 import torch
 
 from rooflab import hardware as H
+from rooflab import models as M
 from rooflab.lab import answers as LA
 from rooflab.lab import parts as LP
-from rooflab.lab.context import Context
+from rooflab.lab.context import LAB_MODEL, Context, Dtypes
 from rooflab.measure import ceilings as CE
 from rooflab.measure import provenance
 from rooflab.measure.memory import release
@@ -84,10 +86,10 @@ def write_outputs(out_dir: str, results: dict, parts=None) -> None:
 
 def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool = False,
         out_dir: str = "rooflab-report", resume: bool = False, progress=None,
-        on_part=None, note=None) -> dict:
+        on_part=None, note=None, dtype: str | None = None) -> dict:
     """Run the parts; returns the results dict. ``progress(desc, total) -> advance`` draws bars;
     ``on_part(num, entry)`` is told when each part ends; ``note(line)`` of steps with no bar
-    (measuring the ceilings)."""
+    (measuring the ceilings); ``dtype``: the decoder layer's (part 3), else its config's."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "results.json")
     previous = {}
@@ -106,18 +108,20 @@ def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool 
     ceil = CE.get(device, quick=quick, note=note)
     summary = f"{si(ceil.mem_bandwidth_bytes_per_s, 'B/s')} copy, " + ", ".join(
         f"{k} {si(v, 'FLOP/s')}" for k, v in ceil.peak_flops_per_s.items())
+    dtypes = Dtypes.resolve(device, ceil, dtype or M.load(LAB_MODEL).dtype)
     options = {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
-               "quick": quick}
+               "quick": quick, "dtype": dtypes.layer}
     results = {"meta": {"device": device, "device_name": ceil.device_name, "gpu": gpu_hw.name,
                         "ceilings": ceil.as_dict(), "ceilings_summary": summary,
                         "versions": provenance.versions(), "commit": provenance.commit(), "quick": quick,
+                        "dtypes": asdict(dtypes),
                         "titles": {str(n): title for n, (title, _) in LP.PARTS.items()},
                         "date": provenance.now()},
                "parts": {k: v for k, v in previous.items()
                          if v.get("status") == "ok" and v.get("options") == options}}
     ctx = Context(device, gpu_hw, ceil, out_dir, quick,
                   progress or (lambda desc, total: (lambda: None)),
-                  lab_gpu=H.resolve(gpu) if gpu else H.lookup(DEFAULT_GPU))
+                  lab_gpu=H.resolve(gpu) if gpu else H.lookup(DEFAULT_GPU), dtypes=dtypes)
     new = set()  # parts run now, each drawn when it ended
     for num in parts:
         key = str(num)

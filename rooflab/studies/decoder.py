@@ -44,7 +44,7 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
         "kv_cache_read_bytes": core.detail["kv_cache_read_bytes"],
         "kv_cache_write_bytes": core.detail["kv_cache_write_bytes"],
         "causal": {"macs": core.detail["macs_causal"], "flops": core.detail["flops_causal"]},
-        "tp": tp, "communication": _comms(full, phase, tp, 1, hw),
+        "tp": tp, "communication": _comms(full, phase, tp, 1, hw, precision and precision.act),
         "precision": precision.label if precision else None,
     }
 
@@ -80,7 +80,7 @@ def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1
 
 
 def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
-           hw: H.Hardware | None) -> dict:
+           hw: H.Hardware | None, act_dtype: str | None = None) -> dict:
     """On the collectives measured here (rooflab collectives) when the GPUs asked about are the
     ones present, else on the datasheet link."""
     measured = None
@@ -89,7 +89,7 @@ def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
         if K.gpu_count() >= tp and (hw is None or hw.name == H.detect().name):
             measured = K.cached("cuda", tp)
     return P.communication(cfg, phase, tp, layers, hw.link_bytes_per_s if hw else None,
-                           hw.link_source if hw else "", measured)
+                           hw.link_source if hw else "", measured, act_dtype)
 
 
 def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None, tp: int = 1,
@@ -105,7 +105,8 @@ def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None
             "parts": [row(p, roof) for p in mc["parts"]], "total": row(mc["total"], roof),
             "tp": tp, "replicated": ["embedding", "final_norm", "lm_head"] if tp > 1 else [],
             "precision": precision.label if precision else None,
-            "communication": _comms(full, phase, tp, full.layers, hw)}
+            "communication": _comms(full, phase, tp, full.layers, hw,
+                                    precision and precision.act)}
 
 
 def sweeps(cfg: M.ModelConfig, roof: R.Roof, kv_len: int = 1024, prefill_batch: int = 32,

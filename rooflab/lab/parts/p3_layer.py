@@ -1,12 +1,13 @@
 """Part 3: a real decoder layer: per-component costs, the sweeps, the measured transformers layer."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rooflab import models as M
 from rooflab import roofline as R
 from rooflab.studies import decoder
 from rooflab.lab.answers import answer, noise
-from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
-from rooflab.measure.dtypes import runnable
+from rooflab.lab.context import LAB_MODEL, Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.units import secs
 
 TITLE = "A real decoder layer"
@@ -24,7 +25,7 @@ PREFILL_BATCH = 32
 
 
 def run(ctx: Context) -> dict:
-    cfg = M.load("gemma-3-270m-it")
+    cfg = replace(M.load(LAB_MODEL), dtype=ctx.dtypes.layer)  # --dtype, else the config's
     roof = R.Roof.of(ctx.gpu, cfg.dtype) if cfg.dtype in ctx.gpu.peak_flops_per_s else \
         R.Roof.of(ctx.gpu, "fp32")
     lab_roof = R.Roof.of(ctx.lab_card, "fp32")  # the lab plots 3.4 on Part 2's fp32 peaks
@@ -117,7 +118,7 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
     from rooflab.measure import op_classes as OC
 
     cuda = ctx.device == "cuda"
-    dtype = runnable(cfg.dtype, ctx.device)
+    dtype = ctx.dtypes.layer_measured
     phases = [M.Phase.decode(1, 4096 if cuda else 256),
               M.Phase.prefill(8 if cuda else 1, 2048 if cuda else 128)]
     modes = (False, True) if cuda else (False,)
