@@ -9,6 +9,8 @@ import sys
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # run by CI's second command: pytest -m slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -160,6 +160,7 @@ def test_first_ctrl_c_waits_for_the_next_step_a_second_stops_at_once(capsys):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
+@pytest.mark.slow
 def test_sigint_to_a_real_lab_keeps_finished_parts(tmp_path):
     """A real process and a real SIGINT once part 1 is on disk: exit 130, the line, part 1 kept."""
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
@@ -183,6 +184,7 @@ def test_sigint_to_a_real_lab_keeps_finished_parts(tmp_path):
 
 
 # --- --resume only keeps parts made with the same options -------------------------------------
+@pytest.mark.slow
 def test_resume_recomputes_parts_made_with_other_options(tmp_path):
     LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="RTX A6000")
     seen = []
@@ -311,6 +313,7 @@ def test_a_long_sweep_says_so_before_it_starts(capsys, monkeypatch):
     ["attention", "--decode", "--seq", "64", "--impl", "standard", "--heads", "2",
      "--head-dim", "16"],
     ["fusion", "mlp", "--modes", "eager", "--tokens", "8"]], ids=["prefill", "decode", "mlp"])
+@pytest.mark.slow
 def test_half_dtype_defaults_become_fp32_on_a_cpu(capsys, argv):
     """A CPU emulates fp16 and bf16 (a 2-thread EPYC: 0.7 GFLOP/s against 63 in fp32 for a
     1024^3 matmul): without --dtype the commands run fp32 there; asked for a half type they run

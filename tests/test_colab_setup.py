@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # run by CI's second command: pytest -m slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TORCH_ALONE = ("torch", "filelock", "typing_extensions", "sympy", "mpmath", "networkx", "jinja2",
                "MarkupSafe", "fsspec")

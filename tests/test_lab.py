@@ -89,6 +89,7 @@ def test_resume_skips_finished_parts(cpu_report, tmp_path):
     assert seen == [(n, True) for n in range(1, 6)] + [(6, False)]
 
 
+@pytest.mark.slow
 def test_each_figure_is_drawn_once_and_a_resume_redraws_what_is_gone(tmp_path, monkeypatch):
     from rooflab.report import plots
     drawn = []
@@ -105,6 +106,7 @@ def test_each_figure_is_drawn_once_and_a_resume_redraws_what_is_gone(tmp_path, m
     assert (tmp_path / "figures" / "p1_latency.png").exists()
 
 
+@pytest.mark.slow
 def test_a_failing_part_leaves_the_others(tmp_path, monkeypatch):
     def boom(ctx):
         raise RuntimeError("simulated crash in part 2")

@@ -7,6 +7,7 @@ from rooflab import models as M  # noqa: E402
 from rooflab.studies import layer_measure as LM  # noqa: E402
 from rooflab.measure import ceilings as CE  # noqa: E402
 
+@pytest.mark.slow
 def test_cpu_decode_layer_measured_and_predicted():
     ceil = CE.get("cpu", quick=True)
     r = LM.measure(M.load(), M.Phase.decode(1, 64), "full", ceil, "cpu", dtype="fp32")

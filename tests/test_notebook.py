@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # run by CI's second command: pytest -m slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

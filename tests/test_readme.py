@@ -19,9 +19,9 @@ def test_two_commands_main_job_and_tests():
     assert "pytest" in cmds[1]
 
 
-def test_ci_runs_the_readme_test_command():
-    ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert quickstart_commands()[1] in [line.strip() for line in ci]
+def test_ci_runs_the_readme_test_command_and_the_slow_tests():
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert quickstart_commands()[1] in ci and quickstart_commands()[1] + " -m slow" in ci
 
 
 def test_every_python_snippet_runs():
