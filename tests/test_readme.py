@@ -1,6 +1,8 @@
 """The README's quickstart is exactly two commands, and CI runs its test command verbatim."""
+import json
 import pathlib
 import re
+import shlex
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -35,20 +37,52 @@ def test_every_python_snippet_runs():
     assert ns["t"].device_s > 0 and ns["t"].p20_s > 0 and ns["n"].total_flops == 2 * 512 * 512 * 1024 + 512 * 1024
 
 
-def test_every_cli_line_of_the_tour_parses():
-    """Each command of the README's CLI tour is a real command with real options (--help
-    exits 0 for it); the analytic ones run."""
-    from rooflab.cli import main
+ANALYTIC = {"specs", "cost", "roofline", "layer", "model"}  # need no device, run in a second
+
+
+def tour_lines() -> list[tuple[list[str], str]]:
+    """(argv, comment) of each line of the README's CLI tour; [--optional] parts dropped."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## Tour of the CLI", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    out = []
     for line in block.splitlines():
-        argv = line.split("#")[0].split()
-        if not argv:
-            continue
+        cmd, _, comment = line.partition("#")
+        cmd = re.sub(r"\[[^]]*\]", "", cmd.split(">")[0])
+        if cmd.strip():
+            out.append((shlex.split(cmd), comment.strip()))
+    return out
+
+
+def test_the_tour_runs_its_cpu_safe_commands_and_reads_their_output(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Each analytic line runs as written (with --json) and its output holds what its comment
+    says; every other line (a GPU's sweep, a file of the reader's) is a real command whose
+    --help exits 0."""
+    from rooflab.cli import main
+    monkeypatch.chdir(tmp_path)  # --plot gemm.png lands here
+    ran = 0
+    for argv, comment in tour_lines():
         assert argv[0] == "rooflab"
-        words = [w for w in argv[1:] if not w.startswith("-")][:2]
-        cmd = [w for w in words if w in ("specs", "cost", "gemm", "gemv", "attention", "roofline",
-                                        "ceilings", "layer", "model", "fusion", "gelu", "mlp", "check",
-                                        "compare")]
-        assert main([*cmd, "--help"]) == 0, line
+        words = argv[1:]
+        if words[0] in ANALYTIC and not any("path/to" in w for w in words):
+            code = main([*words, *([] if "--json" in words else ["--json"])])
+            out = capsys.readouterr().out
+            assert code == 0, (argv, out)
+            d = json.loads(out)
+            n = re.search(r"compute-bound from n = (\d+)", comment)
+            if n:
+                assert d["crossover_n"] == int(n.group(1)), argv
+            if "never compute-bound" in comment:
+                assert d["crossover_n"] is None, argv
+            if "--tp" in words:
+                assert d["communication"]["all_reduces"] == 2, argv
+            if words[0] == "model":
+                assert d["kv_cache_bytes"] > 0, argv
+            ran += 1
+        else:
+            sub = [w for w in words if not w.startswith("-")][:2]
+            cmd = sub if sub[0] in ("cost", "roofline", "fusion") else sub[:1]
+            assert main([*cmd, "--help"]) == 0, argv
+            capsys.readouterr()
+    assert ran >= 8 and (tmp_path / "gemm.png").stat().st_size > 10_000
