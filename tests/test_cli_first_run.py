@@ -70,7 +70,7 @@ def test_lab_json_and_console(capsys, tmp_path):
     d = json.loads(out)  # the CPU note goes to stderr, not into the JSON
     assert code == 0 and d["parts"]["2"]["status"] == "ok" and "No CUDA device" in err
     assert d["parts"]["2"]["options"] == {"device": "cpu", "device_name": d["meta"]["device_name"],
-                                          "gpu": "RTX A6000", "quick": True}
+                                          "gpu": "RTX A6000", "quick": True, "dtype": "bf16"}
 
 
 # --- paths and input, refused before any work ------------------------------------------------
