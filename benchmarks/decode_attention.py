@@ -93,7 +93,7 @@ def main(out_dir: str, models: str = "Llama-3.1-8B", shapes: str = "1x512,8x4096
          sdpa: str = "1", phase: str = "decode"):
     import transformers.integrations.sdpa_attention as hf_sdpa
 
-    ceil, costs = CE.get("cuda"), OC.measure("cuda")
+    ceil, costs = CE.get("cuda"), OC.measure_op_costs("cuda")
     src = inspect.getsource(hf_sdpa.sdpa_attention_forward)
     result = {"hf_uses_pack_gqa": "pack_gqa" in src, "op_costs": costs.as_dict(),
               "models": [], "sdpa": []}

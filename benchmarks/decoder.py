@@ -14,7 +14,7 @@ from common import write
 
 def main(out_dir: str) -> None:
     ceil = CE.get("cuda")
-    costs = OC.measure("cuda")
+    costs = OC.measure_op_costs("cuda")
     print("op costs:", costs)
     rows = []
     for name in ("gemma-3-270m-it", "Mistral-7B"):
@@ -22,7 +22,7 @@ def main(out_dir: str) -> None:
         phases = [M.Phase.prefill(8, 2048)] + [M.Phase.decode(b, 4096) for b in (1, 16, 64)]
         for ph in phases:
             for graph in (False, True):
-                r = LM.measure(cfg, ph, "full", ceil, "cuda", graph=graph, costs=costs)
+                r = LM.measure_layer(cfg, ph, "full", ceil, "cuda", graph=graph, costs=costs)
                 rows.append(r)
                 print(f"{name:16s} {ph.kind:7s} B={ph.batch:<3d} {r['mode']:10s} "
                       f"wall {r['wall_s'] * 1e6:8.1f} us  kernel {r['kernel_s'] * 1e6:8.1f} us  "

@@ -63,8 +63,8 @@ def main(out_dir: str) -> None:
     tuning = gelu_tuning(bw)
     mlp = fusion.mlp_study(640, 2048, 2048, "bf16", "cuda", fusion.MLP_MODES, f"{out_dir}/traces")
     cfg = M.load("gemma-3-270m-it")
-    costs = OC.measure("cuda")
-    step = {mode: LM.measure(cfg, M.Phase.decode(1, 4096), "full", ceil, "cuda",
+    costs = OC.measure_op_costs("cuda")
+    step = {mode: LM.measure_layer(cfg, M.Phase.decode(1, 4096), "full", ceil, "cuda",
                              graph=mode == "graph", costs=costs)
             for mode in ("eager", "graph")}
     write(out_dir, "fusion", {"gelu": gelu, "summary": summary, "tuning": tuning, "mlp": mlp,

@@ -22,7 +22,7 @@ SHAPES = [(1, 512), (1, 4096), (8, 512), (8, 4096), (64, 512)]  # (batch, prompt
 
 def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "") -> None:
     """shapes: e.g. 1x512,8x4096 (batch x prompt tokens); all of SHAPES by default."""
-    ceil, costs = CE.get("cuda"), OC.measure("cuda")
+    ceil, costs = CE.get("cuda"), OC.measure_op_costs("cuda")
     chosen = [tuple(map(int, s.split("x"))) for s in shapes.split(",") if s] or SHAPES
     rows = []
     for name in models.split(","):
@@ -30,7 +30,7 @@ def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "") -> None
         built = hf.build_model(cfg, "cuda", torch.bfloat16, attn="sdpa")
         for batch, seq in chosen:
             try:
-                r = GN.measure(cfg, batch, seq, 32, ceil, "cuda", costs=costs, built=built)
+                r = GN.measure_generation(cfg, batch, seq, 32, ceil, "cuda", costs=costs, built=built)
             except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
                 r = {"model": name, "batch": batch, "seq": seq,
                      "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
@@ -61,7 +61,7 @@ def diagnose(name: str, batch: int, seq: int) -> list[dict]:
     from rooflab.measure import profile as P
 
     cfg = M.load(name)
-    ceil, costs = CE.get("cuda"), OC.measure("cuda")
+    ceil, costs = CE.get("cuda"), OC.measure_op_costs("cuda")
     with torch.no_grad():
         g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16")
         with count.Counter(g.model) as c:

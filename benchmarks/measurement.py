@@ -151,7 +151,7 @@ def main(out_dir: str, what: str = "all") -> None:
     if what == "flush":  # the flush finding alone
         write(out_dir, "measurement_flush", {"flush_write_back": flush_write_back()})
         return
-    ceil = CE.measure("cuda")
+    ceil = CE.measure_ceilings("cuda")
     h200 = H.lookup("H200")
     rows = timer_vs_do_bench_and_profiler()
     within = lambda r: abs(r["cold_over_do_bench"] - 1) <= 0.05 and \

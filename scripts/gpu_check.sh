@@ -2,6 +2,7 @@
 # GPU tests + benchmarks in one go, into OUT/current/ (packed as OUT/current.tar.gz), with a
 # manifest-PARTS.json of each part's command, exit code and time; unpacked as benchmarks/results/current/
 # and indexed by benchmarks/index.py. A copy of the tree without .git: set ROOFLAB_COMMIT.
+# PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
@@ -17,16 +18,18 @@ rm -rf "$cur" && mkdir -p "$cur"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$cur/nvidia-smi.txt"
 run() {  # run PART CMD...: the part's command, exit code, seconds and new files go to the manifest
   local part=$1 t0=$SECONDS rc before; shift; before=$(ls -1 "$cur" | sort)
-  echo "=== $part ($(date +%T))"; "$@"; rc=$?; echo "=== rc=$rc ($(date +%T))"
+  echo "=== $part ($(date +%T))"
+  if [[ $(type -t "$1") == function ]]; then "$@"; else timeout "${PART_TIMEOUT:-0}" "$@"; fi
+  rc=$?; echo "=== rc=$rc ($(date +%T))"
   NEW=$(comm -13 <(echo "$before") <(ls -1 "$cur" | sort) | grep -v '^parts.jsonl$') python3 -c \
     'import json, os, sys; print(json.dumps(dict(part=sys.argv[1], rc=int(sys.argv[2]), seconds=int(sys.argv[3]), command=" ".join(sys.argv[4:]).replace(os.environ["OUT"], "OUT") if os.environ.get("OUT") else " ".join(sys.argv[4:]), files=os.environ["NEW"].split())))' \
     "$part" "$rc" "$((SECONDS - t0))" "$@" >> "$cur/parts.jsonl"
 }
 has() { [[ ",$parts," == *",$1,"* ]]; }
-has tests && run tests python3 -m pytest -q -p no:cacheprovider --junitxml="$cur/pytest-gpu.xml" tests
-has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider \
+has tests && run tests python3 -m pytest -q -p no:cacheprovider -o addopts= --junitxml="$cur/pytest-gpu.xml" tests
+has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider -o addopts= \
   --junitxml="$cur/pytest-gpu-kernels.xml" tests/test_kernels_*.py
-has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider \
+has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider -o addopts= \
   --junitxml="$cur/pytest-gpu-other.xml" tests --ignore-glob="tests/test_kernels_*.py"
 has measure && run measure python3 benchmarks/measurement.py "$cur"
 has fusion && run fusion python3 benchmarks/fusion.py "$cur"

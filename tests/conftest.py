@@ -55,5 +55,5 @@ def cpu_report(tmp_path_factory):
     from rooflab.lab import run as LR
 
     out = tmp_path_factory.mktemp("report")
-    res = LR.run("cpu", quick=True, out_dir=str(out))
+    res = LR.run_lab("cpu", quick=True, out_dir=str(out))
     return out, res

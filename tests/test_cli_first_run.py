@@ -123,7 +123,7 @@ def test_ctrl_c_in_lab_names_what_was_kept(capsys, tmp_path, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(LR, "run", interrupted)
+    monkeypatch.setattr(LR, "run_lab", interrupted)
     code, out, err = run(capsys, "lab", "--device", "cpu", "--out", str(tmp_path))
     assert code == 130
     assert err.strip().splitlines()[-1] == \
@@ -186,21 +186,21 @@ def test_sigint_to_a_real_lab_keeps_finished_parts(tmp_path):
 # --- --resume only keeps parts made with the same options -------------------------------------
 @pytest.mark.slow
 def test_resume_recomputes_parts_made_with_other_options(tmp_path):
-    LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="RTX A6000")
+    LR.run_lab("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="RTX A6000")
     seen = []
-    res = LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="H200", resume=True,
+    res = LR.run_lab("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="H200", resume=True,
                  on_part=lambda n, e: seen.append(e))
     p2 = res["parts"]["2"]
     assert not seen[0].get("resumed") and "gpu='RTX A6000'" in p2["recomputed"]
     assert "H200" in p2["result"]["headline"] and p2["options"]["gpu"] == "H200"
-    res = LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="H200", resume=True,
+    res = LR.run_lab("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), gpu="H200", resume=True,
                  on_part=lambda n, e: seen.append(e))
     assert seen[-1]["resumed"]  # same options: kept
 
 
 def test_resume_with_a_damaged_results_file(tmp_path):
     (tmp_path / "results.json").write_text("{not json")
-    res = LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), resume=True)
+    res = LR.run_lab("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), resume=True)
     assert res["parts"]["2"]["status"] == "ok"
 
 
@@ -263,7 +263,7 @@ def no_heavy_work(monkeypatch):
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    for mod, name in ((LR, "run"), (attention, "sweep"), (attention, "decode_sweep"),
+    for mod, name in ((LR, "run_lab"), (attention, "sweep"), (attention, "decode_sweep"),
                       (fusion, "gelu_study"), (fusion, "mlp_study"), (ceilings, "get"),
                       (collectives, "get")):
         monkeypatch.setattr(mod, name, interrupt)

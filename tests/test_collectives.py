@@ -81,10 +81,10 @@ def test_nccl_and_a_split_layer_on_two_gpus():
     from rooflab.measure import ceilings as CE
     from rooflab.measure import op_classes as OC
 
-    coll = K.measure("cuda", 2, [1 << 20, 1 << 24], iters=5)
+    coll = K.measure_collectives("cuda", 2, [1 << 20, 1 << 24], iters=5)
     assert coll["backend"] == "nccl" and all(r["time_s"] > 0 for r in coll["rows"])
-    r = T.measure(M.load(), "full", M.Phase.decode(1, 1024), 2, coll, CE.get("cuda"),
-                  OC.measure("cuda"))
+    r = T.measure_split(M.load(), "full", M.Phase.decode(1, 1024), 2, coll, CE.get("cuda"),
+                  OC.measure_op_costs("cuda"))
     assert len(r["ranks"]) == 2 and r["predicted_s"] > r["predicted_communication_s"] > 0
     assert all("device_s" in rank["eager"] for rank in r["ranks"])
 

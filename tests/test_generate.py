@@ -59,7 +59,7 @@ def test_prefill_lm_head_last_or_all_positions():
 def test_generation_measured_and_predicted_on_cpu(capsys):
     cfg = M.from_hf_dict(TINY, "tiny")
     ticks = []
-    r = GN.measure(cfg, 2, 24, 3, CEIL, "cpu", dtype="fp32", costs=COSTS,
+    r = GN.measure_generation(cfg, 2, 24, 3, CEIL, "cpu", dtype="fp32", costs=COSTS,
                    progress=lambda: ticks.append(1))
     assert len(ticks) == GN.STEPS  # the progress bar ends full
     p, d = r["prefill"], r["decode"]
@@ -111,7 +111,7 @@ def test_mask_decision_under_capture_is_the_warm_ups(monkeypatch):
 
 def test_generation_console_shows_the_graph_prefill(capsys):
     cfg = M.from_hf_dict(TINY, "tiny")
-    r = GN.measure(cfg, 1, 16, 2, CEIL, "cpu", dtype="fp32", costs=COSTS)
+    r = GN.measure_generation(cfg, 1, 16, 2, CEIL, "cpu", dtype="fp32", costs=COSTS)
     p = r["prefill"]
     g = p["device_s"] / 4  # as a CUDA graph would read on a host-bound prefill
     p.update(graph_device_s=g, graph_wall_s=g, graph_cv=0.01, graph_unstable=False,
@@ -137,7 +137,7 @@ def test_generate_cli_and_its_old_spelling(tmp_path, monkeypatch, capsys):
     cfg_path = tmp_path / "tiny.json"
     cfg_path.write_text(json.dumps(TINY))
     monkeypatch.setattr(CE, "get", lambda device, **kw: CEIL)
-    monkeypatch.setattr(OC, "measure", lambda device: COSTS)
+    monkeypatch.setattr(OC, "measure_op_costs", lambda device: COSTS)
     assert main(["generate", "--model", str(cfg_path), "--seq", "8", "--new-tokens", "2",
                  "--device", "cpu", "--json"]) == 0
     new = json.loads(capsys.readouterr().out)
@@ -169,7 +169,7 @@ def test_generation_on_the_gpu_with_a_cuda_graph():
     """A small llama generating on the GPU: decode replayed as a CUDA graph, memory measured."""
     cfg = M.from_hf_dict({**TINY, "model_type": "llama", "layer_types": None,
                           "sliding_window": None, "num_key_value_heads": 2}, "tiny-llama")
-    r = GN.measure(cfg, 2, 64, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
+    r = GN.measure_generation(cfg, 2, 64, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
     d, p = r["decode"], r["prefill"]
     assert "graph_error" not in d, d.get("graph_error")
     assert d["graph_device_s"] > 0 and d["graph_loop_s"] > 0
@@ -183,7 +183,7 @@ def test_a_full_sliding_window_cache_is_captured_in_a_cuda_graph():
     """gemma's sliding layers, window full (48 prompt tokens, a window of 16): HF makes an index
     tensor from Python data at every step, which capture refuses unless it is made once."""
     cfg = M.from_hf_dict(TINY, "tiny-gemma")
-    r = GN.measure(cfg, 2, 48, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
+    r = GN.measure_generation(cfg, 2, 48, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS)
     for call in ("prefill", "decode"):
         assert "graph_error" not in r[call], r[call].get("graph_error")
         assert r[call]["graph_device_s"] > 0

@@ -83,7 +83,7 @@ def test_the_lab_speedup_claim_is_tested_not_repeated(cpu_report):
 def test_resume_skips_finished_parts(cpu_report, tmp_path):
     out, _ = cpu_report
     seen = []
-    LR.run("cpu", quick=True, out_dir=str(out), resume=True,
+    LR.run_lab("cpu", quick=True, out_dir=str(out), resume=True,
            on_part=lambda n, e: seen.append((n, e.get("resumed", False))))
     # finished parts are kept; a skipped one (6: no second GPU) is looked at again
     assert seen == [(n, True) for n in range(1, 6)] + [(6, False)]
@@ -96,12 +96,12 @@ def test_each_figure_is_drawn_once_and_a_resume_redraws_what_is_gone(tmp_path, m
     real = plots.render_png
     monkeypatch.setattr(plots, "render_png", lambda spec, path: (drawn.append(spec["name"]),
                                                                  real(spec, path))[1])
-    LR.run("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path))
+    LR.run_lab("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path))
     # part 1 draws its two, part 2 its two: none again when part 2 or the run ends
     assert sorted(drawn) == ["p1_cold", "p1_latency", "p2_gemm_gemv", "p2_measured"]
     (tmp_path / "figures" / "p1_latency.png").unlink()
     drawn.clear()
-    LR.run("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path), resume=True)
+    LR.run_lab("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path), resume=True)
     assert sorted(drawn) == ["p1_cold", "p1_latency", "p2_gemm_gemv", "p2_measured"]
     assert (tmp_path / "figures" / "p1_latency.png").exists()
 
@@ -112,7 +112,7 @@ def test_a_failing_part_leaves_the_others(tmp_path, monkeypatch):
         raise RuntimeError("simulated crash in part 2")
 
     monkeypatch.setitem(LP.PARTS, 2, ("Roofline", boom))
-    res = LR.run("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path))
+    res = LR.run_lab("cpu", parts=(1, 2), quick=True, out_dir=str(tmp_path))
     assert res["parts"]["1"]["status"] == "ok"
     assert res["parts"]["2"]["status"] == "failed"
     assert "simulated crash" in res["parts"]["2"]["error"]
@@ -353,11 +353,11 @@ def test_an_interrupt_between_a_parts_writes_leaves_it_unrecorded(tmp_path, monk
 
     monkeypatch.setattr(plots, "render_png", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path))
+        LR.run_lab("cpu", parts=(2,), quick=True, out_dir=str(tmp_path))
     assert drawn and not (tmp_path / "results.json").exists()
     assert not [p.name for p in (tmp_path / "figures").iterdir() if ".tmp" in p.name]
     monkeypatch.setattr(plots, "render_png", real)
-    res = LR.run("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), resume=True)
+    res = LR.run_lab("cpu", parts=(2,), quick=True, out_dir=str(tmp_path), resume=True)
     on_disk = json.loads((tmp_path / "results.json").read_text())
     assert on_disk["parts"]["2"]["status"] == "ok" and res["parts"]["2"].get("resumed") is None
     assert {f"{s['name']}.png" for s in on_disk["parts"]["2"]["result"]["plots"]} <= {
@@ -381,11 +381,11 @@ def test_the_run_resolves_its_dtypes_once():
 def test_lab_dtype_reaches_the_layer_analytic_and_measured(tmp_path):
     """`rooflab lab --dtype fp16`: part 3's analytic layer in fp16, its measured layer in what
     this device runs (fp32 on a CPU), both recorded; resume recomputes under another dtype."""
-    res = LR.run("cpu", parts=[3], quick=True, out_dir=str(tmp_path), dtype="fp16")
+    res = LR.run_lab("cpu", parts=[3], quick=True, out_dir=str(tmp_path), dtype="fp16")
     part = res["parts"]["3"]
     assert part["options"]["dtype"] == "fp16" and res["meta"]["dtypes"]["layer"] == "fp16"
     data = part["result"]["data"]
     assert data["model"]["dtype"] == "fp16" and data["decode"]["dtype"] == "fp16"
     assert {m["dtype"] for m in data["measured"]} == {"fp32"}
-    again = LR.run("cpu", parts=[3], quick=True, out_dir=str(tmp_path), resume=True)
+    again = LR.run_lab("cpu", parts=[3], quick=True, out_dir=str(tmp_path), resume=True)
     assert "dtype='fp16'" in again["parts"]["3"].get("recomputed", "")

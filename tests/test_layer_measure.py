@@ -10,7 +10,7 @@ from rooflab.measure import ceilings as CE  # noqa: E402
 @pytest.mark.slow
 def test_cpu_decode_layer_measured_and_predicted():
     ceil = CE.get("cpu", quick=True)
-    r = LM.measure(M.load(), M.Phase.decode(1, 64), "full", ceil, "cpu", dtype="fp32")
+    r = LM.measure_layer(M.load(), M.Phase.decode(1, 64), "full", ceil, "cpu", dtype="fp32")
     comps = {c["component"]: c for c in r["components"]}
     assert {"attn.q_proj", "attn.core+rope", "mlp.down_proj", "residuals"} <= set(comps)
     assert comps["attn.q_proj"]["flops"] == 2 * 640 * 1024  # one token through q_proj

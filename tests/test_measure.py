@@ -153,7 +153,7 @@ def test_ceilings_cpu_cached(tmp_path, monkeypatch):
 def test_achieved_point_with_a_counted_cost():
     a = torch.randn(64, 32)
     b = torch.randn(32, 16)
-    p = achieved.measure(torch.matmul, None, R.Roof("r", 1e12, 1e11), a, b, device="cpu",
+    p = achieved.measure_point(torch.matmul, None, R.Roof("r", 1e12, 1e11), a, b, device="cpu",
                          budget_s=0.01)
     assert p["flops"] == 2 * 64 * 32 * 16  # counted: one mm, 65536 FLOPs
     assert p["bytes"] == 4 * (64 * 32 + 32 * 16 + 64 * 16)  # 14336, as cost.gemm
@@ -195,11 +195,11 @@ def test_unstable_ceilings_are_measured_again_and_never_cached(tmp_path, monkeyp
                                  stability={"copy": {"cv": fig["cv"], "stable": ok, "size": "x"},
                                             "fp32": {"cv": fig["cv"], "stable": ok, "size": "x"}})
 
-    monkeypatch.setattr(ceilings, "measure", fake)
+    monkeypatch.setattr(ceilings, "measure_ceilings", fake)
     c = ceilings.get("cpu", attempts=2)
     assert len(seen) == 2 and c.stable and c.peak_flops_per_s == {"fp32": 2e9}
     assert len(list(tmp_path.iterdir())) == 1  # cached once stable
-    monkeypatch.setattr(ceilings, "measure", lambda d, quick=False, note=None: _noisy(ceilings))
+    monkeypatch.setattr(ceilings, "measure_ceilings", lambda d, quick=False, note=None: _noisy(ceilings))
     c = ceilings.get("cpu", refresh=True, attempts=3, quick=True)
     assert not c.stable and not (tmp_path / os.path.basename(ceilings.cache_path("cpu", True))).exists()
 
@@ -300,10 +300,10 @@ def test_beaten_ceilings_are_forgotten(tmp_path, monkeypatch):
     from rooflab.lab import run as LR
     from rooflab.lab.parts import PARTS
     monkeypatch.setenv("ROOFLAB_CACHE", str(tmp_path / "cache"))
-    real = ceilings.measure(device="cpu", quick=True)
+    real = ceilings.measure_ceilings(device="cpu", quick=True)
     steady = dataclasses.replace(real, stability={k: {**v, "stable": True}  # as if quiet: cached
                                                   for k, v in real.stability.items()})
-    monkeypatch.setattr(ceilings, "measure", lambda *a, **k: steady)
+    monkeypatch.setattr(ceilings, "measure_ceilings", lambda *a, **k: steady)
     ceilings.get("cpu", quick=True)
     cache = tmp_path / "cache"
     assert list(cache.iterdir())  # a stable measurement is cached (an unstable one never is)
@@ -313,7 +313,7 @@ def test_beaten_ceilings_are_forgotten(tmp_path, monkeypatch):
         return PARTS[1][1](ctx)
 
     monkeypatch.setitem(PARTS, 1, (PARTS[1][0], beats))
-    res = LR.run("cpu", parts=(1,), quick=True, out_dir=str(tmp_path / "out"))
+    res = LR.run_lab("cpu", parts=(1,), quick=True, out_dir=str(tmp_path / "out"))
     assert res["meta"]["ceilings_forgotten"] and not list(cache.iterdir())
 
 
@@ -343,6 +343,6 @@ def test_an_unstable_refresh_that_beats_the_cache_drops_it(tmp_path, monkeypatch
     """The busy machine's --refresh: faster than the cache but unstable. It is not cached, and
     the beaten cache is not kept to be believed either."""
     _cache(tmp_path, monkeypatch, copy=1e6, fp32=1e6, fp64=1e6)
-    monkeypatch.setattr(ceilings, "measure", lambda d, quick=False, note=None: _noisy(ceilings))
+    monkeypatch.setattr(ceilings, "measure_ceilings", lambda d, quick=False, note=None: _noisy(ceilings))
     c = ceilings.get("cpu", refresh=True, attempts=1, quick=True)
     assert not c.stable and not os.path.exists(ceilings.cache_path("cpu", True))

@@ -84,7 +84,7 @@ def test_roll_is_indexed_and_takes_its_own_rate():
 
 
 def test_measured_on_the_cpu():
-    costs = OC.measure("cpu")
+    costs = OC.measure_op_costs("cpu")
     assert set(costs.floor_s) == set(OC.CLASSES)
     assert all(0 < s < 1e-2 for s in costs.floor_s.values())
     assert (set(costs.generic_elements_per_s) == set(costs.generic_copy_elements_per_s) ==
@@ -95,7 +95,7 @@ def test_measured_on_the_cpu():
 
 @pytest.mark.gpu
 def test_measured_on_the_gpu():
-    costs = OC.measure("cuda")
+    costs = OC.measure_op_costs("cuda")
     assert all(0 < s < 50e-6 for s in costs.floor_s.values())  # tiny kernels: microseconds
     # a GEMM's or an attention kernel's floor is above an elementwise kernel's
     assert costs.floor_s["matmul"] > costs.floor_s["elementwise"]

@@ -25,7 +25,7 @@ def test_template_filled_with_rooflab_values_all_hold(tmp_path, capsys):
     code, out, _ = run(capsys, "check", "--template")
     t = json.loads(out)
     assert code == 0 and set(t["answers"]) == set(S.QUESTIONS)
-    expected = {r["id"]: r["expected"] for r in S.check(t)["rows"]}
+    expected = {r["id"]: r["expected"] for r in S.check_answers(t)["rows"]}
     # the lab's public checks: 512^3 MACs; 4 * 3 * 512^2 bytes; A6000 fp32 crossover n = 303;
     # calc_attn_mac(1, 4, 173, 256, 128) = 2 * 4 * 173 * 256 * 128 = 45,350,912
     assert expected["1.3.gemm_mac"] == 134217728 and expected["1.4.gemm_io"] == 3145728
@@ -50,7 +50,7 @@ def test_the_empty_template_reveals_nothing(tmp_path, capsys):
 
 def test_verdicts_name_the_convention_or_the_slip():
     gemm = S.QUESTIONS["1.4.gemm_io"][0]
-    rows = {r["id"]: r for r in S.check(filled(**{
+    rows = {r["id"]: r for r in S.check_answers(filled(**{
         "1.3.gemm_mac": 2 * 512**3,                         # FLOPs, not MACs
         "1.4.gemm_io": 4 * 2 * 512**2,                      # C not written
         "2.1.2.ridge": 50.4,                                # rounded: within 0.5% of 50.39
@@ -89,9 +89,9 @@ def test_the_lab_fp32_io_and_other_bytes_are_named():
 
 def test_settings_are_the_students_own():
     t = {"answers": {"2.1.2.crossover_n": {"gpu": "H200", "dtype": "bf16", "value": 619}}}
-    assert S.check(t)["all_hold"]  # the README's H200 bf16 crossover
+    assert S.check_answers(t)["all_hold"]  # the README's H200 bf16 crossover
     t = {"answers": {"1.3.gemm_mac": {"N": 3, "K": 5, "M": 7, "value": 105}}}
-    assert S.check(t)["all_hold"]
+    assert S.check_answers(t)["all_hold"]
 
 
 @pytest.mark.parametrize("content,needle", [

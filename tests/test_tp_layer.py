@@ -22,13 +22,13 @@ GEMMA = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 12
 @pytest.mark.parametrize("config, layer_type", [(LLAMA, "full"), (GEMMA, "sliding")])
 def test_split_layer_equals_the_whole(config, layer_type):
     cfg = M.from_hf_dict(config, "tiny")
-    assert T.check(cfg, layer_type, M.Phase.prefill(2, 24), tp=2) < 1e-5
+    assert T.check_split(cfg, layer_type, M.Phase.prefill(2, 24), tp=2) < 1e-5
 
 
 @pytest.mark.slow
 def test_without_the_all_reduces_it_differs():
     cfg = M.from_hf_dict(LLAMA, "tiny")
-    assert T.check(cfg, "full", M.Phase.prefill(2, 24), tp=2, reduce=False) > 1e-2
+    assert T.check_split(cfg, "full", M.Phase.prefill(2, 24), tp=2, reduce=False) > 1e-2
 
 
 def test_part6_answer_follows_the_numbers():

@@ -47,7 +47,7 @@ def lab(device: str = DEVICE,
                 advance = prog.task(desc, total)
                 return lambda: (advance(), check())
 
-            res = LR.run(dev, nums, gpu, quick, out, resume, progress=task,
+            res = LR.run_lab(dev, nums, gpu, quick, out, resume, progress=task,
                          on_part=lambda num, entry: (prog.part_done(num, entry), check()),
                          note=console.note, dtype=layer_dtype)
     except KeyboardInterrupt:
@@ -71,7 +71,7 @@ def check(answers: Optional[str] = typer.Argument(None, help="your answers file 
         return
     if answers is None:
         raise I.UserError("give an answers file, or --template to print one")
-    res = selfcheck.check(read_json(answers, I.UserError))
+    res = selfcheck.check_answers(read_json(answers, I.UserError))
     res["revealed"] = reveal
     for r in res["rows"]:
         r["message"] = selfcheck.message(r)  # rooflab's value, when revealed, has its column

@@ -237,6 +237,6 @@ def generate(model_name: Optional[str] = typer.Option(None, "--model", help="pre
                   lm_head)  # before any work or progress bar
     ceil = CE.get(dev, note=console.note)
     with console.Progress() as prog:
-        data = GN.measure(cfg, batch, seq or 512, new_tokens, ceil, dev, lm_head=lm_head,
+        data = GN.measure_generation(cfg, batch, seq or 512, new_tokens, ceil, dev, lm_head=lm_head,
                           graph=graph, progress=prog.task(f"{cfg.name} generating", GN.STEPS))
     _emit(data, as_json, console.generation)

@@ -27,7 +27,7 @@ class Lab:
         if str(num) not in self.results["parts"]:
             from rooflab.lab import run as RUN
 
-            self.results = RUN.run(self.device, parts=(num,), gpu=self.gpu, quick=self.quick,
+            self.results = RUN.run_lab(self.device, parts=(num,), gpu=self.gpu, quick=self.quick,
                                    out_dir=self.out_dir, resume=True)
         return self.results["parts"][str(num)]
 

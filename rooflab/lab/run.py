@@ -84,7 +84,7 @@ def write_outputs(out_dir: str, results: dict, parts=None) -> None:
     _write_json(os.path.join(out_dir, "results.json"), results)
 
 
-def run(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool = False,
+def run_lab(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool = False,
         out_dir: str = "rooflab-report", resume: bool = False, progress=None,
         on_part=None, note=None, dtype: str | None = None) -> dict:
     """Run the parts; returns the results dict. ``progress(desc, total) -> advance`` draws bars;

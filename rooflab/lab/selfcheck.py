@@ -238,7 +238,7 @@ def judge(q: str, got, **settings) -> dict:
             f"off by a factor of {got / want:.3g}" if want and got else "off"}
 
 
-def check(data: dict) -> dict:
+def check_answers(data: dict) -> dict:
     """Each answer's verdict, and whether all hold."""
     answers = data.get("answers") if isinstance(data, dict) else None
     if not isinstance(answers, dict):

@@ -38,7 +38,7 @@ def counted(fn, *args, name: str = "") -> Cost:
                 c.total_bytes, c.total_bytes, kernels=len(c.kernels()))
 
 
-def measure(fn, c: Cost | None, roof: R.Roof, *args, fused: bool = False,
+def measure_point(fn, c: Cost | None, roof: R.Roof, *args, fused: bool = False,
             **time_kwargs) -> dict:
     """Time fn(*args) with the one timer and place the result under ``roof``; without a given
     cost, the dispatch counter counts it first."""

@@ -146,7 +146,7 @@ def plan(device: str, quick: bool) -> tuple[list[int], dict[str, list[int]], int
     return ([64 << 20] if quick else [64 << 20, 256 << 20]), mm, 2 if quick else 3
 
 
-def measure(device: str | None = None, quick: bool = False, note: Note | None = None) -> Ceilings:
+def measure_ceilings(device: str | None = None, quick: bool = False, note: Note | None = None) -> Ceilings:
     dev = device_of(device)
     note = note or (lambda msg: None)
     copy_sizes, mm_sizes, rounds = plan(dev, quick)
@@ -245,12 +245,12 @@ def get(device: str | None = None, refresh: bool = False, quick: bool = False,
         if why is None:
             return cached
         note(f"measuring again: {why}")
-    c = measure(dev, quick=quick, note=note)
+    c = measure_ceilings(dev, quick=quick, note=note)
     for _ in range(attempts - 1):
         if c.stable:
             break
         note("some figures were unstable: measuring them again")
-        c = merge(c, measure(dev, quick=quick, note=note))
+        c = merge(c, measure_ceilings(dev, quick=quick, note=note))
     if why:
         c.details["remeasured"] = why
     if c.stable:

@@ -173,7 +173,7 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def measure(device: str = "cuda", world_size: int | None = None, sizes=None,
+def measure_collectives(device: str = "cuda", world_size: int | None = None, sizes=None,
             dtype: str | None = None, iters: int = 20, note=None) -> dict:
     """Spawn one process per GPU (or ``world_size`` CPU processes) and time every op at every
     size; the result names the backend, the world size and each op's floor and peak."""
@@ -244,7 +244,7 @@ def get(device: str = "cuda", world_size: int | None = None, refresh: bool = Fal
         note(f"measuring {', '.join(OPS)} over {world} {'NCCL' if device == 'cuda' else 'gloo'} "
              f"ranks at {len(s)} message sizes, {s[0]:,} to {s[-1]:,} bytes" +
              (" (minutes on a CPU)" if device == "cpu" and sizes is None else ""))
-    data = measure(device, world, sizes, note=note)
+    data = measure_collectives(device, world, sizes, note=note)
     if sizes is None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:

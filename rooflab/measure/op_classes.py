@@ -320,7 +320,7 @@ def graph_gap_s(fn, kernels: int = 256) -> float:
     return max(0.0, statistics.median(spans) - busy.device_time_us / busy.iters / 1e6) / kernels
 
 
-def measure(device: str) -> OpCosts:
+def measure_op_costs(device: str) -> OpCosts:
     """The floors (median of three chains per class), the generic-loop rates and, on a GPU, the
     gap between kernels, here; a few seconds, measured afresh each time (they are cheap beside
     the layer they explain)."""

@@ -7,7 +7,7 @@ import dataclasses
 from rooflab import cost as C
 from rooflab import hardware as H
 from rooflab import models as M
-from rooflab import parallel as P
+from rooflab import parallel as TP
 from rooflab import precision as Q
 from rooflab import roofline as R
 
@@ -30,7 +30,7 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
     """The `rooflab layer` result: components, groups, total (placed under ``roof`` if given).
     Under ``tp``-way tensor parallelism: one GPU's share, and the all-reduces on ``hw``'s link;
     with a ``precision``: each tensor role's bytes in its own dtype."""
-    full, cfg = cfg, P.shard(cfg, tp)
+    full, cfg = cfg, TP.shard(cfg, tp)
     parts = M.layer_costs(cfg, phase, layer_type, precision)
     core = next(p for p in parts if p.name == "attn.core")
     return {
@@ -88,7 +88,7 @@ def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
         from rooflab.measure import collectives as K
         if K.gpu_count() >= tp and (hw is None or hw.name == H.detect().name):
             measured = K.cached("cuda", tp)
-    return P.communication(cfg, phase, tp, layers, hw.link_bytes_per_s if hw else None,
+    return TP.communication(cfg, phase, tp, layers, hw.link_bytes_per_s if hw else None,
                            hw.link_source if hw else "", measured, act_dtype)
 
 
@@ -97,7 +97,7 @@ def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None
     """Whole-model totals for one GPU; under tensor parallelism its layers are its share, while
     the embedding, final norm and lm_head stay whole on every GPU (``models.model_costs`` says
     what a ``precision`` applies to)."""
-    full, cfg = cfg, P.shard(cfg, tp)
+    full, cfg = cfg, TP.shard(cfg, tp)
     mc = M.model_costs(cfg, phase, precision)
     return {"model": cfg.name, "config": cfg.as_dict(), "phase": phase.kind, "batch": phase.batch,
             "seq": phase.seq, "kv_len": phase.kv_len, "params": mc["params"],

@@ -247,7 +247,7 @@ def _loop_s(fn, n: int, device: str) -> float:
     return (_time.perf_counter() - t0) / n
 
 
-def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Ceilings,
+def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Ceilings,
             device: str, dtype: str | None = None, lm_head: str = "last", graph: bool = True,
             costs: OC.OpCosts | None = None, built=None, progress=None) -> dict:
     """Measure and predict one (batch, prompt length); ``built`` reuses a (model, config) from
@@ -261,7 +261,7 @@ def measure(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Cei
         torch.cuda.reset_peak_memory_stats()
         # the peak is measured from what was allocated before (the weights, when reused)
         base = torch.cuda.memory_allocated() - (mem["weights_bytes"] if built else 0)
-    costs = costs or OC.measure(device)
+    costs = costs or OC.measure_op_costs(device)
     tick()
     out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
                  "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,

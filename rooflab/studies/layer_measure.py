@@ -113,7 +113,7 @@ def explain(comp: str, d: dict, costs: OC.OpCosts, tokens: int, measured_s: floa
     return "; ".join(reasons) or "no counted-op explanation: see the trace"
 
 
-def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
+def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
             device: str, graph: bool = False, costs: OC.OpCosts | None = None,
             trace_path: str | None = None, dtype: str | None = None) -> dict:
     """One configuration: wall time, profiled kernel time and the prediction, per component."""
@@ -121,7 +121,7 @@ def measure(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Ceilings,
     layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
     call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
                       layer=layer)
-    costs = costs or OC.measure(device)
+    costs = costs or OC.measure_op_costs(device)
     with torch.no_grad(), count.Counter(layer) as counter:  # no_grad: composites decompose
         call()
     OC.measure_attention(costs, counter.records, device)

@@ -112,7 +112,7 @@ def naive_cold_series(n: int = 32, runs: int = 5) -> list[float]:
     return cold_series(naive.matmul, a, b, n=runs, device="cpu").samples_s
 
 
-def run(device: str = "cpu", quick: bool = False) -> dict:
+def measure_metrics(device: str = "cpu", quick: bool = False) -> dict:
     """The lab's sizes; ``quick`` keeps them and gives the triple loop 3 s."""
     nt = naive_vs_torch(LAB_SIZES, device=device, naive_budget_s=3.0 if quick else NAIVE_BUDGET_S)
     cw = cold_vs_warm(256 if quick else 1024, device=device)

@@ -14,7 +14,7 @@ import torch
 
 from rooflab import count, hf
 from rooflab import models as M
-from rooflab import parallel as P
+from rooflab import parallel as TP
 from rooflab.measure import op_classes as OC
 from rooflab.measure.collectives import free_port, leave, spawn, write_result
 
@@ -29,7 +29,7 @@ def split(full: torch.nn.Module, cfg: M.ModelConfig, layer_type: str, tp: int, r
     """This rank's share of ``full`` (a layer of ``cfg``): q/k/v and gate/up by output rows,
     o and down by input columns; a KV head replicated where there are fewer than ranks; norms
     whole; the row-parallel biases on rank 0 only (they are added once, after the sum)."""
-    part = P.shard(cfg, tp)
+    part = TP.shard(cfg, tp)
     layer, _ = hf.build_layer(part, layer_type, "meta", dtype=next(full.parameters()).dtype,
                               attn=full.self_attn.config._attn_implementation)
     layer = layer.to_empty(device=next(full.parameters()).device)
@@ -102,12 +102,12 @@ def _check_worker(rank, world, cfg, layer_type, phase, port, reduce, out_path):
     leave()
 
 
-def check(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int = 2,
+def check_split(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int = 2,
           reduce: bool = True) -> float:
     """The split layer against the whole one (fp32, gloo between ``tp`` CPU processes): the
     largest difference of the outputs, relative to the largest output. ``reduce=False`` leaves
     out the all-reduces (the control: each rank then has only its partial sums)."""
-    P.shard(cfg, tp)  # a split the shapes do not allow fails here, in one line
+    TP.shard(cfg, tp)  # a split the shapes do not allow fails here, in one line
     return spawn(_check_worker, (tp, cfg, layer_type, phase, free_port(), reduce),
                  tp)["max_rel_err"]
 
@@ -117,12 +117,12 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     import torch.distributed as dist
 
     from rooflab.studies import layer_measure as LM
-    from rooflab.measure import profile as P_
+    from rooflab.measure import profile as P
     from rooflab.measure.timer import capture_graph, time_call
 
     _init(rank, world, "nccl", port)
     dev = f"cuda:{rank}"
-    part = P.shard(cfg, world)
+    part = TP.shard(cfg, world)
     layer, _ = hf.build_layer(part, layer_type, dev, attn="sdpa")
     all_reduce_after(layer)
     row = {"rank": rank}
@@ -133,7 +133,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
             try:
                 fn = capture_graph(call) if mode == "graph" else call
                 t = time_call(fn, warmup=3, budget_s=0.3, device="cuda")
-                prof = P_.profile(fn, iters=5, warmup=1, device="cuda")
+                prof = P.profile(fn, iters=5, warmup=1, device="cuda")
                 comm = sum(k.total_us for k in prof.kernels if "nccl" in k.name.lower())
                 row[mode] = {"device_s": t.device_s, "wall_s": t.wall_s,
                              "kernel_s": prof.device_time_us / prof.iters / 1e6,
@@ -149,7 +149,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     OC.measure_attention(costs, records, dev)
     compute = sum(d["predicted_s"] for d in
                   LM.predict(records, ceil, cfg.dtype, costs, cfg.family).values())
-    comm = P.communication(cfg, phase, world, measured=collective)  # the layer's all-reduces
+    comm = TP.communication(cfg, phase, world, measured=collective)  # the layer's all-reduces
     row.update(predicted_compute_s=compute, predicted_communication_s=comm["predicted_s"],
                predicted_s=compute + comm["predicted_s"], message_bytes=comm["message_bytes"])
     rows = [None] * world
@@ -159,7 +159,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
     leave()
 
 
-def measure(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int, collective: dict,
+def measure_split(cfg: M.ModelConfig, layer_type: str, phase: M.Phase, tp: int, collective: dict,
             ceil, costs) -> dict:
     """One layer split over ``tp`` GPUs: every rank's eager and CUDA-graph times, its kernel and
     communication time (the profiler's NCCL kernels), and the prediction."""

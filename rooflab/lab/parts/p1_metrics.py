@@ -11,7 +11,7 @@ TITLE = "Metrics: latency, MACs, I/O"
 
 
 def run(ctx: Context) -> dict:
-    d = metrics.run(ctx.device, ctx.quick)
+    d = metrics.measure_metrics(ctx.device, ctx.quick)
     rows = d["naive_vs_torch"]
     big = rows[-1]
     cw = d["cold_vs_warm"]

@@ -9,7 +9,7 @@ from rooflab import roofline as R
 from rooflab.lab.answers import answer
 from rooflab.lab.context import Context, pt, result, roof_spec, table
 from rooflab.measure.achieved import hold
-from rooflab.measure.achieved import measure as measure_point
+from rooflab.measure.achieved import measure_point
 from rooflab.measure.dtypes import torch_dtype
 from rooflab.roofline import ABOVE_ROOF_TOLERANCE as TOLERANCE
 from rooflab.units import si

@@ -123,11 +123,11 @@ def measure_layers(ctx: Context, cfg: M.ModelConfig) -> tuple[list[dict], list[s
               M.Phase.prefill(8 if cuda else 1, 2048 if cuda else 128)]
     modes = (False, True) if cuda else (False,)
     tick = ctx.progress("part 3: measured layer", len(phases) * len(modes))
-    costs = OC.measure(ctx.device)
+    costs = OC.measure_op_costs(ctx.device)
     measured = []
     for ph in phases:
         for graph in modes:
-            measured.append(LM.measure(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
+            measured.append(LM.measure_layer(cfg, ph, "full", ctx.ceilings, ctx.device, graph=graph,
                                        costs=costs, dtype=dtype))
             tick()
     if not cuda:

@@ -30,7 +30,7 @@ def run(ctx: Context) -> dict:
     from rooflab.measure import op_classes as OC
 
     coll = K.get("cuda", TP)
-    costs = OC.measure("cuda")
+    costs = OC.measure_op_costs("cuda")
     shapes = [M.Phase.prefill(1, 2048), M.Phase.decode(1, 4096), M.Phase.decode(64, 4096)]
     models = ("gemma-3-270m-it",) if ctx.quick else ("gemma-3-270m-it", "Llama-3.1-8B")
     tick = ctx.progress("part 6: TP=1 vs TP=2 layers", len(models) * len(shapes))
@@ -38,8 +38,8 @@ def run(ctx: Context) -> dict:
     for name in models:
         cfg = M.load(name)
         for phase in shapes:
-            one = LM.measure(cfg, phase, "full", ctx.ceilings, "cuda", graph=True, costs=costs)
-            two = T.measure(cfg, "full", phase, TP, coll, ctx.ceilings, costs)
+            one = LM.measure_layer(cfg, phase, "full", ctx.ceilings, "cuda", graph=True, costs=costs)
+            two = T.measure_split(cfg, "full", phase, TP, coll, ctx.ceilings, costs)
             slow = max(two["ranks"], key=lambda r: (r.get("graph") or {}).get("device_s") or 0)
             g = slow.get("graph") or {}
             rows.append({"model": name, "phase": phase.kind, "batch": phase.batch,
