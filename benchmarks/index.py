@@ -45,6 +45,12 @@ def _files(folder: str) -> list[str]:
     return out
 
 
+def _inside_a_report(f: str) -> bool:
+    """A lab report's figures, tables and page: its results.json stands for them."""
+    return any(part in ("figures", "tables", "traces") for part in f.split("/")) or (
+        f.endswith("index.html") and "/" in f)
+
+
 def _row(cells) -> str:
     return "| " + " | ".join("" if c is None else str(c).replace("|", "\\|") for c in cells) + " |"
 
@@ -55,14 +61,13 @@ def current(folder: str) -> list[str]:
     manifest = _manifests(folder)
     lines = ["| file | made by | commit | date | device |", "| --- | --- | --- | --- | --- |"]
     for f in _files(folder):
-        if f.startswith("manifest") or "/" in f and not f.endswith("results.json"):
+        if f.startswith("manifest") or _inside_a_report(f):
             continue  # a report's figures and tables are indexed by its results.json
         m = _meta(os.path.join(folder, f)) if f.endswith(".json") else {}
         part = manifest["files"].get(f.split("/")[0], {})
         lines.append(_row([f"`{f}`", f"`{m.get('command') or part.get('command', '?')}`",
-                           m.get("commit") or manifest.get("commit"),
-                           m.get("date") or (manifest.get("date") or "")[:10],
-                           m.get("device") or manifest.get("device_name")]))
+                           m.get("commit") or part.get("commit"), m.get("date") or part.get("date"),
+                           m.get("device") or part.get("device")]))
     lines += ["", "The run's parts (exit code 0 is a pass):", "",
               "| part | exit code | seconds | command |", "| --- | --- | --- | --- |"]
     lines += [_row([p["part"], p["rc"], p["seconds"], f"`{p['command']}`"])
@@ -76,7 +81,9 @@ def _manifests(folder: str) -> dict:
     for name in sorted(f for f in os.listdir(folder) if f.startswith("manifest")):
         with open(os.path.join(folder, name)) as f:
             m = json.load(f)
-        merged = {**m, **merged, "files": {**merged["files"], **m.get("files", {})},
+        made = {f: {**v, "commit": m.get("commit"), "date": (m.get("date") or "")[:10],
+                    "device": m.get("device_name")} for f, v in m.get("files", {}).items()}
+        merged = {**m, **merged, "files": {**merged["files"], **made},
                   "parts": merged["parts"] + m.get("parts", [])}
     return merged
 
@@ -84,7 +91,7 @@ def _manifests(folder: str) -> dict:
 def ab(folder: str) -> list[str]:
     lines = ["| file | script | commit | date |", "| --- | --- | --- | --- |"]
     for f in _files(folder):
-        if "/" in f and not f.endswith("results.json"):
+        if _inside_a_report(f):
             continue
         m = _meta(os.path.join(folder, f)) if f.endswith(".json") else {}
         script = (m.get("command") or "").split(" ")[1:2]

@@ -64,7 +64,7 @@ has notebook && run notebook nb lab1.ipynb notebook.txt
 has notebook_solutions && run notebook_solutions nb lab1_solutions.ipynb notebook_solutions.txt
 has notebook_t4 && run notebook_t4 nb lab1_solutions.ipynb notebook_t4.txt ROOFLAB_QUICK=1 \
   PYTHONPATH="$root:$root/scripts/t4_path"
-rm -rf "$cur/traces"
+rm -rf "$cur/traces" "$cur/report/traces"
 python3 - "$cur" <<'PY'
 import json, os, sys
 from rooflab.measure import provenance

@@ -53,7 +53,7 @@ def run_cell(py, cwd, extra="", env=None):
     return subprocess.run([str(py), "-c", setup_cell() + "\n" + extra], cwd=cwd, text=True,
                           capture_output=True, timeout=900,
                           env={k: v for k, v in {**os.environ, **(env or {})}.items()
-                               if k != "ROOFLAB_SOURCE" or env})
+                               if (k != "ROOFLAB_SOURCE" or env) and k != "PYTHONPATH"})
 
 
 def test_without_wheel_or_source_one_line(venv, tmp_path):
