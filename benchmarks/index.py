@@ -100,12 +100,13 @@ def ab(folder: str) -> list[str]:
     return lines
 
 
-def main(results: str) -> str:
+def main(results: str, path: str | None = None) -> str:
+    """Write the index of ``results`` to ``path`` (default: README.md beside it); its path."""
     text = "\n".join([HEAD, "## Current (`results/current/`)", "", *current(
         os.path.join(results, "current")), "", "## A/Bs and one-off studies (`results/ab/`)",
         "", "Files made before results carried their commit say so; their scripts are in "
         "`benchmarks/` at the date given.", "", *ab(os.path.join(results, "ab")), ""])
-    path = os.path.join(os.path.dirname(os.path.abspath(results)), "README.md")
+    path = path or os.path.join(os.path.dirname(os.path.abspath(results)), "README.md")
     with open(path, "w") as f:
         f.write(text)
     return path
