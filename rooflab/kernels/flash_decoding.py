@@ -304,9 +304,8 @@ _ARRIVED: dict = {}  # (device, stream) -> arrival counts
 
 
 def arrival_counts(device, n: int) -> torch.Tensor:
-    """int32 counts of partials written, one per (batch, KV head), zeros between calls (the
-    last program of a head sets its count back): one buffer per device and stream, since calls
-    on one stream run one after the other."""
+    """int32 counts of partials written, one per (batch, KV head), zero between calls (a head's
+    last program resets its count): one buffer per device and stream (calls on it run in turn)."""
     device = torch.device(device)
     key = (str(device), torch.cuda.current_stream(device).cuda_stream
            if device.type == "cuda" else 0)

@@ -13,10 +13,12 @@ import os
 import torch
 
 from rooflab import count, hf
+from rooflab import predict as PR
 from rooflab import models as M
 from rooflab import parallel as TP
 from rooflab.measure import op_classes as OC
 from rooflab.measure.collectives import free_port, leave, spawn, write_result
+from rooflab.roofline import Roof
 
 HOOKED = ("self_attn.o_proj", "mlp.down_proj")  # row-parallel: each rank holds a partial sum
 
@@ -116,7 +118,6 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
                     out_path):
     import torch.distributed as dist
 
-    from rooflab.studies import layer_measure as LM
     from rooflab.measure import profile as P
     from rooflab.measure.timer import capture_graph, time_call
 
@@ -147,8 +148,8 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
             call()
     records = [r for r in c.records if "all_reduce" not in r.op and "allreduce" not in r.op]
     OC.measure_attention(costs, records, dev)
-    compute = sum(d["predicted_s"] for d in
-                  LM.predict(records, ceil, cfg.dtype, costs, cfg.family).values())
+    compute = PR.total(PR.group(PR.op_times(records, Roof.from_ceilings(ceil, cfg.dtype), costs),
+                                PR.by_module))["predicted_s"]
     comm = TP.communication(cfg, phase, world, measured=collective)  # the layer's all-reduces
     row.update(predicted_compute_s=compute, predicted_communication_s=comm["predicted_s"],
                predicted_s=compute + comm["predicted_s"], message_bytes=comm["message_bytes"])
