@@ -1,5 +1,5 @@
 """The console views: a timing the timer flagged unstable reads as such in every timed table."""
-from rooflab.lab.answers import noise
+from rooflab.units import noise
 from rooflab.report import console
 
 

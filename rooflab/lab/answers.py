@@ -5,7 +5,7 @@ advance: "memory-bound", "fits", "2-4x" are decided by the run's figures.
 """
 from __future__ import annotations
 
-from rooflab.units import CV_UNSTABLE, noise  # noqa: F401 - noise: the parts' import
+from rooflab.units import CV_UNSTABLE
 
 IDS = ("1.1", "1.2", "1.3", "1.4", "2.1.1", "2.1.2", "2.2", "3.1", "3.2", "3.3", "3.4.1",
        "3.4.2", "3.4.3", "4.1", "4.2", "4.3.1", "4.3.2", "4.3.3", "4.3.4", "4.4", "4.4.1",

@@ -77,6 +77,12 @@ class Context:
         """The dtype this device's measured roof is drawn for."""
         return self.dtypes.roof
 
+    def measured_roof(self, dtype: str) -> R.Roof:
+        """This device's measured roof for ``dtype``: its measured peak, or where that dtype was
+        not measured, the roof of the run's measured dtype (the lab's one fallback)."""
+        return R.Roof.of(self.measured, dtype if dtype in self.ceilings.peak_flops_per_s
+                         else self.dtypes.roof)
+
     @property
     def trace_dir(self) -> str:
         d = os.path.join(self.out_dir, "traces")

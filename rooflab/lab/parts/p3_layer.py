@@ -6,9 +6,9 @@ from dataclasses import replace
 from rooflab import models as M
 from rooflab import roofline as R
 from rooflab.studies import decoder
-from rooflab.lab.answers import answer, noise
+from rooflab.lab.answers import answer
 from rooflab.lab.context import LAB_MODEL, Context, hold_roofline, pt, result, roof_spec, table
-from rooflab.units import secs
+from rooflab.units import noise, secs
 
 TITLE = "A real decoder layer"
 
@@ -141,9 +141,7 @@ def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
     """Each measured layer (and its components) at its counted intensity: hollow at FLOPs over
     the predicted time (the roof plus the measured op costs), filled at FLOPs over the profiled
     kernel time. The dashed roof itself is the plain roofline's prediction."""
-    dt = measured[0]["dtype"] if measured[0]["dtype"] in ctx.ceilings.peak_flops_per_s \
-        else ctx.measured_dtype
-    roof = R.Roof.of(ctx.measured, dt)
+    roof = ctx.measured_roof(measured[0]["dtype"])
     pts = []
     for m in measured:
         flops = sum(c["flops"] for c in m["components"])
@@ -165,7 +163,7 @@ def measured_layer_plot(ctx: Context, measured: list[dict]) -> dict:
                               flops=c["flops"], bytes=c["bytes"],
                               predicted_s=c["predicted_s"], measured_s=c["kernel_s"]))
     return {"kind": "roofline", "name": "p3_measured", "title": "The real layer on the measured "
-            f"roof ({dt}): predicted with op costs (hollow), profiled kernel time (filled)",
+            f"roof ({roof.dtype}): predicted with op costs (hollow), profiled kernel time (filled)",
             "roofs": [roof_spec(roof)], "points": pts}
 
 

@@ -5,10 +5,10 @@ import torch
 
 from rooflab import roofline as R
 from rooflab.studies import fusion
-from rooflab.lab.answers import answer, names, noise, speed
+from rooflab.lab.answers import answer, names, speed
 from rooflab.lab.context import Context, result, table
 from rooflab.measure.dtypes import runnable, torch_dtype
-from rooflab.units import secs
+from rooflab.units import noise, secs
 
 TITLE = "Profiler and kernel fusion"
 

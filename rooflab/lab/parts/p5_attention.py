@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from rooflab import roofline as R
 from rooflab.studies import attention as ATT
-from rooflab.lab.answers import answer, names, noise
+from rooflab.lab.answers import answer, names
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.measure.dtypes import runnable
-from rooflab.units import secs
+from rooflab.units import noise, secs
 
 TITLE = "Attention and FlashAttention"
 
@@ -30,8 +30,7 @@ def run(ctx: Context) -> dict:
     tick = ctx.progress("part 5: decode attention", len(kv_lens) * len(ATT.DECODE_IMPLS))
     dec = ATT.decode_sweep(kv_lens, device=ctx.device, progress=tick,
                            bandwidth_bytes_per_s=ctx.ceilings.mem_bandwidth_bytes_per_s, **dkw)
-    roof_dt = kw["dtype"] if kw["dtype"] in ctx.ceilings.peak_flops_per_s else ctx.measured_dtype
-    roof = R.Roof.of(ctx.measured, roof_dt)
+    roof = ctx.measured_roof(kw["dtype"])
     plots = attention_plots(sw, roof, dec)
     answers = questions(sw, view, kw, ctx.beaten(hold_roofline(plots[-1], ctx.cache_bytes)))
     answers["B.flash_decoding"] = decode_answer(dec, roof)
