@@ -30,7 +30,7 @@ def gelu_tuning(bw: float) -> list[dict]:
             for block in (1024, 2048, 4096, 8192):
                 for warps in (4, 8, 16):
                     t = time_call(G.gelu_triton, x, out, block, warps, warmup=5, reps=50,
-                             device="cuda").median_s
+                                  device="cuda").median_s
                     rows.append({"dtype": dt, "numel": numel, "block": block, "num_warps": warps,
                                  "device_s": t, "fgelu_time_s": ref,
                                  "throughput_over_fgelu": ref / t,

@@ -31,7 +31,7 @@ DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 def t_s(fn, *args, device: str = "cuda") -> float:
     """Device seconds of one call (L2 flushed first): every GeLU and decode figure here."""
     return time_call(fn, *args, warmup=3, budget_s=0.1, max_reps=200, flush_l2=True, wall=False,
-                device=device).device_s
+                     device=device).device_s
 
 
 def gelu(bw: float) -> list[dict]:

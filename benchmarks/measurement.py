@@ -51,7 +51,7 @@ def timer_vs_do_bench_and_profiler() -> list[dict]:
             for who in (order if rnd % 2 == 0 else order[::-1]):
                 if who == "ours":
                     t = time_call(fn, warmup=10, budget_s=0.3, max_reps=300, flush_l2=True,
-                             device="cuda", wall=False)
+                                  device="cuda", wall=False)
                     cold.append(t.device_s)
                     w = time_call(fn, warmup=10, budget_s=0.3, max_reps=300, device="cuda")
                     warm.append(w.device_s)
@@ -87,7 +87,7 @@ def flush_write_back() -> dict:
         for name, flush in (("zeroing", buf.zero_), ("reading", lambda: buf.sum())):
             T._flusher = lambda device, flush_l2, flush=flush: flush
             out[f"after_{name}_s"] = time_call(x.sum, warmup=5, budget_s=0.3, max_reps=300,
-                                          flush_l2=True, device="cuda", wall=False).device_s
+                                               flush_l2=True, device="cuda", wall=False).device_s
     finally:
         T._flusher = real
     out["do_bench_s"] = do_bench(x.sum, warmup=25, rep=100, return_mode="median") / 1e3

@@ -109,7 +109,7 @@ def matmul_rate(device: str, dtype: str, n: int, budget_s: float = 0.3) -> dict:
             b = torch.randn(n, n, device=device, dtype=TORCH_DTYPES[dtype])
             fn = lambda: a @ b  # noqa: E731
         t = time_call(fn, warmup=3, budget_s=budget_s, device=device, name=f"matmul {dtype}",
-                 wall=False)
+                      wall=False)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     # the figure is the median (sustained) rate; the fastest run shows the burst clock's rate

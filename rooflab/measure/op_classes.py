@@ -213,7 +213,7 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
             with torch.no_grad(), count.Counter() as c:
                 call()
             t = time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
-                     device=device, name=f"attention {key}").device_s
+                          device=device, name=f"attention {key}").device_s
         except RuntimeError as e:  # out of memory, or no kernel for this shape
             costs.attention[key] = {"error": str(e).splitlines()[0][:160]}
             continue
@@ -286,7 +286,7 @@ def generic_copy_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     dst = torch.empty(elements // 4096, 4, 1024, device=device, dtype=dtype)
     wide = src.expand_as(dst)
     t = time_call(lambda: dst.copy_(wide), warmup=3, budget_s=0.2, device=device,
-             name="broadcast copy")
+                  name="broadcast copy")
     return dst.numel() / t.device_s
 
 

@@ -280,9 +280,9 @@ def capture_graph(fn, args=(), kwargs=None, warmup: int = 2):
 
 
 def time_call(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: float = 0.2,
-         flush_l2: bool = False, cuda_graph: bool = False, device: str | None = None,
-         max_reps: int = 1000, cv_threshold: float = CV_UNSTABLE, name: str = "",
-         wall: bool = True, **kwargs) -> Timing:
+              flush_l2: bool = False, cuda_graph: bool = False, device: str | None = None,
+              max_reps: int = 1000, cv_threshold: float = CV_UNSTABLE, name: str = "",
+              wall: bool = True, **kwargs) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``reps`` timed calls, or as many
     as fit in ``budget_s`` (at least 5, at most ``max_reps``) when reps is None. On CUDA, ``wall``
     also measures wall time per call on an idle GPU (as many calls again)."""

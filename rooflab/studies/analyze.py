@@ -72,7 +72,36 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
     inputs = tuple(t.to(device) for t in inputs)
     params = [p for p in module.parameters()] or list(inputs)
     dtype = dtype_name(str(params[0].dtype))
-    roof = R.Roof.from_ceilings(ceilings, dtype)
+    counter = _count(module, inputs)
+    prof = _profile(module, inputs, device, iters) if profile else None
+    ops = _ops(counter.records, R.Roof.from_ceilings(ceilings, dtype),
+               prof["by_op_s"] if prof else {})
+    # the roof this run's ops respect: raised where the cached ceilings were slow, and every op
+    # left above it with its reason (the on-chip cache, noise)
+    roof, roof_notes, why = R.hold(R.Roof.from_ceilings(ceilings, dtype),
+                                   [(d["op"], d["intensity"], d["flops"] / d["measured_s"],
+                                     d["bytes"]) for d in ops if d["measured_s"]],
+                                   ceilings.cache_bytes)
+    for d in ops:
+        _place(d, roof, why)
+    total_measured = prof["total_s"] if prof else None
+    return {
+        "module": type(module).__name__, "device": device, "dtype": dtype,
+        "inputs": [list(t.shape) for t in inputs],
+        "roof": {"label": roof.label, "peak_flops_per_s": roof.peak_flops_per_s,
+                 "mem_bandwidth_bytes_per_s": roof.mem_bandwidth_bytes_per_s,
+                 "ridge": roof.ridge, "measured": True},
+        "total": {"macs": counter.total_macs, "flops": counter.total_flops,
+                  "bytes": counter.total_bytes, "floor_s": sum(d["floor_s"] for d in ops),
+                  "measured_s": total_measured,
+                  "ops_matched_s": sum(d["measured_s"] or 0 for d in ops)},
+        "ops": sorted(ops, key=lambda d: -(d.get("lost_s") or 0)),
+        "modules": _module_tree(module, counter.records, prof),
+        "unsupported_ops": counter.unsupported_ops(), "roof_notes": roof_notes,
+    }
+
+
+def _count(module, inputs) -> count.Counter:
     try:
         with torch.no_grad(), count.Counter(module) as counter:
             module(*inputs)
@@ -80,46 +109,49 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
         raise TargetError(f"{type(module).__name__} on inputs "
                           f"{', '.join(str(tuple(t.shape)) for t in inputs)} raised "
                           f"{type(e).__name__}: {e}") from None
-    measured: dict[str, float] = {}
-    by_module_us: dict[str, float] = {}
-    total_measured = None
-    if profile:
-        names = {path: path for path, _ in module.named_modules() if path}
-        with torch.no_grad(), P.annotate_modules(module, names):
-            prof = P.profile(module, *inputs, iters=iters, warmup=2, device=device)
-        measured = {k: us / prof.iters / 1e6 for k, us in prof.by_op_us.items()}
-        by_module_us = {k: us / prof.iters for k, us in prof.by_annotation_us.items()}
-        total_measured = prof.device_time_us / prof.iters / 1e6
+    return counter
 
-    times = PR.op_times(counter.records, roof, None)
+
+def _profile(module, inputs, device: str, iters: int) -> dict:
+    """Seconds a call: per op and shapes, per module (innermost), in all."""
+    names = {path: path for path, _ in module.named_modules() if path}
+    with torch.no_grad(), P.annotate_modules(module, names):
+        prof = P.profile(module, *inputs, iters=iters, warmup=2, device=device)
+    return {"by_op_s": {k: us / prof.iters / 1e6 for k, us in prof.by_op_us.items()},
+            "by_module_s": {k: us / prof.iters / 1e6 for k, us in prof.by_annotation_us.items()},
+            "total_s": prof.device_time_us / prof.iters / 1e6}
+
+
+def _ops(records, roof: R.Roof, measured: dict[str, float]) -> list[dict]:
+    """The counted ops by op and shapes (predict.by_op), with their profiled seconds."""
+    times = PR.op_times(records, roof, None)
     modules_of: dict[str, dict] = {}  # op -> the modules it ran under, in order, once each
     for t in times:
         modules_of.setdefault(PR.by_op(t.record), {})[t.record.module] = None
-    ops = {key: {"op": key, "calls": d["kernels"], "macs": d["macs"], "flops": d["flops"],
-                 "bytes": d["bytes"], "modules": list(modules_of[key])}
-           for key, d in PR.group(times, PR.by_op).items()}
-    for d in ops.values():
-        d["intensity"] = d["flops"] / d["bytes"]
-        d["measured_s"] = measured.get(d["op"])
-    # the roof this run's ops respect: raised where the cached ceilings were slow, and every op
-    # left above it with its reason (the on-chip cache, noise)
-    roof, roof_notes, why = R.hold(roof, [(d["op"], d["intensity"], d["flops"] / d["measured_s"],
-                                           d["bytes"]) for d in ops.values() if d["measured_s"]],
-                                   ceilings.cache_bytes)
-    for d in ops.values():
-        d["bound"] = R.bound(roof, d["intensity"])
-        d["floor_s"] = R.time_floor_s(roof, d["flops"], d["bytes"])
-        if d["measured_s"]:
-            d["achieved_flops_per_s"] = d["flops"] / d["measured_s"]
-            d["achieved_bytes_per_s"] = d["bytes"] / d["measured_s"]
-            d["fraction_of_roof"] = d["floor_s"] / d["measured_s"]
-            d["lost_s"] = d["measured_s"] - d["floor_s"]
-            if d["op"] in why:
-                d["above_roof"] = why[d["op"]]
-    rows = sorted(ops.values(), key=lambda d: -(d.get("lost_s") or 0))
+    return [{"op": key, "calls": d["kernels"], "macs": d["macs"], "flops": d["flops"],
+             "bytes": d["bytes"], "modules": list(modules_of[key]),
+             "intensity": d["flops"] / d["bytes"], "measured_s": measured.get(key)}
+            for key, d in PR.group(times, PR.by_op).items()]
 
+
+def _place(d: dict, roof: R.Roof, why: dict[str, str]) -> None:
+    """An op on the run's roof: its bound and floor, and where profiled, what it reached."""
+    d["bound"] = R.bound(roof, d["intensity"])
+    d["floor_s"] = R.time_floor_s(roof, d["flops"], d["bytes"])
+    if d["measured_s"]:
+        d["achieved_flops_per_s"] = d["flops"] / d["measured_s"]
+        d["achieved_bytes_per_s"] = d["bytes"] / d["measured_s"]
+        d["fraction_of_roof"] = d["floor_s"] / d["measured_s"]
+        d["lost_s"] = d["measured_s"] - d["floor_s"]
+        if d["op"] in why:
+            d["above_roof"] = why[d["op"]]
+
+
+def _module_tree(module, records, prof: dict | None) -> list[dict]:
+    """Every module with the counts of the ops under it, rolled up, and its profiled time
+    (each kernel counts in the innermost module around it)."""
     tree: dict[str, dict] = defaultdict(lambda: {"macs": 0, "flops": 0, "bytes": 0, "ops": 0})
-    for r in counter.records:
+    for r in records:
         parts = r.module.split(".") if r.module else []
         for depth in range(len(parts) + 1):
             node = tree[".".join(parts[:depth])]
@@ -128,27 +160,13 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
             node["bytes"] += r.bytes
             node["ops"] += r.bytes > 0
     kinds = {path: type(m).__name__ for path, m in module.named_modules()}
-    modules = []
-    for path in sorted(tree, key=lambda p: [n for n in p.split(".")] if p else []):
+    out = []
+    for path in sorted(tree, key=lambda p: p.split(".") if p else []):
         node = {"module": path or "(root)", "type": kinds.get(path, ""),
                 "depth": path.count(".") + 1 if path else 0, **tree[path]}
-        if profile:  # each kernel counts in the innermost module around it; roll up
-            node["measured_s"] = total_measured if not path else sum(
-                us for name, us in by_module_us.items()
-                if name == path or name.startswith(path + ".")) / 1e6
-        modules.append(node)
-    return {
-        "module": type(module).__name__, "device": device, "dtype": dtype,
-        "inputs": [list(t.shape) for t in inputs],
-        "roof": {"label": roof.label, "peak_flops_per_s": roof.peak_flops_per_s,
-                 "mem_bandwidth_bytes_per_s": roof.mem_bandwidth_bytes_per_s,
-                 "ridge": roof.ridge, "measured": True},
-        "total": {"macs": counter.total_macs, "flops": counter.total_flops,
-                  "bytes": counter.total_bytes,
-                  "floor_s": sum(d["floor_s"] for d in ops.values()),
-                  "measured_s": total_measured,
-                  "ops_matched_s": sum(d["measured_s"] or 0 for d in ops.values())},
-        "ops": rows, "modules": modules, "unsupported_ops": counter.unsupported_ops(),
-        "roof_notes": roof_notes,
-    }
-
+        if prof:
+            node["measured_s"] = prof["total_s"] if not path else sum(
+                s for name, s in prof["by_module_s"].items()
+                if name == path or name.startswith(path + "."))
+        out.append(node)
+    return out

@@ -173,7 +173,7 @@ def decode_point(name: str, fn, n: int, batch: int, heads: int, kv_heads: int, h
                                            generator=g, dtype=torch_dtype(dtype))
         q, k, v = mk(heads, 1), mk(kv_heads, n), mk(kv_heads, n)
         t = time_call(fn, q, k, v, False, warmup=3, budget_s=0.2, max_reps=100, flush_l2=True,
-                 wall=False, device=device)
+                      wall=False, device=device)
     except Exception as ex:  # noqa: BLE001 - a backend refusing a shape is a result
         release(device)
         return {**row, "status": "oom" if is_oom(ex) else "unsupported",

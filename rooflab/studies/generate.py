@@ -247,9 +247,10 @@ def _loop_s(fn, n: int, device: str) -> float:
     return (_time.perf_counter() - t0) / n
 
 
-def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, ceil: Ceilings,
-            device: str, dtype: str | None = None, lm_head: str = "last", graph: bool = True,
-            costs: OC.OpCosts | None = None, built=None, progress=None) -> dict:
+def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int,
+                       ceil: Ceilings, device: str, dtype: str | None = None,
+                       lm_head: str = "last", graph: bool = True,
+                       costs: OC.OpCosts | None = None, built=None, progress=None) -> dict:
     """Measure and predict one (batch, prompt length); ``built`` reuses a (model, config) from
     hf.build_model for several shapes (the memory check then counts the weights as present);
     ``progress()`` is called after each of its STEPS steps."""
@@ -282,10 +283,10 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
         tick()
         ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
-                    name="prefill")
+                         name="prefill")
         tick()
         step = time_call(gen.step, warmup=2, budget_s=0.5, max_reps=50, device=device,
-                    name="decode step")
+                         name="decode step")
         tick()
         # the kernels' own time, from the profiler: the figure that stays meaningful where a
         # step is bound by the host (its device time then counts the host's time too)
@@ -313,31 +314,47 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
                          "roofline_s": dec["roofline_s"], "flops": dec["flops"],
                          "bytes": dec["bytes"], "kernels_counted": dec["kernels"]}
         if graph and device == "cuda":
-            torch.cuda.empty_cache()  # the eager run's cached blocks: a graph has its own pool
-            try:
-                with constants_made_once(), mask_decisions_made_before_capture():
-                    replay = capture_graph(gen.prefill)
-                g = time_call(replay, warmup=2, budget_s=0.5, max_reps=20, device=device,
-                         name="prefill (graph)")
-                out["prefill"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s,
-                                      graph_cv=g.cv, graph_unstable=g.unstable)
-                del replay
-                torch.cuda.empty_cache()
-            except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
-                out["prefill"]["graph_error"] = str(e).splitlines()[0][:200]
-            try:
-                with constants_made_once():
-                    replay = capture_graph(gen.step)
-                g = time_call(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
-                         name="decode step (graph)")
-                out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
-                with constants_made_once():
-                    adv = capture_graph(gen.advance)
-                gen.rewind(seq)
-                out["decode"]["graph_loop_s"] = _loop_s(adv, new_tokens, device)
-            except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
-                out["decode"]["graph_error"] = str(e).splitlines()[0][:200]
+            _graphs(gen, seq, new_tokens, device, out)
         tick()
+    _ratios(out, batch, mem)
+    out["layers_predicted"] = {
+        "prefill": {k: v["predicted_s"] for k, v in pre["groups"].items()},
+        "decode": {k: v["predicted_s"] for k, v in dec["groups"].items()}}
+    del gen
+    return out
+
+
+def _graphs(gen: Generation, seq: int, new_tokens: int, device: str, out: dict) -> None:
+    """The prefill, the decode step and the decode loop as CUDA graphs, into ``out``; a model
+    that cannot be captured is a result (its error kept)."""
+    torch.cuda.empty_cache()  # the eager run's cached blocks: a graph has its own pool
+    try:
+        with constants_made_once(), mask_decisions_made_before_capture():
+            replay = capture_graph(gen.prefill)
+        g = time_call(replay, warmup=2, budget_s=0.5, max_reps=20, device=device,
+                      name="prefill (graph)")
+        out["prefill"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s,
+                              graph_cv=g.cv, graph_unstable=g.unstable)
+        del replay
+        torch.cuda.empty_cache()
+    except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
+        out["prefill"]["graph_error"] = str(e).splitlines()[0][:200]
+    try:
+        with constants_made_once():
+            replay = capture_graph(gen.step)
+        g = time_call(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
+                      name="decode step (graph)")
+        out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
+        with constants_made_once():
+            adv = capture_graph(gen.advance)
+        gen.rewind(seq)
+        out["decode"]["graph_loop_s"] = _loop_s(adv, new_tokens, device)
+    except Exception as e:  # noqa: BLE001 - a model that cannot be captured is a result
+        out["decode"]["graph_error"] = str(e).splitlines()[0][:200]
+
+
+def _ratios(out: dict, batch: int, mem: dict) -> None:
+    """Predicted and plain-roofline over measured, TTFT, TPOT and tokens/s, into ``out``."""
     p, d = out["prefill"], out["decode"]
     for x in (p, d):  # kernel time has no gaps between kernels: nor has this prediction
         x["predicted_over_kernel"] = (x["predicted_kernels_s"] / x["kernel_s"] if x["kernel_s"]
@@ -365,8 +382,3 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
     if "memory_measured_peak_bytes" in out:
         out["memory_predicted_over_measured"] = (mem["total_bytes"] /
                                                  out["memory_measured_peak_bytes"])
-    out["layers_predicted"] = {
-        "prefill": {k: v["predicted_s"] for k, v in pre["groups"].items()},
-        "decode": {k: v["predicted_s"] for k, v in dec["groups"].items()}}
-    del gen
-    return out

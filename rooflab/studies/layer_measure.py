@@ -127,7 +127,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     OC.measure_attention(costs, counter.records, device)
     with torch.inference_mode():
         wall = time_call(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
-                    name=f"{phase.kind} layer")
+                         name=f"{phase.kind} layer")
         if graph:
             fn = capture_graph(call)
             prof = P.profile(fn, iters=5, warmup=1, device=device, trace_path=trace_path)

@@ -39,13 +39,13 @@ def naive_vs_torch(sizes=LAB_SIZES, dtype: str = "fp32", device: str = "cpu",
         warmup, reps = (2, 5) if guess * 7 <= left else (0, 1)
         a, b = _lists(n, n, 1), _lists(n, n, 2)
         t_naive = time_call(naive.matmul, a, b, warmup=warmup, reps=reps, device="cpu",
-                       name=f"naive n={n}")
+                            name=f"naive n={n}")
         spent += t_naive.median_s * (warmup + reps)
         last = (n, t_naive.median_s)
         ta = torch.tensor(a, dtype=tdt, device=device)
         tb = torch.tensor(b, dtype=tdt, device=device)
         t_torch = time_call(torch.matmul, ta, tb, budget_s=budget_s, device=device,
-                       name=f"torch.matmul n={n}")
+                            name=f"torch.matmul n={n}")
         c = C.gemm(n, n, n, dtype)
         rows.append({
             "n": n, "macs": c.macs, "flops": c.flops, "bytes": c.bytes, "intensity": c.intensity,
@@ -91,7 +91,7 @@ def cold_vs_warm(n: int = 512, runs: int = 8, device: str = "cpu") -> dict:
         for ours in ((True, False) if rnd % 2 == 0 else (False, True)):
             if ours:
                 timings.append(time_call(torch.matmul, a, b, warmup=5, device=device,
-                                    name=f"matmul n={n} warm"))
+                                         name=f"matmul n={n} warm"))
             else:
                 other.append(independent_s(torch.matmul, a, b, device=device))
     warm = sorted(timings, key=lambda t: t.device_s)[1]  # the median round
