@@ -24,7 +24,10 @@ Counting conventions (stated once; every formula in rooflab obeys them)
   RMSNorm 4 (square, sum, scale, weight) + 2 per row (+ eps, rsqrt) (+ 1 per weight element
   where the weight is applied as 1 + w, as Gemma does), LayerNorm 7, RoPE 3.5
   (x*cos + rot(x)*sin: 3, and rotate_half negates half the elements), the attention scale
-  1 per score, add/mul 1.
+  1 per score, BatchNorm 4 (subtract, divide, scale, shift) + 2 per channel (+ eps, sqrt) and,
+  in training, 4 more to take the batch's mean and variance, add/mul 1; a reduction 1 per
+  element reduced; an LSTM cell 9 per hidden unit (3 sigmoids, 2 tanh, 3 multiplies, 1 add) and
+  one add a gate to join the input's and the state's projections.
   Norms, softmax and RoPE are modelled as one kernel each, the way a framework's norm kernel runs.
 
 Each formula is a small shape-only function; the dispatch counter's per-op formulas (formulas.py)
@@ -51,6 +54,10 @@ SOFTMAX_PASSES = 5
 RMSNORM_FLOPS = 4
 RMSNORM_ROW_FLOPS = 2  # per row: + eps, rsqrt
 LAYERNORM_FLOPS = 7
+BATCHNORM_FLOPS = 4
+BATCHNORM_CHANNEL_FLOPS = 2  # per channel: + eps, sqrt
+BATCHNORM_STATS_FLOPS = 4  # training: the batch's mean (add) and variance (subtract, square, add)
+LSTM_CELL_FLOPS = 9  # per hidden unit and step: i, f, o sigmoids, g and c tanh, 3 muls, 1 add
 ROPE_FLOPS = 3
 
 

@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_flatten
 
 from rooflab.errors import RooflabError
 from rooflab.formulas import (BYTE_FORMULAS, FLOP_FORMULAS, NO_FLOP_OPS,  # noqa: F401
-                              OVERWRITE_OPS, POINTWISE, REDUCTIONS, SDPA_OPS, VIEW_OPS,
+                              NAMED_OPS, OVERWRITE_OPS, POINTWISE, REDUCTIONS, SDPA_OPS, VIEW_OPS,
                               _named_args, flops_of, register, register_bytes)
 
 # --- the mode -------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ class Counter(TorchDispatchMode):
             written = sum(_tensor_bytes(t) for t in outs)
             if inplace and outs and id(outs[0]) in in_ids:
                 written = _tensor_bytes(outs[0])  # in place: the write lands in an input
-        named = _named_args(func, args, kwargs) if packet in SDPA_OPS else None
+        named = _named_args(func, args, kwargs) if packet in NAMED_OPS else None
         counted = flops_of(packet, args, outs, named)
         if counted is None:
             self.unsupported[packet.__name__] += 1

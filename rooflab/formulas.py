@@ -10,8 +10,9 @@ from typing import Callable
 
 import torch
 
-from rooflab.cost import (GELU_TANH_FLOPS, LAYERNORM_FLOPS, RMSNORM_FLOPS, RMSNORM_ROW_FLOPS,
-                          SILU_FLOPS, SOFTMAX_FLOPS)
+from rooflab.cost import (BATCHNORM_CHANNEL_FLOPS, BATCHNORM_FLOPS, BATCHNORM_STATS_FLOPS,
+                          GELU_TANH_FLOPS, LAYERNORM_FLOPS, LSTM_CELL_FLOPS, RMSNORM_FLOPS,
+                          RMSNORM_ROW_FLOPS, SILU_FLOPS, SOFTMAX_FLOPS)
 
 aten = torch.ops.aten
 
@@ -140,6 +141,74 @@ def _sdpa_op(args, out, named=None):
     return _sdpa(args[0], args[1], args[2], bool((named or {}).get("is_causal", False)))
 
 
+def _ops(*names):
+    return [getattr(aten, n) for n in names if hasattr(aten, n)]
+
+
+@register(*_ops("_native_multi_head_attention"))
+def _native_mha(args, out, named=None):
+    """nn.MultiheadAttention's fused path (eval, no grad; (B, L, E) batch-first): the q, k, v
+    and output projections with their biases and the attention core, counted as the unfused
+    path counts them (linear, SDPA), so that both paths of one module count alike."""
+    n = named or {}
+    q, k = n["query"], n["key"]
+    (b, lq, e), lk = _shape(q), _shape(k)[1]
+
+    proj = b * lq * e * e + 2 * b * lk * e * e + b * lq * e * e  # q; k, v; out
+    core = 2 * b * lq * lk * e  # QK^T and PV over heads x head_dim = E
+    biases = (b * lq * e + 2 * b * lk * e) * (n.get("qkv_bias") is not None) + b * lq * e * (
+        n.get("proj_bias") is not None)
+    return proj + core, 2 * (proj + core) + biases
+
+
+@register(*_ops("mkldnn_rnn_layer"))
+def _mkldnn_rnn_layer(args, out, named=None):
+    """One layer and direction of nn.LSTM on a CPU (oneDNN): per step, the input's and the
+    state's projections onto the G = 4 gates, their biases, the gates joined, and the cell; as
+    the same LSTM counts op by op where it runs unfused. Other cells have no formula yet."""
+    n = named or {}
+    x, w_ih, hidden = n["input"], n["weight0"], int(n["hidden_size"])
+    gates = _shape(w_ih)[0] // hidden
+    if gates != 4:
+        return None
+    steps_x_batch = x.numel() // _shape(x)[-1]  # T x B, whichever comes first
+    macs = steps_x_batch * (_shape(x)[-1] + hidden) * gates * hidden
+    biases = 2 * steps_x_batch * gates * hidden * bool(n.get("has_biases", True))
+    cell = steps_x_batch * hidden * (gates + LSTM_CELL_FLOPS)
+    return macs, 2 * macs + biases + cell
+
+
+@register(*_ops("native_batch_norm", "_native_batch_norm_legit",
+                "_native_batch_norm_legit_no_training"))
+def _batch_norm(args, out, named=None):
+    """(x - mean) / sqrt(var + eps) * weight + bias over (N, C, ...); in training, the batch's
+    mean and variance first."""
+    x = args[0]
+    channels = _shape(x)[1] if x.dim() > 1 else _shape(x)[0]
+    training = bool((named or {}).get("training", False))
+    per = BATCHNORM_FLOPS + BATCHNORM_STATS_FLOPS * training
+    return 0, x.numel() * per + channels * BATCHNORM_CHANNEL_FLOPS
+
+
+@register(*_ops("_embedding_bag", "_embedding_bag_forward_only"))
+def _embedding_bag(args, out, named=None):
+    """Each bag reduces its rows: one FLOP an element of the rows gathered (a reduction), one
+    more where per-sample weights scale them, and a divide an output element for a mean."""
+    n = named or {}
+    weight, idx = n["weight"], n["indices"]
+    rows = idx.numel() * _shape(weight)[1]
+    weighted = rows if n.get("per_sample_weights") is not None else 0
+    mean = out[0].numel() if int(n.get("mode", 0)) == 1 else 0
+    return 0, rows + weighted + mean
+
+
+# formulas that read arguments by name (flags, or arguments given as keywords)
+NAMED_OPS = set(SDPA_OPS) | set(_ops("_native_multi_head_attention", "mkldnn_rnn_layer",
+                                     "native_batch_norm", "_native_batch_norm_legit",
+                                     "_native_batch_norm_legit_no_training", "_embedding_bag",
+                                     "_embedding_bag_forward_only"))
+
+
 def _named_args(func, args, kwargs) -> dict:
     """Arguments by schema name (for formulas that need flags such as is_causal)."""
     names = [a.name for a in func._schema.arguments]
@@ -207,7 +276,7 @@ REDUCTIONS = {getattr(aten, n) for n in (
 
 def flops_of(packet, args, out_tensors, named: dict | None = None) -> tuple[int, int] | None:
     """(macs, flops) of one op, or None where rooflab has no formula for it."""
-    if packet in SDPA_OPS:
+    if packet in NAMED_OPS:
         return FLOP_FORMULAS[packet](args, out_tensors, named)
     if packet in FLOP_FORMULAS:
         return FLOP_FORMULAS[packet](args, out_tensors)
@@ -231,6 +300,16 @@ def _nbytes(t) -> int:
 @register_bytes(aten.embedding)
 def _embedding_bytes(args, outs):
     return _nbytes(args[1]) + _nbytes(outs[0]), _nbytes(outs[0])  # ids + the rows gathered
+
+
+@register_bytes(*_ops("_embedding_bag", "_embedding_bag_forward_only"))
+def _embedding_bag_bytes(args, outs):
+    """The rows the bags gather, not the table: indices, offsets, per-sample weights and a row
+    an index read; every output written (the sums and the bookkeeping tensors)."""
+    weight, idx = args[0], args[1]
+    row = _shape(weight)[1] * weight.element_size()
+    extra = sum(_nbytes(a) for a in args[2:] if isinstance(a, torch.Tensor))
+    return _nbytes(idx) + extra + idx.numel() * row, sum(_nbytes(t) for t in outs)
 
 
 @register_bytes(aten.index_select)

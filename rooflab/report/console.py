@@ -213,7 +213,7 @@ def collectives(d: dict) -> None:
 def analysis(d: dict) -> None:
     t = d["total"]
     rows = [[o["op"][:60], o["calls"], si(o["flops"], "FLOP"), si(o["bytes"], "B"),
-             f"{o['intensity']:.3g}", o["bound"], secs(o["floor_s"]),
+             f"{o['intensity']:.3g}", o.get("bound") or "no formula", secs(o.get("floor_s")),
              secs(o["measured_s"]) if o.get("measured_s") else "-",
              f"{o['fraction_of_roof']:.0%}" if o.get("fraction_of_roof") else "-"]
             for o in d["ops"][:20]]
@@ -233,7 +233,9 @@ def analysis(d: dict) -> None:
     for o in above[:5]:
         out.print(f"{o['op'][:60]} is above the roof: {o['above_roof']}.")
     if d.get("unsupported_ops"):
-        out.print("no FLOP formula (counted as 0 FLOPs): " + ", ".join(d["unsupported_ops"]))
+        share = t.get("no_formula_share")
+        out.print("no FLOP formula, so not placed on the roof: " + ", ".join(d["unsupported_ops"])
+                  + (f" ({share:.0%} of the measured time)" if share is not None else ""))
     if d.get("html"):
         out.print(f"page: {d['html']}")
 

@@ -152,6 +152,10 @@ def analysis_page(d: dict) -> str:
             "rows": [["\u00a0\u00a0" * m["depth"] + m["module"], *[m.get(c) for c in mod_cols[1:]]]
                      for m in d["modules"]]}
     t = d["total"]
+    no_formula = "" if t.get("complete", True) else (
+        f" No FLOP formula, so not on the roof: {esc(', '.join(d['unsupported_ops']))}"
+        + (f" ({t['no_formula_share']:.0%} of the measured time)."
+           if t.get("no_formula_share") is not None else "."))
     plot = svg.render(analysis_roofline(d)) if any(o.get("measured_s") for o in d["ops"]) else (
         "<p>Not profiled (--no-profile): counts only.</p>")
     return f"""<!DOCTYPE html>
@@ -161,7 +165,7 @@ def analysis_page(d: dict) -> str:
 <p>Inputs {esc(d['inputs'])} on {esc(d['device'])} ({esc(d['dtype'])}); roof: {esc(d['roof']['label'])},
 ridge {d['roof']['ridge']:.4g} FLOP/B. Total {t['macs']:,} MACs, {t['flops']:,} FLOPs,
 {t['bytes']:,} bytes; roofline floor {esc(fmt(t['floor_s'], 'floor_s'))}, measured
-{esc(fmt(t['measured_s'], 'measured_s'))}.</p>
+{esc(fmt(t['measured_s'], 'measured_s'))}.{no_formula}</p>
 {plot}
 {table_html(ops)}
 {table_html(mods)}

@@ -75,16 +75,18 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
     counter = _count(module, inputs)
     prof = _profile(module, inputs, device, iters) if profile else None
     ops = _ops(counter.records, R.Roof.from_ceilings(ceilings, dtype),
-               prof["by_op_s"] if prof else {})
+               prof["by_op_s"] if prof else {}, set(counter.unsupported_ops()))
+    counted = [d for d in ops if d["counted"]]  # an op with no formula is never on a roof
     # the roof this run's ops respect: raised where the cached ceilings were slow, and every op
     # left above it with its reason (the on-chip cache, noise)
     roof, roof_notes, why = R.hold(R.Roof.from_ceilings(ceilings, dtype),
                                    [(d["op"], d["intensity"], d["flops"] / d["measured_s"],
-                                     d["bytes"]) for d in ops if d["measured_s"]],
+                                     d["bytes"]) for d in counted if d["measured_s"]],
                                    ceilings.cache_bytes)
-    for d in ops:
+    for d in counted:
         _place(d, roof, why)
     total_measured = prof["total_s"] if prof else None
+    no_formula_s = sum(d["measured_s"] or 0 for d in ops if not d["counted"])
     return {
         "module": type(module).__name__, "device": device, "dtype": dtype,
         "inputs": [list(t.shape) for t in inputs],
@@ -92,9 +94,13 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
                  "mem_bandwidth_bytes_per_s": roof.mem_bandwidth_bytes_per_s,
                  "ridge": roof.ridge, "measured": True},
         "total": {"macs": counter.total_macs, "flops": counter.total_flops,
-                  "bytes": counter.total_bytes, "floor_s": sum(d["floor_s"] for d in ops),
+                  "bytes": counter.total_bytes, "floor_s": sum(d["floor_s"] for d in counted),
                   "measured_s": total_measured,
-                  "ops_matched_s": sum(d["measured_s"] or 0 for d in ops)},
+                  "ops_matched_s": sum(d["measured_s"] or 0 for d in ops),
+                  # every op has a formula; where not, the share of the time they took
+                  "complete": not counter.unsupported_ops(),
+                  "no_formula_measured_s": no_formula_s if prof else None,
+                  "no_formula_share": no_formula_s / total_measured if total_measured else None},
         "ops": sorted(ops, key=lambda d: -(d.get("lost_s") or 0)),
         "modules": _module_tree(module, counter.records, prof),
         "unsupported_ops": counter.unsupported_ops(), "roof_notes": roof_notes,
@@ -122,15 +128,19 @@ def _profile(module, inputs, device: str, iters: int) -> dict:
             "total_s": prof.device_time_us / prof.iters / 1e6}
 
 
-def _ops(records, roof: R.Roof, measured: dict[str, float]) -> list[dict]:
-    """The counted ops by op and shapes (predict.by_op), with their profiled seconds."""
+def _ops(records, roof: R.Roof, measured: dict[str, float], no_formula: set[str]) -> list[dict]:
+    """The counted ops by op and shapes (predict.by_op), with their profiled seconds; those
+    the counter has no formula for say so (``counted``: False)."""
     times = PR.op_times(records, roof, None)
     modules_of: dict[str, dict] = {}  # op -> the modules it ran under, in order, once each
+    name_of: dict[str, str] = {}
     for t in times:
         modules_of.setdefault(PR.by_op(t.record), {})[t.record.module] = None
+        name_of[PR.by_op(t.record)] = t.record.op
     return [{"op": key, "calls": d["kernels"], "macs": d["macs"], "flops": d["flops"],
              "bytes": d["bytes"], "modules": list(modules_of[key]),
-             "intensity": d["flops"] / d["bytes"], "measured_s": measured.get(key)}
+             "intensity": d["flops"] / d["bytes"], "measured_s": measured.get(key),
+             "counted": name_of[key] not in no_formula}
             for key, d in PR.group(times, PR.by_op).items()]
 
 
