@@ -15,6 +15,11 @@ through each GPU's link each way, so its time floor is 2(N-1)/N x bytes / (one d
 bandwidth); nccl-tests calls bytes / time the algorithm bandwidth and that times 2(N-1)/N the bus
 bandwidth. Without a measured bus bandwidth the floor uses the datasheet link (half of the
 datasheet's both-directions figure each way) and no latency floor, and says so.
+
+Over the whole model the embedding and the lm_head are vocabulary-parallel, as Megatron and vLLM
+shard them: each GPU holds vocab/tp rows (padded up). The embedding then needs one all-reduce of
+the embedded tokens (T x hidden) and the logits one all-gather (T x vocab) before sampling; the
+final norm runs whole on every GPU.
 """
 from __future__ import annotations
 
@@ -45,6 +50,12 @@ def shard(cfg: M.ModelConfig, tp: int) -> M.ModelConfig:
                    intermediate=cfg.intermediate // tp)
 
 
+def shard_model(cfg: M.ModelConfig, tp: int) -> M.ModelConfig:
+    """One GPU's share of the whole model: every layer's (``shard``), and vocab/tp rows of the
+    embedding and the lm_head."""
+    return replace(shard(cfg, tp), vocab=-(-cfg.vocab // tp)) if tp > 1 else cfg
+
+
 def all_reduce_s(message_bytes: int, n_gpus: int, bus_bandwidth_bytes_per_s: float,
                  latency_s: float = 0.0) -> float:
     """Ring all-reduce time: latency + 2(N-1)/N x bytes / bus bandwidth; 0 on one GPU."""
@@ -71,24 +82,37 @@ def collective_time_s(measured: dict, op: str, message_bytes: int) -> float:
 
 def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
                   link_bytes_per_s: float | None = None, link_source: str = "",
-                  measured: dict | None = None, act_dtype: str | None = None) -> dict:
+                  measured: dict | None = None, act_dtype: str | None = None,
+                  vocab_parallel: bool = False) -> dict:
     """The all-reduces of ``layers`` layers under ``tp``-way tensor parallelism, per GPU, and
     their time: on a collective measurement of ``tp`` ranks (measure/collectives.py) where one
     is given, else the floor on the datasheet link where one is known. The partial sums are
-    activations: sized in ``act_dtype`` (a quantised what-if's), else the model's dtype."""
+    activations: sized in ``act_dtype`` (a quantised what-if's), else the model's dtype. With
+    ``vocab_parallel`` (a whole model), the embedding's all-reduce and the logits' all-gather."""
     act = act_dtype or cfg.dtype
-    message = phase.tokens * cfg.hidden * C.elem_bytes(act)  # (T, hidden) partial sums
-    n = ALL_REDUCES_PER_LAYER * layers if tp > 1 else 0
+    e = C.elem_bytes(act)
+    message = phase.tokens * cfg.hidden * e  # (T, hidden) partial sums
+    n = ALL_REDUCES_PER_LAYER * layers + vocab_parallel if tp > 1 else 0
+    gathers = 1 if tp > 1 and vocab_parallel else 0
+    logits = phase.tokens * cfg.vocab * e  # (T, vocab) gathered from the vocab shards
     out = {"tp": tp, "all_reduces": n, "message_bytes": message, "dtype": act,
-           "all_reduce_bytes": n * message, "predicted_s": None, "link": None}
+           "all_reduce_bytes": n * message, "all_gathers": gathers,
+           "all_gather_bytes": gathers * logits, "predicted_s": None, "link": None}
     if tp > 1 and measured and measured["world_size"] == tp:
-        out["predicted_s"] = n * collective_time_s(measured, "all_reduce", message)
+        out["predicted_s"] = n * collective_time_s(measured, "all_reduce", message) + (
+            gathers * collective_time_s(measured, "all_gather", logits))
         out["link"] = (f"measured: {measured['backend']} all-reduce on {tp} x "
                        f"{measured['device_name']} ({measured['date']}), latency floor "
                        f"{measured['latency_floor_s']['all_reduce'] * 1e6:.1f} us")
     elif tp > 1 and link_bytes_per_s:
         one_way = link_bytes_per_s / 2
-        out["predicted_s"] = n * all_reduce_s(message, tp, one_way)
+        out["predicted_s"] = n * all_reduce_s(message, tp, one_way) + (
+            gathers * all_gather_s(logits, tp, one_way))
         out["link"] = (f"{link_source}; {one_way / 1e9:.0f} GB/s each way as the bus bandwidth, "
                        "no latency floor (nothing measured)")
     return out
+
+
+def all_gather_s(message_bytes: int, n_gpus: int, bus_bandwidth_bytes_per_s: float) -> float:
+    """Ring all-gather of a ``message_bytes`` result: (N-1)/N x bytes / bus bandwidth."""
+    return (n_gpus - 1) / n_gpus * message_bytes / bus_bandwidth_bytes_per_s if n_gpus > 1 else 0.0

@@ -97,3 +97,25 @@ def test_cli_tp(capsys):
     assert code == 0 and "tensor parallel over 4 GPUs" in out and "whole on every GPU" in out
     assert main(["layer", "--tp", "3"]) == 2
     assert lookup("T4").link_bytes_per_s == 32e9 and "PCIe" in lookup("T4").link_source
+
+
+def test_the_lm_head_and_embedding_are_split_by_vocabulary():
+    """A whole model under TP: each GPU holds vocab/tp rows of the embedding and the lm_head
+    (Megatron's and vLLM's split), so the lm_head's MACs divide too; the logits are gathered
+    once (T x vocab) and the embedded tokens all-reduced once (T x hidden)."""
+    from rooflab.studies import decoder
+
+    phase = M.Phase.decode(8, 4096)
+    one = decoder.model_summary(LLAMA, phase, tp=1)
+    eight = decoder.model_summary(LLAMA, phase, tp=8, hw=lookup("H200"))
+    head = {d["name"]: d for d in one["parts"]}["lm_head"]
+    head8 = {d["name"]: d for d in eight["parts"]}["lm_head"]
+    assert head["macs"] == 8 * 4096 * 128256 and head8["macs"] == 8 * 4096 * 16032  # 128256 / 8
+    c = eight["communication"]
+    assert c["all_reduces"] == 2 * 32 + 1 and c["all_gathers"] == 1
+    assert c["all_gather_bytes"] == 8 * 128256 * 2 and c["all_reduce_bytes"] == 65 * 8 * 4096 * 2
+    # ring: 2(N-1)/N of each all-reduce, (N-1)/N of the gather, over 450 GB/s each way
+    assert c["predicted_s"] == pytest.approx(
+        (65 * 2 * 7 / 8 * 65536 + 7 / 8 * 8 * 128256 * 2) / 450e9)
+    assert eight["replicated"] == ["final_norm"] and one["replicated"] == []
+    assert eight["params"] < one["params"] / 7  # the vocabulary rows split as well as the layers

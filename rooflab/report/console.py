@@ -182,7 +182,9 @@ def _communication(d: dict) -> None:
     if d.get("tp", 1) > 1:
         out.print(f"tensor parallel over {d['tp']} GPUs (figures above: one GPU's share): "
                   f"{c['all_reduces']} all-reduces of {c['message_bytes']:,} B, "
-                  f"{c['all_reduce_bytes']:,} B per GPU; time floor "
+                  f"{c['all_reduce_bytes']:,} B per GPU"
+                  + (f", and {c['all_gathers']} all-gather of the logits, {c['all_gather_bytes']:,} B"
+                     if c.get("all_gathers") else "") + "; time floor "
                   f"{secs(c['predicted_s']) if c['predicted_s'] is not None else '- (no link figure: pass --gpu)'}"
                   + (f" ({c['link']})" if c["link"] else ""))
 
@@ -193,7 +195,9 @@ def model(d: dict) -> None:
           COST_COLUMNS, _cost_rows(d["parts"] + [d["total"]]))
     out.print(f"parameters {d['params']:,}; KV cache {d['kv_cache_bytes']:,} B")
     if d.get("replicated"):
-        out.print("whole on every GPU: " + ", ".join(d["replicated"]))
+        out.print("whole on every GPU: " + ", ".join(d["replicated"])
+                  + ("; the embedding and lm_head split by vocabulary" if d.get("vocab_parallel")
+                     else ""))
     _communication(d)
 
 

@@ -80,7 +80,8 @@ def recipes(cfg: M.ModelConfig, hw: H.Hardware, batches=(1, 64), kv_len: int = 1
 
 
 def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
-           hw: H.Hardware | None, act_dtype: str | None = None) -> dict:
+           hw: H.Hardware | None, act_dtype: str | None = None,
+           vocab_parallel: bool = False) -> dict:
     """On the collectives measured here (rooflab collectives) when the GPUs asked about are the
     ones present, else on the datasheet link."""
     measured = None
@@ -89,24 +90,25 @@ def _comms(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int,
         if K.gpu_count() >= tp and (hw is None or hw.name == H.detect().name):
             measured = K.cached("cuda", tp)
     return TP.communication(cfg, phase, tp, layers, hw.link_bytes_per_s if hw else None,
-                           hw.link_source if hw else "", measured, act_dtype)
+                           hw.link_source if hw else "", measured, act_dtype, vocab_parallel)
 
 
 def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None, tp: int = 1,
                   hw: H.Hardware | None = None, precision: Q.Precision | None = None) -> dict:
-    """Whole-model totals for one GPU; under tensor parallelism its layers are its share, while
-    the embedding, final norm and lm_head stay whole on every GPU (``models.model_costs`` says
-    what a ``precision`` applies to)."""
-    full, cfg = cfg, TP.shard(cfg, tp)
+    """Whole-model totals for one GPU; under tensor parallelism its share: the layers', and the
+    embedding's and lm_head's vocabulary slice, while the final norm runs whole on every GPU
+    (``models.model_costs`` says what a ``precision`` applies to)."""
+    full, cfg = cfg, TP.shard_model(cfg, tp)
     mc = M.model_costs(cfg, phase, precision)
     return {"model": cfg.name, "config": cfg.as_dict(), "phase": phase.kind, "batch": phase.batch,
             "seq": phase.seq, "kv_len": phase.kv_len, "params": mc["params"],
             "kv_cache_bytes": mc["kv_cache_bytes"], "layers_by_type": mc["layers_by_type"],
             "parts": [row(p, roof) for p in mc["parts"]], "total": row(mc["total"], roof),
-            "tp": tp, "replicated": ["embedding", "final_norm", "lm_head"] if tp > 1 else [],
+            "tp": tp, "replicated": ["final_norm"] if tp > 1 else [],
+            "vocab_parallel": tp > 1,
             "precision": precision.label if precision else None,
             "communication": _comms(full, phase, tp, full.layers, hw,
-                                    precision and precision.act)}
+                                    precision and precision.act, vocab_parallel=True)}
 
 
 def sweeps(cfg: M.ModelConfig, roof: R.Roof, kv_len: int = 1024, prefill_batch: int = 32,
