@@ -34,19 +34,26 @@ class Roof:
     @classmethod
     def from_ceilings(cls, ceilings, dtype: str) -> "Roof":
         """This device's measured roof for ``dtype`` (``ceilings``: a measure.ceilings.Ceilings,
-        or anything with its device_name, peak_flops_per_s and mem_bandwidth_bytes_per_s): the
-        matmul peak measured in that dtype; where none was (a CPU has no fp8 matmul), the
-        fastest peak that was measured, so that no op is predicted below a rate the device
-        showed. The one fallback, stated here for every caller."""
-        d = C.dtype_name(dtype)
-        peaks = ceilings.peak_flops_per_s
-        peak = peaks.get(d) or max(peaks.values())
-        return cls(f"{ceilings.device_name} (measured)", peak,
-                   ceilings.mem_bandwidth_bytes_per_s, d, True, ceilings.device_name)
+        or anything with its device, device_name, peak_flops_per_s and hardware()), named as
+        the device measured: its matmul peak measured in that dtype, else measured_dtype's."""
+        base = None
+        if ceilings.device == "cuda":  # a GPU of the table keeps the table's name
+            from rooflab.hardware import detect
+            base = detect(ceilings.device_name)
+        hw = ceilings.hardware(base)
+        return cls.of(hw, measured_dtype(hw.peak_flops_per_s, dtype))
 
     @property
     def ridge(self) -> float:
         return ridge(self.peak_flops_per_s, self.mem_bandwidth_bytes_per_s)
+
+
+def measured_dtype(peaks: dict, dtype: str) -> str:
+    """The dtype whose measured peak stands for ``dtype``'s: itself where it was measured, else
+    bf16 where that was, else fp32 (a CPU measures no fp8 matmul; a GPU's ceilings no fp64).
+    The one fallback of every measured roof."""
+    d = C.dtype_name(dtype)
+    return d if d in peaks else "bf16" if "bf16" in peaks else "fp32"
 
 
 def intensity(flops: int, nbytes: int) -> float:

@@ -56,11 +56,14 @@ def test_without_costs_the_prediction_is_the_plain_roofline():
         assert t.predicted_s == t.roofline_s and t.floor_s == 0.0
 
 
-@pytest.mark.parametrize("dtype,peak", [("bf16", 4e11), ("fp32", 1e11), ("fp8", 4e11)])
-def test_the_measured_roof_takes_its_dtype_or_the_fastest_measured(dtype, peak):
+@pytest.mark.parametrize("dtype,stands_in", [("bf16", "bf16"), ("fp32", "fp32"), ("fp8", "bf16")])
+def test_the_measured_roof_takes_its_dtype_or_the_one_fallback(dtype, stands_in):
     roof = Roof.from_ceilings(CEIL, dtype)
-    assert roof.peak_flops_per_s == peak and roof.mem_bandwidth_bytes_per_s == 1e10
-    assert roof.measured and roof.dtype == dtype and roof.label == "test (measured)"
+    assert roof.peak_flops_per_s == CEIL.peak_flops_per_s[stands_in]
+    assert roof.mem_bandwidth_bytes_per_s == 1e10 and roof.measured and roof.dtype == stands_in
+    assert roof.label == f"test (measured) {stands_in}"
+    cpu = CE.Ceilings("cpu", "c", 1e10, {"fp32": 1e11, "fp64": 5e10})  # no bf16 measured: fp32
+    assert Roof.from_ceilings(cpu, "fp16").dtype == "fp32"
 
 
 def test_layer_names():

@@ -28,8 +28,8 @@ class Dtypes:
 
     @classmethod
     def resolve(cls, device: str, ceilings: CE.Ceilings, layer: str) -> "Dtypes":
-        return cls(layer, runnable(layer, device),
-                   "bf16" if "bf16" in ceilings.peak_flops_per_s else "fp32")
+        return cls(layer, runnable(layer, device), R.measured_dtype(ceilings.peak_flops_per_s,
+                                                                     "bf16"))
 
 
 @dataclass
@@ -78,10 +78,8 @@ class Context:
         return self.dtypes.roof
 
     def measured_roof(self, dtype: str) -> R.Roof:
-        """This device's measured roof for ``dtype``: its measured peak, or where that dtype was
-        not measured, the roof of the run's measured dtype (the lab's one fallback)."""
-        return R.Roof.of(self.measured, dtype if dtype in self.ceilings.peak_flops_per_s
-                         else self.dtypes.roof)
+        """This device's measured roof for ``dtype`` (Roof.from_ceilings, its one fallback)."""
+        return R.Roof.from_ceilings(self.ceilings, dtype)
 
     @property
     def trace_dir(self) -> str:

@@ -34,7 +34,7 @@ def run(ctx: Context) -> dict:
     sizes = [1024, 2048, 4096, 8192]
     gemm, gemv = R.sweep("gemm", gpu_roof, sizes), R.sweep("gemv", gpu_roof, sizes)
     mdt = ctx.measured_dtype
-    m_roof = R.Roof.of(ctx.measured, mdt)
+    m_roof = ctx.measured_roof(mdt)
     tdt = torch_dtype(mdt)
     m_sizes = [256, 512, 1024] if ctx.device == "cpu" else [512, 1024, 2048, 4096, 8192]
     if ctx.quick:

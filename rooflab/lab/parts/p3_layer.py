@@ -50,7 +50,7 @@ def run(ctx: Context) -> dict:
     mlp_fused = M.mlp_one_kernel_bytes(cfg, tokens)
     recipes = decoder.recipes(cfg, ctx.gpu, batches=(1, 64, 512))
     answers = {**questions_analytic(cfg, roof_spec(roof), dec, pre, sw,
-                                    R.Roof.of(ctx.measured, m_dt).ridge if m_dt else None,
+                                    ctx.measured_roof(m_dt).ridge if m_dt else None,
                                     mlp_fused, recipes, roof_spec(lab_roof)),
                **questions_measured(measured, not_measured, ctx.device)}
     if measured:
