@@ -209,6 +209,15 @@ NAMED_OPS = set(SDPA_OPS) | set(_ops("_native_multi_head_attention", "mkldnn_rnn
                                      "_embedding_bag_forward_only"))
 
 
+def register_attention(packet) -> None:
+    """Count ``packet``, an attention op of SDPA's contract (q, k, v, then is_causal by name),
+    as SDPA is counted: rooflab's own kernels as torch ops (kernels/hf_attention.py)."""
+    if packet not in SDPA_OPS:
+        register(packet)(_sdpa_op)
+        SDPA_OPS.append(packet)
+        NAMED_OPS.add(packet)
+
+
 def _named_args(func, args, kwargs) -> dict:
     """Arguments by schema name (for formulas that need flags such as is_causal)."""
     names = [a.name for a in func._schema.arguments]

@@ -224,7 +224,7 @@ COMMANDS = {
     ("model",): ["--model", "--phase", "--batch", "--seq", "--kv-len", "--gpu", "--tp",
                  "--weight-dtype", "--act-dtype", "--kv-dtype", "--group-size", "--measure",
                  "--new-tokens", "--lm-head", "--device", "--graph", "--no-graph"],
-    ("generate",): ["--model", "--batch", "--seq", "--new-tokens", "--lm-head", "--device",
+    ("generate",): ["--model", "--batch", "--seq", "--new-tokens", "--lm-head", "--device", "--attn",
                     "--graph", "--no-graph"],
     ("analyze",): ["--device", "--html", "--profile", "--no-profile"],
     ("collectives",): ["--device", "--world-size", "--sizes", "--refresh"],

@@ -147,6 +147,12 @@ def test_generate_cli_and_its_old_spelling(tmp_path, monkeypatch, capsys):
     assert "now `rooflab generate`" in capsys.readouterr().err
     assert main(["model", "--measure", "--tp", "2"]) == 2
     assert main(["generate", "--lm-head", "first"]) == 2
+    assert main(["generate", "--attn", "sdpa,eager"]) == 2
+    assert main(["generate", "--model", str(cfg_path), "--seq", "8", "--new-tokens", "2",
+                 "--device", "cpu", "--attn", "rooflab", "--json"]) == 0
+    paths = json.loads(capsys.readouterr().out)["attention_paths"]
+    # an fp32 CPU model, and a static cache whose mask covers its unused tail: SDPA, counted
+    assert set(paths) <= {"sdpa (dtype torch.float32)", "sdpa (a mask)"} and sum(paths.values())
     monkeypatch.setattr(GN, "free_bytes", lambda device: 1 << 20)
     assert main(["generate", "--device", "cpu"]) == 2  # will not fit: one line
 

@@ -222,6 +222,8 @@ def generate(model_name: Optional[str] = typer.Option(None, "--model", help="pre
              device: str = DEVICE,
              graph: bool = typer.Option(True, "--graph/--no-graph",
                                         help="also replay decode as a CUDA graph"),
+             attn: str = typer.Option("sdpa", "--attn", help="sdpa, eager or rooflab (its "
+                                      "FlashAttention and flash-decoding kernels)"),
              as_json: bool = JSON):
     """The whole model with random weights generating on this device: TTFT, TPOT, tokens/s and
     memory, each beside its prediction from the counted ops."""
@@ -232,11 +234,14 @@ def generate(model_name: Optional[str] = typer.Option(None, "--model", help="pre
     cfg = M.load(model_name)
     I.positive(batch, "--batch"), I.positive(seq, "--seq"), I.positive(new_tokens, "--new-tokens")
     I.choices(lm_head, GN.LM_HEAD, "--lm-head")
+    if attn not in GN.ATTN:
+        raise I.UserError(f"--attn takes one of {', '.join(GN.ATTN)}; got {attn!r}")
     dev = I.device(device)
     GN.check_fits(cfg, batch, seq or 512, new_tokens, dev, GN.default_dtype(cfg, dev),
                   lm_head)  # before any work or progress bar
     ceil = CE.get(dev, note=console.note)
     with console.Progress() as prog:
-        data = GN.measure_generation(cfg, batch, seq or 512, new_tokens, ceil, dev, lm_head=lm_head,
-                          graph=graph, progress=prog.task(f"{cfg.name} generating", GN.STEPS))
+        data = GN.measure_generation(cfg, batch, seq or 512, new_tokens, ceil, dev,
+                                     lm_head=lm_head, graph=graph, attn=attn,
+                                     progress=prog.task(f"{cfg.name} generating", GN.STEPS))
     _emit(data, as_json, console.generation)

@@ -49,7 +49,8 @@ from rooflab.units import si
 
 CLASSES = ("elementwise", "generic", "indexed", "reduction", "matmul", "attention")
 MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm", "matmul"}
-ATTENTION_OPS = {p.__name__ for p in count.SDPA_OPS}
+ROOFLAB_ATTENTION_OPS = {"flash_attention", "flash_decoding"}  # kernels/hf_attention.py's ops
+ATTENTION_OPS = {p.__name__ for p in count.SDPA_OPS} | ROOFLAB_ATTENTION_OPS
 REDUCTION_OPS = {p.__name__ for p in count.REDUCTIONS} | {"_softmax", "softmax", "_safe_softmax",
                                                            "_log_softmax"}
 CONCAT_OPS = {"cat", "stack"}
@@ -191,6 +192,10 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
                "flash": SDPBackend.FLASH_ATTENTION}
     chosen = [b for name, b in backend.items() if name in r.op] or list(backend.values())
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    if r.op in ROOFLAB_ATTENTION_OPS:  # rooflab's own kernel, on the same reference shape
+        from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
+        op = getattr(torch.ops.rooflab, r.op)
+        return lambda: op(q, k, v, causal, d ** -0.5)
 
     def call():
         with sdpa_kernel(chosen):

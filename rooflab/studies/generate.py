@@ -105,9 +105,12 @@ class Generation:
     advance() moves on by one greedy token."""
 
     def __init__(self, cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, device: str,
-                 dtype: str, lm_head: str = "last", built=None):
+                 dtype: str, lm_head: str = "last", built=None, attn: str = "sdpa"):
         tdt = torch_dtype(dtype)
-        self.model, self.config = built or hf.build_model(cfg, device, tdt, attn="sdpa")
+        if attn == "rooflab":
+            from rooflab.kernels import register_hf_attention
+            register_hf_attention()
+        self.model, self.config = built or hf.build_model(cfg, device, tdt, attn=attn)
         self.cache = _static_cache(self.config, batch, seq + new_tokens, device, tdt)
         g = torch.Generator(device="cpu").manual_seed(0)
         self.ids = torch.randint(cfg.vocab, (batch, seq), generator=g).to(device)
@@ -250,10 +253,12 @@ def _loop_s(fn, n: int, device: str) -> float:
 def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int,
                        ceil: Ceilings, device: str, dtype: str | None = None,
                        lm_head: str = "last", graph: bool = True,
-                       costs: OC.OpCosts | None = None, built=None, progress=None) -> dict:
+                       costs: OC.OpCosts | None = None, built=None, progress=None,
+                       attn: str = "sdpa") -> dict:
     """Measure and predict one (batch, prompt length); ``built`` reuses a (model, config) from
     hf.build_model for several shapes (the memory check then counts the weights as present);
-    ``progress()`` is called after each of its STEPS steps."""
+    ``progress()`` is called after each of its STEPS steps; ``attn``: transformers' attention
+    implementation (ATTN), "rooflab" for rooflab's kernels (the paths they took are counted)."""
     tick = progress or (lambda: None)
     dtype = dtype or default_dtype(cfg, device)
     mem = check_fits(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
@@ -265,10 +270,11 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
     costs = costs or OC.measure_op_costs(device)
     tick()
     out: dict = {"model": cfg.name, "device": device, "dtype": dtype, "batch": batch,
-                 "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head,
+                 "seq": seq, "new_tokens": new_tokens, "lm_head": lm_head, "attn": attn,
                  "memory_predicted": mem}
+    paths = _attention_paths() if attn == "rooflab" else None
     with torch.no_grad():  # not inference_mode: the counter needs composite ops decomposed
-        gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built)
+        gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built, attn)
         tick()
         with count.Counter(gen.model) as c:
             gen.prefill()
@@ -317,11 +323,21 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
             _graphs(gen, seq, new_tokens, device, out)
         tick()
     _ratios(out, batch, mem)
+    if paths is not None:  # each attention call's path: a kernel, or SDPA and why
+        out["attention_paths"] = dict(_attention_paths() - paths)
     out["layers_predicted"] = {
         "prefill": {k: v["predicted_s"] for k, v in pre["groups"].items()},
         "decode": {k: v["predicted_s"] for k, v in dec["groups"].items()}}
     del gen
     return out
+
+
+ATTN = ("sdpa", "eager", "rooflab")
+
+
+def _attention_paths():
+    from rooflab.kernels.hf_attention import CALLS
+    return CALLS.copy()
 
 
 def _graphs(gen: Generation, seq: int, new_tokens: int, device: str, out: dict) -> None:

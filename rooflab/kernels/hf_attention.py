@@ -1,0 +1,105 @@
+"""rooflab's attention kernels inside a real transformers model: an attention implementation named
+"rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
+flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often.
+
+The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
+the dispatch counter sees them as one attention op each, with SDPA's formula (formulas.py), and
+the prediction measures their rate as it does a backend's (measure/op_classes.py).
+
+    from rooflab.kernels import register_hf_attention
+    register_hf_attention()
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="rooflab")
+"""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import torch
+
+from rooflab import formulas
+
+NAME = "rooflab"
+DECODE_MAX_Q = 16  # queries a sequence from which a call is a prefill (flash_decoding's limit)
+CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)"
+
+
+# --- the kernels as torch ops -------------------------------------------------------------------
+@torch.library.custom_op("rooflab::flash_attention", mutates_args=())
+def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
+                       scale: float) -> torch.Tensor:
+    from rooflab.kernels.flash_attention import flash_attention
+    return flash_attention(q, k, v, is_causal, scale)[0]
+
+
+@torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
+def flash_decoding_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
+                      scale: float) -> torch.Tensor:
+    from rooflab.kernels.flash_decoding import flash_decode
+    return flash_decode(q, k, v, is_causal, scale)[0]
+
+
+for _name, _op in (("flash_attention", flash_attention_op), ("flash_decoding", flash_decoding_op)):
+    _op.register_fake(lambda q, k, v, is_causal, scale: torch.empty_like(q))  # (B, H, Lq, D)
+    formulas.register_attention(getattr(torch.ops.rooflab, _name))
+
+
+# --- the attention implementation ---------------------------------------------------------------
+def outside(module, query, key, value, attention_mask, dropout: float, kwargs: dict) -> str:
+    """Why the kernels do not take this call ('' where they do). q (B, H, Lq, D), k and v
+    (B, Hkv, Lkv, D), as transformers passes them."""
+    h, lq, d = query.shape[1:]
+    hkv, lkv = key.shape[1:3]
+    if attention_mask is not None:
+        return "a mask"
+    if dropout:
+        return "dropout"
+    if kwargs.get("softcap") is not None:
+        return "softcapping"
+    if kwargs.get("sliding_window") and lkv > kwargs["sliding_window"]:
+        return "a sliding window shorter than the keys"
+    if query.dtype not in (torch.float16, torch.bfloat16) or key.dtype != query.dtype:
+        return f"dtype {query.dtype}"
+    if d not in (16, 32, 64, 128, 256) or value.shape[-1] != d:
+        return f"head dim {d}"
+    if h % hkv:
+        return "K/V heads that do not divide the query heads"
+    if lq <= DECODE_MAX_Q and (h // hkv) * lq > 128:
+        return "more rows a KV head than flash-decoding holds"
+    return ""
+
+
+def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
+                      scaling: float | None = None, is_causal: bool | None = None, **kwargs):
+    """transformers' attention contract: (B, Lq, H, D) output and no weights."""
+    why = outside(module, query, key, value, attention_mask, dropout, kwargs)
+    if why:
+        CALLS[f"sdpa ({why})"] += 1
+        if why == "softcapping":  # SDPA has no softcap: the model's own eager path
+            fallback = sys.modules[type(module).__module__].eager_attention_forward
+        else:
+            from transformers.integrations.sdpa_attention import sdpa_attention_forward
+            fallback = sdpa_attention_forward
+        return fallback(module, query, key, value, attention_mask, dropout=dropout,
+                        scaling=scaling, is_causal=is_causal, **kwargs)
+    lq, lkv = query.shape[2], key.shape[2]
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    causal = causal and lq > 1  # one new token sees the whole cache
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    if lq <= DECODE_MAX_Q:
+        CALLS["flash_decoding"] += 1
+        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale)
+    else:
+        CALLS["flash_attention"] += 1
+        out = torch.ops.rooflab.flash_attention(query, key, value, causal and lq <= lkv, scale)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register() -> str:
+    """Register "rooflab" with transformers (attention and, as SDPA's, its masks); its name."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(NAME, attention_forward)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
+    return NAME

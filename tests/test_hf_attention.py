@@ -1,0 +1,89 @@
+"""rooflab's attention inside a transformers model (kernels/hf_attention.py), on the CPU under
+TRITON_INTERPRET=1: the same logits and tokens as SDPA, FlashAttention at prefill and
+flash-decoding at decode, SDPA where a mask is given (counted), and the counter sees each kernel
+as one attention op with SDPA's formula."""
+import copy
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="Triton is not installed")
+transformers = pytest.importorskip("transformers")
+
+from rooflab.count import count  # noqa: E402
+from rooflab.kernels import hf_attention as HA  # noqa: E402
+from rooflab.kernels import register_hf_attention  # noqa: E402
+from rooflab.measure import op_classes as OC  # noqa: E402
+
+B, L, H, HKV, D = 2, 40, 4, 2, 32
+
+
+@pytest.fixture(scope="module")
+def models():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    assert register_hf_attention() == "rooflab"
+    cfg = LlamaConfig(vocab_size=128, hidden_size=H * D, intermediate_size=256,
+                      num_hidden_layers=2, num_attention_heads=H, num_key_value_heads=HKV,
+                      head_dim=D, max_position_embeddings=256)
+    torch.manual_seed(0)  # a config each: the implementation is set on the config object
+    ref = LlamaForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
+                                        dtype=torch.bfloat16)
+    ours = LlamaForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
+                                         dtype=torch.bfloat16)
+    assert ref.config._attn_implementation == "sdpa"
+    ours.load_state_dict(ref.state_dict())
+    return ref.eval(), ours.eval()
+
+
+def test_prefill_and_decode_run_the_kernels_and_match_sdpa(models):
+    ref, ours = models
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(1))
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids).logits.float(), ours(ids).logits.float()
+        assert float((a - b).norm() / a.norm()) < 2e-2  # bf16 rounding, not a different answer
+        assert dict(HA.CALLS) == {"flash_attention": 2}  # one a layer
+        HA.CALLS.clear()
+        kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
+                  pad_token_id=0)  # no padding: the mask is skipped, as SDPA skips it
+        want, got = ref.generate(ids, **kw), ours.generate(ids, **kw)
+    assert torch.equal(want, got)
+    assert dict(HA.CALLS) == {"flash_attention": 2, "flash_decoding": 2 * 2}  # 2 decode steps
+
+
+def test_a_mask_falls_back_to_sdpa_and_is_counted(models):
+    ref, ours = models
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(B, L, dtype=torch.long)
+    mask[0, :5] = 0  # a left-padded row
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a = ref(ids, attention_mask=mask).logits
+        b = ours(ids, attention_mask=mask).logits
+    assert torch.equal(a, b) and dict(HA.CALLS) == {"sdpa (a mask)": 2}
+
+
+def test_the_counter_sees_each_kernel_as_one_attention_op(models):
+    _, ours = models
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        c = count(lambda: ours(ids), module=ours)
+    ops = [r for r in c.records if r.op == "flash_attention"]
+    assert len(ops) == 2 and not c.unsupported_ops()
+    # causal, Lq == Lkv: the 40 * 41 / 2 allowed pairs, QK^T and PV, over B * H heads
+    assert ops[0].macs == B * H * (L * (L + 1) // 2) * 2 * D
+    assert OC.op_class(ops[0]) == "attention" and "causal prefill" in OC.attention_key(ops[0])
+
+
+@pytest.mark.parametrize("kw,why", [({"dropout": 0.1}, "dropout"),
+                                    ({"softcap": 50.0}, "softcapping"),
+                                    ({"sliding_window": 16}, "a sliding window")])
+def test_what_the_kernels_do_not_take(kw, why):
+    q = torch.randn(1, H, L, D, dtype=torch.bfloat16)
+    k = torch.randn(1, HKV, L, D, dtype=torch.bfloat16)
+    dropout = kw.pop("dropout", 0.0)
+    assert HA.outside(None, q, k, k, None, dropout, kw).startswith(why)
+    assert HA.outside(None, q.float(), k.float(), k.float(), None, 0.0, {}) == \
+        "dtype torch.float32"
+    assert HA.outside(None, q, k, k, None, 0.0, {}) == ""
