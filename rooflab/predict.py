@@ -17,11 +17,10 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from rooflab import hf
+from rooflab import hf, roofline
 from rooflab.count import OpRecord
 from rooflab.measure import op_classes as OC
 from rooflab.measure.profile import op_key
-from rooflab import roofline
 from rooflab.roofline import Roof
 
 SUMS = ("kernels", "macs", "flops", "bytes", "kernels_s", "predicted_s", "roofline_s", "floors_s")
