@@ -143,7 +143,9 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         raise ModelError(f"{origin}: layer_types has {len(types)} entries for {n} layers")
     if "sliding" in types and not window:
         raise ModelError(f"{origin}: sliding layers but no sliding_window")
-    act_name = str(d.get("hidden_activation") or d.get("hidden_act") or "silu")
+    # transformers' defaults where a config leaves the activation out: Gemma's GeLU-tanh
+    default_act = "gelu_pytorch_tanh" if fam.startswith("gemma") else "silu"
+    act_name = str(d.get("hidden_activation") or d.get("hidden_act") or default_act)
     act = "gelu_tanh" if "gelu" in act_name else "silu" if act_name in ("silu", "swish") else None
     if act is None:
         raise ModelError(f"{origin}: MLP activation {act_name!r} is not supported")

@@ -6,6 +6,7 @@
 # PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
+#          decoder_heldout (the held-out configs, never tuned on),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 150 s and 360 s);
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
@@ -44,6 +45,7 @@ has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
   Llama-3.1-8B,Qwen3-8B
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
+has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
 for a in tiles ratios sweep; do
   has attn_$a && run attn_$a python3 benchmarks/attention.py "$cur" $a
 done

@@ -116,3 +116,13 @@ def test_malformed_and_unknown(tmp_path):
         M.load(str(p))
     with pytest.raises(M.ModelError, match="unknown model"):
         M.load("gpt-5")
+
+
+def test_a_gemma_config_without_its_activation_takes_transformers_default():
+    """Gemma's configs may leave the MLP activation out; transformers then runs GeLU-tanh, and
+    so must the count (a held-out config found it counted as SiLU)."""
+    d = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+         "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+         "head_dim": 32, "vocab_size": 100, "sliding_window": 16}
+    assert M.from_hf_dict(d).act == "gelu_tanh"
+    assert M.from_hf_dict({**d, "model_type": "llama"}).act == "silu"
