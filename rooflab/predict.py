@@ -91,3 +91,16 @@ def by_layer(r: OpRecord) -> str:
 
 def by_component(family: str) -> Callable[[OpRecord], str]:
     return lambda r: hf.component_of(r.module, family) or f"other ({r.module})"
+
+
+def basis(ceilings, costs: OC.OpCosts) -> dict:
+    """What a prediction rests on, rate by rate, so that it can be told from a fit: the
+    ceilings (measured this run, or cached and checked by a probe), the op floors and element
+    rates (measured this run), each kind of attention kernel (timed this run on a reference
+    shape, or the roofline's ceilings where its reference could not run)."""
+    return {"ceilings": (f"cached from {ceilings.date}, checked by a short probe this run"
+                         if ceilings.cached else f"measured this run ({ceilings.date})"),
+            "op_costs": f"kernel floors and element rates measured this run on {costs.device}",
+            "attention": {k: (f"timed this run on {a['reference']}" if "bound" in a else
+                              f"the roofline's ceilings ({a.get('error', 'not measured')})")
+                          for k, a in sorted(costs.attention.items())}}

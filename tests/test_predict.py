@@ -72,3 +72,17 @@ def test_layer_names():
     assert PR.by_layer(rec("lm_head")) == "lm_head"
     assert PR.by_layer(rec("model.embed_tokens")) == "embedding"
     assert PR.by_layer(rec("model.norm")) == "final norm"
+
+
+def test_the_basis_says_where_each_rate_came_from():
+    from dataclasses import replace
+
+    costs = OC.OpCosts("cpu", {k: FLOOR for k in OC.CLASSES}, {2: 1e9, 4: 1e9}, attention={
+        "a": {"bound": "compute", "flops_per_s": 1e12, "bytes_per_s": 1e9, "reference": "REF"},
+        "b": {"error": "out of memory"}})
+    fresh = PR.basis(replace(CEIL, date="today"), costs)
+    assert fresh["ceilings"] == "measured this run (today)"
+    assert "cached from today" in PR.basis(replace(CEIL, date="today", cached=True),
+                                            costs)["ceilings"]
+    assert fresh["attention"] == {"a": "timed this run on REF",
+                                  "b": "the roofline's ceilings (out of memory)"}

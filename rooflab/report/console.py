@@ -295,6 +295,9 @@ def generation(d: dict) -> None:
         line += (f"; measured peak {d['memory_measured_peak_bytes'] / 2**30:.2f} GiB "
                  f"(predicted/measured {d['memory_predicted_over_measured']:.2f})")
     out.print(line)
+    if d.get("rests_on"):
+        out.print(f"the prediction rests on: ceilings {d['rests_on']['ceilings']}; "
+                  f"{d['rests_on']['op_costs']}")
     if d.get("attention_paths") is not None:
         out.print("rooflab's attention, calls by path: " + (", ".join(
             f"{k} {v}" for k, v in sorted(d["attention_paths"].items())) or "none"))

@@ -287,6 +287,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         pre, dec = (predict(rs, ceil, dtype, costs) for rs in (pre_records, c.records))
         out["op_costs"] = costs.as_dict()  # with the attention rates just measured
         out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
+        out["rests_on"] = PR.basis(ceil, costs)
         tick()
         ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
                          name="prefill")
