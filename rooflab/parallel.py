@@ -100,7 +100,7 @@ def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
            "all_gather_bytes": gathers * logits, "predicted_s": None, "link": None}
     if tp > 1 and measured and measured["world_size"] == tp:
         out["predicted_s"] = n * collective_time_s(measured, "all_reduce", message) + (
-            gathers * collective_time_s(measured, "all_gather", logits))
+            _gather_s(measured, logits) if gathers else 0.0)
         out["link"] = (f"measured: {measured['backend']} all-reduce on {tp} x "
                        f"{measured['device_name']} ({measured['date']}), latency floor "
                        f"{measured['latency_floor_s']['all_reduce'] * 1e6:.1f} us")
@@ -111,6 +111,15 @@ def communication(cfg: M.ModelConfig, phase: M.Phase, tp: int, layers: int = 1,
         out["link"] = (f"{link_source}; {one_way / 1e9:.0f} GB/s each way as the bus bandwidth, "
                        "no latency floor (nothing measured)")
     return out
+
+
+def _gather_s(measured: dict, message_bytes: int) -> float:
+    """One all-gather on a measurement; where it has none, half an all-reduce of the same size
+    (a ring all-gather moves (N-1)/N of the result, an all-reduce twice that)."""
+    try:
+        return collective_time_s(measured, "all_gather", message_bytes)
+    except ParallelError:
+        return collective_time_s(measured, "all_reduce", message_bytes) / 2
 
 
 def all_gather_s(message_bytes: int, n_gpus: int, bus_bandwidth_bytes_per_s: float) -> float:

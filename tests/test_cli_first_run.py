@@ -325,3 +325,12 @@ def test_half_dtype_defaults_become_fp32_on_a_cpu(capsys, argv):
     assert code == 0, err
     assert json.loads(out)["dtype"] == "bf16"
     assert "rooflab: bf16 on this CPU is emulated" in err and "--dtype fp32" in err
+
+
+@pytest.mark.parametrize("argv", [["model", "--model", "--measure", "--measure"],
+                                  ["model", "--measure", "--batch", "0"]])
+def test_the_old_spelling_checks_its_input_before_it_says_anything(capsys, argv):
+    """`model --measure` names its new spelling only once the input holds: bad input is one
+    line (hypothesis found the two-line case)."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1 and "is now `rooflab generate`" not in err

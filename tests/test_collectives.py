@@ -38,6 +38,11 @@ def test_tp_communication_on_a_measurement():
     assert c["predicted_s"] == pytest.approx(64 * 45e-6)  # below 1 MiB: the latency floor
     assert "measured: nccl" in c["link"]
     assert P.communication(cfg, ph, 4, 32, measured=SYNTHETIC)["predicted_s"] is None  # 2 ranks
+    # a whole model: one more all-reduce (the embedding) and the logits' all-gather, timed as
+    # half an all-reduce of its size where the measurement has no all-gather
+    whole = P.communication(cfg, ph, 2, 32, measured=SYNTHETIC, vocab_parallel=True)
+    gather = P.collective_time_s(SYNTHETIC, "all_reduce", 8 * 128256 * 2) / 2
+    assert whole["predicted_s"] == pytest.approx(65 * 45e-6 + gather)
 
 
 def test_cli_without_gpus_one_line(capsys):

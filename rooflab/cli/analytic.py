@@ -180,9 +180,9 @@ def model(model_name: Optional[str] = typer.Option(None, "--model", help="preset
             if value:
                 raise I.UserError(f"{flag} is for the analytic view; --measure runs prefill of "
                                   "--seq tokens, then --new-tokens decode steps, on this device")
-        console.note("`rooflab model --measure` is now `rooflab generate` (same options)")
-        measured.generate(model_name, batch, seq, new_tokens, lm_head, device, graph, "sdpa",
-                          as_json)
+        measured.run_generate(model_name, batch, seq, new_tokens, lm_head, device, graph, "sdpa",
+                              as_json, announce="`rooflab model --measure` is now `rooflab "
+                              "generate` (same options)")
         return
     cfg = M.load(model_name)
     prec = I.precision(cfg.dtype, weight_dtype, act_dtype, kv_dtype, group_size)

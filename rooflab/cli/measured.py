@@ -227,6 +227,12 @@ def generate(model_name: Optional[str] = typer.Option(None, "--model", help="pre
              as_json: bool = JSON):
     """The whole model with random weights generating on this device: TTFT, TPOT, tokens/s and
     memory, each beside its prediction from the counted ops."""
+    run_generate(model_name, batch, seq, new_tokens, lm_head, device, graph, attn, as_json)
+
+
+def run_generate(model_name, batch, seq, new_tokens, lm_head, device, graph, attn, as_json,
+                 announce: str = "") -> None:
+    """`rooflab generate`; ``announce``: a line said once the input is checked, before work."""
     from rooflab import models as M
     from rooflab.measure import ceilings as CE
     from rooflab.studies import generate as GN
@@ -239,6 +245,8 @@ def generate(model_name: Optional[str] = typer.Option(None, "--model", help="pre
     dev = I.device(device)
     GN.check_fits(cfg, batch, seq or 512, new_tokens, dev, GN.default_dtype(cfg, dev),
                   lm_head)  # before any work or progress bar
+    if announce:
+        console.note(announce)
     ceil = CE.get(dev, note=console.note)
     with console.Progress() as prog:
         data = GN.measure_generation(cfg, batch, seq or 512, new_tokens, ceil, dev,
