@@ -145,7 +145,16 @@ def _ops(*names):
     return [getattr(aten, n) for n in names if hasattr(aten, n)]
 
 
-@register(*_ops("_native_multi_head_attention"))
+NAMED_OPS = set(SDPA_OPS)  # formulas that read arguments by name (flags, or keywords)
+
+
+def register_named(*packets):
+    """``register`` for a formula that reads its arguments by name: (args, out, named)."""
+    NAMED_OPS.update(packets)
+    return register(*packets)
+
+
+@register_named(*_ops("_native_multi_head_attention"))
 def _native_mha(args, out, named=None):
     """nn.MultiheadAttention's fused path (eval, no grad; (B, L, E) batch-first): the q, k, v
     and output projections with their biases and the attention core, counted as the unfused
@@ -161,7 +170,7 @@ def _native_mha(args, out, named=None):
     return proj + core, 2 * (proj + core) + biases
 
 
-@register(*_ops("mkldnn_rnn_layer"))
+@register_named(*_ops("mkldnn_rnn_layer"))
 def _mkldnn_rnn_layer(args, out, named=None):
     """One layer and direction of nn.LSTM on a CPU (oneDNN): per step, the input's and the
     state's projections onto the G = 4 gates, their biases, the gates joined, and the cell; as
@@ -178,8 +187,8 @@ def _mkldnn_rnn_layer(args, out, named=None):
     return macs, 2 * macs + biases + cell
 
 
-@register(*_ops("native_batch_norm", "_native_batch_norm_legit",
-                "_native_batch_norm_legit_no_training"))
+@register_named(*_ops("native_batch_norm", "_native_batch_norm_legit",
+                      "_native_batch_norm_legit_no_training"))
 def _batch_norm(args, out, named=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over (N, C, ...); in training, the batch's
     mean and variance first."""
@@ -190,7 +199,7 @@ def _batch_norm(args, out, named=None):
     return 0, x.numel() * per + channels * BATCHNORM_CHANNEL_FLOPS
 
 
-@register(*_ops("_embedding_bag", "_embedding_bag_forward_only"))
+@register_named(*_ops("_embedding_bag", "_embedding_bag_forward_only"))
 def _embedding_bag(args, out, named=None):
     """Each bag reduces its rows: one FLOP an element of the rows gathered (a reduction), one
     more where per-sample weights scale them, and a divide an output element for a mean."""
@@ -202,20 +211,12 @@ def _embedding_bag(args, out, named=None):
     return 0, rows + weighted + mean
 
 
-# formulas that read arguments by name (flags, or arguments given as keywords)
-NAMED_OPS = set(SDPA_OPS) | set(_ops("_native_multi_head_attention", "mkldnn_rnn_layer",
-                                     "native_batch_norm", "_native_batch_norm_legit",
-                                     "_native_batch_norm_legit_no_training", "_embedding_bag",
-                                     "_embedding_bag_forward_only"))
-
-
 def register_attention(packet) -> None:
     """Count ``packet``, an attention op of SDPA's contract (q, k, v, then is_causal by name),
     as SDPA is counted: rooflab's own kernels as torch ops (kernels/hf_attention.py)."""
     if packet not in SDPA_OPS:
-        register(packet)(_sdpa_op)
+        register_named(packet)(_sdpa_op)
         SDPA_OPS.append(packet)
-        NAMED_OPS.add(packet)
 
 
 def _named_args(func, args, kwargs) -> dict:

@@ -136,7 +136,8 @@ def test_ctrl_c_anywhere_is_exit_130(capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.H, "detect", interrupted)
+    from rooflab import hardware
+    monkeypatch.setattr(hardware, "detect", interrupted)
     code, _, err = run(capsys, "specs")
     assert code == 130 and err.strip().splitlines()[-1] == "rooflab: interrupted"
     for behaviour in (lambda **k: 130, lambda **k: (_ for _ in ()).throw(KeyboardInterrupt),

@@ -12,7 +12,6 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
 
-from rooflab import hardware as H  # noqa: F401 - tests stub H.detect through this module
 from rooflab.cli import analytic, lab, measured  # noqa: F401 - each registers its commands
 from rooflab.cli import inputs as I
 from rooflab.cli.common import app

@@ -18,9 +18,10 @@ from collections import Counter
 import torch
 
 from rooflab import formulas
+from rooflab.kernels.flash_decoding import MAX_ROWS  # query rows one decode program holds
+from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries: a decode
 
 NAME = "rooflab"
-DECODE_MAX_Q = 16  # queries a sequence from which a call is a prefill (flash_decoding's limit)
 CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)"
 
 
@@ -64,7 +65,7 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return f"head dim {d}"
     if h % hkv:
         return "K/V heads that do not divide the query heads"
-    if lq <= DECODE_MAX_Q and (h // hkv) * lq > 128:
+    if lq <= DECODE_MAX_Q and (h // hkv) * lq > MAX_ROWS:
         return "more rows a KV head than flash-decoding holds"
     return ""
 

@@ -85,8 +85,8 @@ def write_outputs(out_dir: str, results: dict, parts=None) -> None:
 
 
 def run_lab(device: str, parts=tuple(LP.PARTS), gpu: str | None = None, quick: bool = False,
-        out_dir: str = "rooflab-report", resume: bool = False, progress=None,
-        on_part=None, note=None, dtype: str | None = None) -> dict:
+            out_dir: str = "rooflab-report", resume: bool = False, progress=None,
+            on_part=None, note=None, dtype: str | None = None) -> dict:
     """Run the parts; returns the results dict. ``progress(desc, total) -> advance`` draws bars;
     ``on_part(num, entry)`` is told when each part ends; ``note(line)`` of steps with no bar
     (measuring the ceilings); ``dtype``: the decoder layer's (part 3), else its config's."""

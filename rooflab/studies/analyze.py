@@ -74,12 +74,13 @@ def analyze(module: torch.nn.Module, inputs, device: str = "cpu", ceilings=None,
     dtype = dtype_name(str(params[0].dtype))
     counter = _count(module, inputs)
     prof = _profile(module, inputs, device, iters) if profile else None
-    ops = _ops(counter.records, R.Roof.from_ceilings(ceilings, dtype),
-               prof["by_op_s"] if prof else {}, set(counter.unsupported_ops()))
+    measured_roof = R.Roof.from_ceilings(ceilings, dtype)
+    ops = _ops(counter.records, measured_roof, prof["by_op_s"] if prof else {},
+               set(counter.unsupported_ops()))
     counted = [d for d in ops if d["counted"]]  # an op with no formula is never on a roof
     # the roof this run's ops respect: raised where the cached ceilings were slow, and every op
     # left above it with its reason (the on-chip cache, noise)
-    roof, roof_notes, why = R.hold(R.Roof.from_ceilings(ceilings, dtype),
+    roof, roof_notes, why = R.hold(measured_roof,
                                    [(d["op"], d["intensity"], d["flops"] / d["measured_s"],
                                      d["bytes"]) for d in counted if d["measured_s"]],
                                    ceilings.cache_bytes)
