@@ -4,6 +4,7 @@ overhead; and a small real GPU trace for tests."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import sys
 
@@ -145,6 +146,7 @@ def small_trace(path: str) -> None:
     P.profile(f, iters=2, warmup=1, device="cuda", trace_path=raw)
     with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
+    os.remove(raw)
 
 
 def main(out_dir: str, what: str = "all") -> None:
