@@ -7,8 +7,10 @@
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
 #          decoder_heldout (the held-out configs, never tuned on),
-#          attn_tiles,attn_ratios,attn_sweep,lab,notebook, and on two or more GPUs: collectives,lab6;
-#          kernel_tests and other_tests split tests (on the H200: about 150 s and 360 s);
+#          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
+#          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
+#          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
+#          gpu_tests: only the other tests that use the GPU (marked gpu or on_device);
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
@@ -33,6 +35,9 @@ has kernel_tests && run kernel_tests python3 -m pytest -q -p no:cacheprovider -o
   --junitxml="$cur/pytest-gpu-kernels.xml" tests/test_kernels_*.py
 has other_tests && run other_tests python3 -m pytest -q -p no:cacheprovider -o addopts= \
   --junitxml="$cur/pytest-gpu-other.xml" tests --ignore-glob="tests/test_kernels_*.py"
+has gpu_tests && run gpu_tests python3 -m pytest -q -p no:cacheprovider -o addopts= \
+  --junitxml="$cur/pytest-gpu-marked.xml" -m "gpu or on_device" tests \
+  --ignore-glob="tests/test_kernels_*.py"
 has measure && run measure python3 benchmarks/measurement.py "$cur"
 has fusion && run fusion python3 benchmarks/fusion.py "$cur"
 has kernels && run kernels python3 benchmarks/kernels.py "$cur" gelu,decode_default,lab_decode,flash_default
@@ -55,15 +60,16 @@ has lab6 && run lab6 python3 -m rooflab lab --parts 6 --out "$cur/report6"
 # the notebooks' code cells, in order, as one script each (the device has no Jupyter kernel);
 # notebook_t4 runs the solutions on the T4 code path (no native bf16) forced on this GPU, quick
 root=$PWD
-nb() {  # nb NAME LOG [env...]
-  local name=$1 log=$2; shift 2
-  mkdir -p "$cur/nb_${log%.txt}" && (cd "$cur/nb_${log%.txt}" && env MPLBACKEND=Agg "$@" \
+nb() {  # nb NAME LOG [env...]: in a folder of its own outside OUT (its report is many files)
+  local name=$1 log=$2 dir; shift 2; dir=$(mktemp -d)
+  (cd "$dir" && env MPLBACKEND=Agg "$@" \
     python3 -c "import json; cells = json.load(open('$root/notebooks/$name'))['cells'];
 exec(compile(chr(10).join(''.join(c['source']) for c in cells if c['cell_type'] == 'code'), '$name', 'exec'))" \
     > "$cur/$log" 2>&1); local rc=$?; grep -c '^OK:' "$cur/$log"; grep -c '^NOT YET:' "$cur/$log"
   tail -5 "$cur/$log"; return $rc
 }
 has notebook && run notebook nb lab1.ipynb notebook.txt
+has notebook_quick && run notebook_quick nb lab1.ipynb notebook_quick.txt ROOFLAB_QUICK=1
 has notebook_solutions && run notebook_solutions nb lab1_solutions.ipynb notebook_solutions.txt
 has notebook_t4 && run notebook_t4 nb lab1_solutions.ipynb notebook_t4.txt ROOFLAB_QUICK=1 \
   PYTHONPATH="$root:$root/scripts/t4_path"

@@ -12,6 +12,9 @@ os.environ.setdefault("ROOFLAB_CACHE", os.path.join(os.path.dirname(__file__), "
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # a test taking the device fixture runs on the GPU where there is one
+        if "device" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.on_device)
     if HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none here)")

@@ -1,5 +1,5 @@
 """rooflab's attention inside a transformers model (kernels/hf_attention.py), on the CPU under
-TRITON_INTERPRET=1: the same logits and tokens as SDPA, FlashAttention at prefill and
+TRITON_INTERPRET=1 and on a GPU where there is one: the same logits and tokens as SDPA, FlashAttention at prefill and
 flash-decoding at decode, SDPA where a mask is given (counted), and the counter sees each kernel
 as one attention op with SDPA's formula."""
 import copy
@@ -15,7 +15,9 @@ from rooflab.kernels import hf_attention as HA  # noqa: E402
 from rooflab.kernels import register_hf_attention  # noqa: E402
 from rooflab.measure import op_classes as OC  # noqa: E402
 
+pytestmark = pytest.mark.on_device
 B, L, H, HKV, D = 2, 40, 4, 2, 32
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the kernels compile, or are interpreted
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +35,12 @@ def models():
                                          dtype=torch.bfloat16)
     assert ref.config._attn_implementation == "sdpa"
     ours.load_state_dict(ref.state_dict())
-    return ref.eval(), ours.eval()
+    return ref.eval().to(DEV), ours.eval().to(DEV)
 
 
 def test_prefill_and_decode_run_the_kernels_and_match_sdpa(models):
     ref, ours = models
-    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(1)).to(DEV)
     HA.CALLS.clear()
     with torch.no_grad():
         a, b = ref(ids).logits.float(), ours(ids).logits.float()
@@ -54,8 +56,8 @@ def test_prefill_and_decode_run_the_kernels_and_match_sdpa(models):
 
 def test_a_mask_falls_back_to_sdpa_and_is_counted(models):
     ref, ours = models
-    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(2))
-    mask = torch.ones(B, L, dtype=torch.long)
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(2)).to(DEV)
+    mask = torch.ones(B, L, dtype=torch.long, device=DEV)
     mask[0, :5] = 0  # a left-padded row
     HA.CALLS.clear()
     with torch.no_grad():
@@ -66,7 +68,7 @@ def test_a_mask_falls_back_to_sdpa_and_is_counted(models):
 
 def test_the_counter_sees_each_kernel_as_one_attention_op(models):
     _, ours = models
-    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(3))
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(3)).to(DEV)
     with torch.no_grad():
         c = count(lambda: ours(ids), module=ours)
     ops = [r for r in c.records if r.op == "flash_attention"]
