@@ -65,6 +65,7 @@ def test_without_wheel_or_source_one_line(venv, tmp_path):
         "ROOFLAB_SOURCE, then run this cell again"]
 
 
+@pytest.mark.network  # pip installs the wheel's dependencies from the index
 def test_installs_from_the_wheel_beside_the_notebook(venv, tmp_path):
     tmp, py = venv
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
