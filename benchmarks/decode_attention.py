@@ -37,7 +37,7 @@ def model_rows(name: str, batch: int, seq: int, ceil, costs, phase: str = "decod
             call()
         prof = P.profile(call, iters=3, warmup=2, device="cuda")
     OC.measure_attention(costs, c.records, "cuda")
-    ops = LM.by_op(c.records, ceil, "bf16", costs, prof.by_op_us, prof.iters)
+    ops = LM.by_op(c.records, ceil, "bf16", costs, prof)
     attn = {k: v for k, v in prof.op_kernels.items() if "attention" in k or "sdpa" in k.lower()}
     del g
     torch.cuda.empty_cache()

@@ -54,7 +54,8 @@ def main(out_dir: str, heldout: bool = False) -> None:
                     for o in r["ops"][:6]:
                         print(f"    {o['op'][:60]:60s} {o['class']:11s} pred "
                               f"{o['predicted_s'] * 1e6:7.1f} us  kernel "
-                              f"{(o['kernel_s'] or 0) * 1e6:7.1f} us")
+                              f"{(o['kernel_s'] or 0) * 1e6:7.1f} us  calls {o['calls']} "
+                              f"launches {o['launches']}")
     within = [abs(r["predicted_over_kernel"] - 1) <= 0.25 for r in rows]
     within10 = [abs(r["predicted_over_kernel"] - 1) <= 0.10 for r in rows]
     write(out_dir, "decoder_heldout" if heldout else "decoder",

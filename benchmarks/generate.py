@@ -67,7 +67,7 @@ def diagnose(name: str, batch: int, seq: int) -> list[dict]:
         with count.Counter(g.model) as c:
             g.step()
         prof = P.profile(g.step, iters=3, warmup=2, device="cuda")
-    ops = LM.by_op(c.records, ceil, "bf16", costs, prof.by_op_us, prof.iters)
+    ops = LM.by_op(c.records, ceil, "bf16", costs, prof)
     print(name, batch, seq, "kernel time", prof.device_time_us / prof.iters, "us, launches",
           prof.launches_per_iter, "timeline", prof.timeline)
     for o in ops[:12]:

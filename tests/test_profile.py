@@ -108,6 +108,9 @@ def test_real_h200_trace_attribution():
     # per op and shapes, every level of dispatch: the matmul's kernels are also aten::mm's
     assert r.by_op_us["matmul(256x256,256x256)"] == r.by_op_us["mm(256x256,256x256)"] > 0
     assert sum(us for k, us in r.by_op_us.items() if k.startswith("matmul(")) < r.device_time_us
+    # and its launches: the one matmul a call is two kernels (what a one-kernel model misses)
+    assert r.by_op_launches["mm(256x256,256x256)"] == 2 * 2
+    assert r.by_op_launches["gelu(65536)"] == 1 * 2
 
 
 def test_op_key_leaves_out_scalars():

@@ -76,6 +76,7 @@ class ProfileResult:
     trace_path: str | None = None
     annotation_kernels: dict[str, list] = field(default_factory=dict)  # range -> [name, us]
     by_op_us: dict[str, float] = field(default_factory=dict)  # op_key -> device time
+    by_op_launches: dict[str, int] = field(default_factory=dict)  # op_key -> kernels launched
 
     @property
     def launches_per_iter(self) -> float:
@@ -216,6 +217,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     by_ann: dict[str, float] = defaultdict(float)
     ann_k: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     by_op: dict[str, float] = defaultdict(float)
+    launches: dict[str, int] = defaultdict(int)
     for k in kernels:
         table[k["name"]].append(float(k["dur"]))
         launch = launchers.get(id(k))
@@ -229,6 +231,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
         # so a counted op finds its kernels whichever level of dispatch it was recorded at
         for key in {op_key(r["name"], r.get("args", {}).get("Input Dims") or []) for r in ops}:
             by_op[key] += float(k["dur"])
+            launches[key] += 1
         anns = [r for r in chain if r.get("cat") == "user_annotation"]
         if anns:
             ann = anns[-1]["name"][len(ANNOTATION_PREFIX):]
@@ -253,7 +256,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
                          dict(by_cat), dict(by_ann), sum(r.calls for r in rows),
                          sum(r.total_us for r in rows),
                          _timeline(kernels), notes, annotation_kernels=ann_top,
-                         by_op_us=dict(by_op))
+                         by_op_us=dict(by_op), by_op_launches=dict(launches))
 
 
 @contextlib.contextmanager

@@ -57,10 +57,12 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC
 
 
 def by_op(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.OpCosts,
-          measured_us: dict[str, float], iters: int) -> list[dict]:
+          prof: P.ProfileResult) -> list[dict]:
     """Counted ops grouped by op and shapes, each with its class, predicted time and the
-    profiled kernel time of the same op and shapes (None where the profile has no such op,
-    e.g. inside a CUDA graph); slowest measured first."""
+    profiled kernel time and launches of the same op and shapes (None where the profile has no
+    such op, e.g. inside a CUDA graph); slowest measured first. An op predicted as one kernel a
+    call that launches more (a split-K GEMM's reduction, a backend's helper kernels) shows it as
+    launches above calls."""
     times = PR.op_times(records, Roof.from_ceilings(ceil, dtype), costs)
     first, elements = {}, {}
     for t in times:
@@ -69,11 +71,12 @@ def by_op(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC.O
         elements[key] = elements.get(key, 0) + t.record.out_elements
     rows = []
     for key, d in PR.group(times, PR.by_op).items():
-        us = measured_us.get(key)
+        us, n = prof.by_op_us.get(key), prof.by_op_launches.get(key)
         rows.append({"op": key, "class": OC.op_class(first[key]), "path": OC.path(first[key]),
                      "calls": d["kernels"], "bytes": d["bytes"], "elements": elements[key],
                      "predicted_s": d["predicted_s"],
-                     "kernel_s": us / iters / 1e6 if us is not None else None})
+                     "kernel_s": us / prof.iters / 1e6 if us is not None else None,
+                     "launches": n / prof.iters if n is not None else None})
     return sorted(rows, key=lambda d: -(d["kernel_s"] or 0))
 
 
@@ -140,7 +143,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     kernel_s = prof.device_time_us / prof.iters / 1e6
     predicted_s = sum(d["predicted_s"] for d in per.values())
     roofline_s = sum(d["roofline_s"] for d in per.values())
-    ops = by_op(counter.records, ceil, dtype or cfg.dtype, costs, prof.by_op_us, prof.iters)
+    ops = by_op(counter.records, ceil, dtype or cfg.dtype, costs, prof)
     comps = []
     for comp, d in per.items():
         measured = prof.by_annotation_us.get(comp)
