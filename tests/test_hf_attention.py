@@ -63,7 +63,31 @@ def test_a_mask_falls_back_to_sdpa_and_is_counted(models):
     with torch.no_grad():
         a = ref(ids, attention_mask=mask).logits
         b = ours(ids, attention_mask=mask).logits
-    assert torch.equal(a, b) and dict(HA.CALLS) == {"sdpa (a mask)": 2}
+    assert torch.equal(a, b) and dict(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)": 2}
+
+
+def test_a_static_cache_decodes_with_its_kept_keys(models):
+    """A static cache hands every decode step a mask of its valid slots: flash-decoding takes
+    it as kept keys. Its prefill from empty comes without a mask, causal as SDPA's (top left):
+    the queries see none of the slots past them."""
+    ref, ours = models
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(4)).to(DEV)
+    kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False,
+              pad_token_id=0, cache_implementation="static")
+    HA.CALLS.clear()
+    with torch.no_grad():
+        want, got = ref.generate(ids, **kw), ours.generate(ids, **kw)
+    assert torch.equal(want, got)
+    assert dict(HA.CALLS) == {"flash_attention": 2, "flash_decoding (kept keys)": 2 * 3}
+
+
+def test_kept_keys_only_from_a_decodes_boolean_mask():
+    m = torch.ones(B, 1, 1, 48, dtype=torch.bool)
+    assert HA.kept_keys(m, 1).shape == (B, 48)
+    assert HA.kept_keys(m.expand(B, 1, 2, 48), 2) is None      # two queries: rows differ
+    assert HA.kept_keys(m.float(), 1) is None                    # an additive bias
+    assert HA.kept_keys(m.expand(B, H, 1, 48), 1) is None        # a mask per head
+    assert HA.kept_keys(None, 1) is None
 
 
 def test_the_counter_sees_each_kernel_as_one_attention_op(models):
@@ -89,3 +113,22 @@ def test_what_the_kernels_do_not_take(kw, why):
     assert HA.outside(None, q.float(), k.float(), k.float(), None, 0.0, {}) == \
         "dtype torch.float32"
     assert HA.outside(None, q, k, k, None, 0.0, {}) == ""
+
+
+def test_causal_is_sdpas_top_left_with_fewer_or_more_queries_than_keys():
+    """transformers leaves the mask out and asks for SDPA's causal (aligned at the top left):
+    fewer queries than keys run the kernel on the keys they can see; more go to SDPA."""
+    from types import SimpleNamespace
+    module = SimpleNamespace(is_causal=True, num_key_value_groups=H // HKV, training=False)
+    g = torch.Generator().manual_seed(5)
+    for lq, lkv, path in ((20, 32, "flash_attention"), (32, 20, "sdpa (causal, more queries "
+                                                                 "than keys)")):
+        q = torch.randn(1, H, lq, D, generator=g).to(DEV, torch.bfloat16)
+        k, v = (torch.randn(1, HKV, lkv, D, generator=g).to(DEV, torch.bfloat16) for _ in "kv")
+        HA.CALLS.clear()
+        out, _ = HA.attention_forward(module, q, k, v, None, is_causal=True)
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float().repeat_interleave(H // HKV, 1),
+            v.float().repeat_interleave(H // HKV, 1), is_causal=True).transpose(1, 2)
+        assert dict(HA.CALLS) == {path: 1}
+        assert float((out.float() - want).abs().max()) < 3e-2  # bf16

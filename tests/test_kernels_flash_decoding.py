@@ -58,6 +58,34 @@ def test_flash_decode_every_merge_and_load(device, shape, merge_rows, tma, last)
         assert not FD.arrival_counts(device, b * hkv).any()
 
 
+@pytest.mark.parametrize("shape", DECODE_SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_decode_attends_to_the_keys_kept(device, shape, causal):
+    """keep (B, Lkv): a static cache's unused slots, a left-padded row, holes; the same answer
+    as fp64 attention with that mask (and the causal one), whichever runs and merges cut it."""
+    b, h, lq, lkv, d, hkv, programs = shape
+    g = torch.Generator(device="cpu").manual_seed(lkv)
+    mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
+    q, k, v = mk(b, h, lq, d), mk(b, hkv, lkv, d), mk(b, hkv, lkv, d)
+    keep = torch.rand(b, lkv, generator=g) > 0.3
+    keep[0, lkv // 2:] = False      # a static cache's unused end
+    keep[:, lkv // 2 - 1] = True    # every row attends somewhere
+    if lq > 1:
+        keep[:, -lq:] = True        # causal rows see their own key
+    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device))
+    allowed = keep[:, None, None, :].expand(b, h, lq, lkv).clone()
+    if causal:
+        allowed &= torch.arange(lkv)[None, :] <= lkv - lq + torch.arange(lq)[:, None]
+    rep = lambda t: t.double().cpu().repeat_interleave(h // hkv, 1)  # noqa: E731
+    s = (q.double().cpu() @ rep(k).transpose(-1, -2)) * d ** -0.5
+    s = s.masked_fill(~allowed, float("-inf"))
+    ref = torch.softmax(s, -1) @ rep(v)
+    assert float((o.double().cpu() - ref).abs().max()) < 3e-3
+    assert float((lse.double().cpu() - torch.logsumexp(s, -1)).abs().max()) < 1e-3
+    with pytest.raises(ValueError, match="keep"):
+        FD.flash_decode(q, k, v, causal, keep=keep[:, :-1].to(device))
+
+
 def test_flash_decode_strided_inputs_and_limits(device):
     """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
     g = torch.Generator(device="cpu").manual_seed(1)

@@ -37,12 +37,14 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 
 if triton is not None:
     @triton.jit
-    def partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi, qk_scale,
-                        sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV, GROUP,
-                        n_q, n_kv, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                        WHOLE: tl.constexpr, TMA: tl.constexpr):
+    def partial_softmax(Q, K, V, KEEP, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
+                        qk_scale, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+                        skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                        UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
+                        HAS_KEEP: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
+        # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache).
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
         # LSE_PART are then O and LSE themselves, written in their final form (no merge).
         b, hk = bhk // HKV, bhk % HKV
@@ -78,6 +80,9 @@ if triton is not None:
                 v = v.to(tl.float32)
             qk = tl.dot(q, tl.trans(k)) * qk_scale       # scores in log2 units
             keep = inside[None, :]
+            if HAS_KEEP:  # this batch row's valid keys
+                kept = tl.load(KEEP + b * skeep + cols, mask=inside, other=0) != 0
+                keep = keep & kept[None, :]
             if CAUSAL:
                 keep = keep & (cols[None, :] <= last_key[:, None])
             qk = tl.where(keep, qk, float("-inf"))
@@ -104,12 +109,13 @@ if triton is not None:
                      mask=valid[:, None])
 
     @triton.jit
-    def split_kv_fwd(Q, K, V, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
-                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+    def split_kv_fwd(Q, K, V, KEEP, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
+                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-                     WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr):
+                     WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
+                     HAS_KEEP: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
         # laid end to end, one partial per head it touches (slot 0: the head's first program).
         # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
@@ -123,11 +129,11 @@ if triton is not None:
             bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
             lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
-            partial_softmax(Q, K, V, O_PART, LSE_PART, bhk, pid - (bhk * n_blocks) // per_program,
-                            max_slots, lo * BLOCK_N, tl.minimum(hi * BLOCK_N, n_kv), qk_scale,
-                            sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, HKV,
-                            GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE,
-                            TMA)
+            partial_softmax(Q, K, V, KEEP, O_PART, LSE_PART, bhk,
+                            pid - (bhk * n_blocks) // per_program, max_slots, lo * BLOCK_N,
+                            tl.minimum(hi * BLOCK_N, n_kv), qk_scale, sqb, sqh, sqm, skb, skh,
+                            skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
+                            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP)
             if LAST_MERGES:
                 tl.debug_barrier()                       # every store of the partial, then
                 arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
@@ -326,8 +332,10 @@ def dependent_launch(device) -> bool:
 
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
-                 programs: int | None = None, cfg: dict | None = None):
-    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log."""
+                 programs: int | None = None, cfg: dict | None = None, keep=None):
+    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
+    None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
+    valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one."""
     q, k, v = checked(q, k, v, causal, "flash_decode")
     b, h, n_q, d = q.shape
     _, hkv, n_kv, _ = k.shape
@@ -358,13 +366,20 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     scale = scale if scale is not None else d ** -0.5
     kd, vd = (FA.descriptor(k, block_n), FA.descriptor(v, block_n)) if tma else (k, v)
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
+    if keep is not None:
+        if keep.shape != (b, n_kv) or keep.dtype != torch.bool or keep.stride(-1) != 1:
+            raise ValueError(f"keep is a (B, Lkv) = ({b}, {n_kv}) bool tensor, rows "
+                             f"contiguous; got {tuple(keep.shape)} {keep.dtype}")
+        keep = keep.view(torch.uint8)
     split_kv_fwd[(grid,)](
-        q, kd, vd, o_part, lse_part, o, lse, arrived, scale * 1.4426950408889634,  # log2(e): exp2
+        q, kd, vd, keep if keep is not None else q, o_part, lse_part, o, lse, arrived,
+        scale * 1.4426950408889634,  # log2(e): exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), hkv, group,
-        n_q, n_kv, n_blocks, per, b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m,
-        BLOCK_N=block_n, CAUSAL=causal, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
-        WHOLE=whole, TMA=tma, LAST_MERGES=last_merges, **c)
+        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+        keep.stride(0) if keep is not None else 0, hkv, group, n_q, n_kv, n_blocks, per,
+        b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+        UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, TMA=tma,
+        LAST_MERGES=last_merges, HAS_KEEP=keep is not None, **c)
     if whole or last_merges:
         return o, lse
     if rows:

@@ -35,14 +35,24 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_cau
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
 def flash_decoding_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                      scale: float) -> torch.Tensor:
+                      scale: float, keep: torch.Tensor | None = None) -> torch.Tensor:
     from rooflab.kernels.flash_decoding import flash_decode
-    return flash_decode(q, k, v, is_causal, scale)[0]
+    return flash_decode(q, k, v, is_causal, scale, keep=keep)[0]
 
 
 for _name, _op in (("flash_attention", flash_attention_op), ("flash_decoding", flash_decoding_op)):
-    _op.register_fake(lambda q, k, v, is_causal, scale: torch.empty_like(q))  # (B, H, Lq, D)
-    formulas.register_attention(getattr(torch.ops.rooflab, _name))
+    _op.register_fake(lambda q, k, v, is_causal, scale, keep=None: torch.empty_like(q))
+    formulas.register_attention(getattr(torch.ops.rooflab, _name))  # out: (B, H, Lq, D)
+
+
+def kept_keys(mask, lq: int):
+    """A decode's boolean mask (B, 1, 1, Lkv), one query a row (a static or padded cache), as
+    the (B, Lkv) keys each row attends to; None for any other mask."""
+    if (mask is None or mask.dtype != torch.bool or mask.dim() != 4 or lq != 1
+            or mask.shape[1] != 1 or mask.shape[2] != 1):
+        return None
+    keep = mask[:, 0, 0, :]
+    return keep if keep.stride(-1) == 1 else keep.contiguous()
 
 
 # --- the attention implementation ---------------------------------------------------------------
@@ -51,8 +61,8 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
     (B, Hkv, Lkv, D), as transformers passes them."""
     h, lq, d = query.shape[1:]
     hkv, lkv = key.shape[1:3]
-    if attention_mask is not None:
-        return "a mask"
+    if attention_mask is not None and kept_keys(attention_mask, lq) is None:
+        return "a mask other than a decode's kept keys"
     if dropout:
         return "dropout"
     if kwargs.get("softcap") is not None:
@@ -72,8 +82,15 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
 
 def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
                       scaling: float | None = None, is_causal: bool | None = None, **kwargs):
-    """transformers' attention contract: (B, Lq, H, D) output and no weights."""
-    why = outside(module, query, key, value, attention_mask, dropout, kwargs)
+    """transformers' attention contract: (B, Lq, H, D) output and no weights. Causal is SDPA's
+    (what transformers asks for when it leaves the mask out): aligned at the top left, query i
+    sees keys 0..i; with fewer queries than keys that is a static cache's prefill from empty,
+    whose keys past Lq are slots not yet written."""
+    lq, lkv = query.shape[2], key.shape[2]
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    causal = causal and lq > 1 and attention_mask is None  # one new token sees the whole cache
+    why = outside(module, query, key, value, attention_mask, dropout, kwargs) or (
+        "causal, more queries than keys" if causal and lq > lkv else "")
     if why:
         CALLS[f"sdpa ({why})"] += 1
         if why == "softcapping":  # SDPA has no softcap: the model's own eager path
@@ -83,16 +100,16 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
             fallback = sdpa_attention_forward
         return fallback(module, query, key, value, attention_mask, dropout=dropout,
                         scaling=scaling, is_causal=is_causal, **kwargs)
-    lq, lkv = query.shape[2], key.shape[2]
-    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
-    causal = causal and lq > 1  # one new token sees the whole cache
+    if causal and lq < lkv:  # top-left: the keys past Lq are never seen (a view, no copy)
+        key, value = key[:, :, :lq], value[:, :, :lq]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if lq <= DECODE_MAX_Q:
-        CALLS["flash_decoding"] += 1
-        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale)
+        keep = kept_keys(attention_mask, lq)
+        CALLS["flash_decoding" + (" (kept keys)" if keep is not None else "")] += 1
+        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
     else:
         CALLS["flash_attention"] += 1
-        out = torch.ops.rooflab.flash_attention(query, key, value, causal and lq <= lkv, scale)
+        out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale)
     return out.transpose(1, 2).contiguous(), None
 
 

@@ -195,7 +195,9 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
     if r.op in ROOFLAB_ATTENTION_OPS:  # rooflab's own kernel, on the same reference shape
         from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
         op = getattr(torch.ops.rooflab, r.op)
-        return lambda: op(q, k, v, causal, d ** -0.5)
+        keep = (torch.ones(batch, n, device=device, dtype=torch.bool),) if mask is not None \
+            else ()  # flash-decoding's kept keys: the one mask it takes
+        return lambda: op(q, k, v, causal, d ** -0.5, *keep)
 
     def call():
         with sdpa_kernel(chosen):
