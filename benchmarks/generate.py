@@ -1,7 +1,10 @@
 """Whole models generating on one GPU, measured against rooflab's prediction: gemma-3-270m-it,
 Llama-3.1-8B and Qwen3-8B at prefill B 1, 8 x L 512, 4096 and decode B 1, 8, 64 (random weights,
-bf16, a static KV cache, 32 new tokens, eager and CUDA graph).
-Usage: python benchmarks/generate.py OUT_DIR [model,model,...] [BxL,BxL,...]"""
+bf16, a static KV cache, 32 new tokens, eager and CUDA graph). With attention implementations
+named (sdpa,rooflab), each shape runs under each on the same weights, and the last position's
+logits of a forward over the prompt are compared with the first's.
+Usage: python benchmarks/generate.py OUT_DIR [model,model,...] [BxL,BxL,...] [attn,attn,...]
+       (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)"""
 from __future__ import annotations
 
 import sys
@@ -20,38 +23,65 @@ MODELS = ("gemma-3-270m-it", "Llama-3.1-8B", "Qwen3-8B")
 SHAPES = [(1, 512), (1, 4096), (8, 512), (8, 4096), (64, 512)]  # (batch, prompt tokens)
 
 
-def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "") -> None:
+def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "", attns: str = "") -> None:
     """shapes: e.g. 1x512,8x4096 (batch x prompt tokens); all of SHAPES by default."""
     ceil, costs = CE.get("cuda"), OC.measure_op_costs("cuda")
     chosen = [tuple(map(int, s.split("x"))) for s in shapes.split(",") if s] or SHAPES
+    impls = [a for a in attns.split(",") if a] or ["sdpa"]
+    if "rooflab" in impls:
+        from rooflab.kernels import register_hf_attention
+        register_hf_attention()
     rows = []
     for name in models.split(","):
         cfg = M.load(name)
-        built = hf.build_model(cfg, "cuda", torch.bfloat16, attn="sdpa")
+        built = hf.build_model(cfg, "cuda", torch.bfloat16, attn=impls[0])
         for batch, seq in chosen:
-            try:
-                r = GN.measure_generation(cfg, batch, seq, 32, ceil, "cuda", costs=costs, built=built)
-            except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
-                r = {"model": name, "batch": batch, "seq": seq,
-                     "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-            rows.append(r)
-            p, d = r.get("prefill", {}), r.get("decode", {})
-            print(name, batch, seq, "TTFT", p.get("device_s"), "graph", p.get("graph_device_s"),
-                  "pred/meas", round(p.get("predicted_over_device", 0), 3), "pred/kernel",
-                  round(p.get("predicted_over_kernel") or 0, 3), p.get("graph_error", ""),
-                  "| decode", d.get("eager_device_s"),
-                  d.get("graph_device_s"), "pred/meas", round(d.get("predicted_over_device", 0), 3),
-                  "| roof", round(p.get("roofline_over_device", 0), 3),
-                  round(d.get("roofline_over_device", 0), 3), "| mem", round(
-                      r.get("memory_predicted_over_measured", 0), 3), r.get("error", ""),
-                  d.get("graph_error", ""), flush=True)
-            write(out_dir, "generate", {"op_costs": costs.as_dict(), "rows": rows})
+            first = None
+            for attn in impls:
+                built[0].set_attn_implementation(attn)
+                try:
+                    r = GN.measure_generation(cfg, batch, seq, 32, ceil, "cuda", costs=costs,
+                                              built=built, attn=attn)
+                    if len(impls) > 1:
+                        logits = _last_logits(built[0], cfg, batch, seq)
+                        first = logits if first is None else first
+                        r["logits_rel_err_vs_" + impls[0]] = float(
+                            (logits - first).norm() / first.norm())
+                except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
+                    r = {"model": name, "batch": batch, "seq": seq, "attn": attn,
+                         "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                rows.append(r)
+                _print(name, batch, seq, attn, r)
+                write(out_dir, "generate_attn" if len(impls) > 1 else "generate",
+                      {"op_costs": costs.as_dict(), "rows": rows})
         del built
         torch.cuda.empty_cache()
 
 
+def _last_logits(model, cfg, batch: int, seq: int, device: str = "cuda") -> torch.Tensor:
+    """The last position's logits of a forward over a fixed random prompt (no cache), fp32."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    ids = torch.randint(cfg.vocab, (batch, seq), generator=g).to(device)
+    with torch.no_grad():
+        return model(ids, use_cache=False, logits_to_keep=1).logits.float()
+
+
+def _print(name, batch, seq, attn, r) -> None:
+    p, d = r.get("prefill", {}), r.get("decode", {})
+    print(name, batch, seq, attn, "TTFT", p.get("device_s"), "graph", p.get("graph_device_s"),
+          "pred/meas", round(p.get("predicted_over_device", 0), 3), "pred/kernel",
+          round(p.get("predicted_over_kernel") or 0, 3), p.get("graph_error", ""),
+          "| decode", d.get("eager_device_s"),
+          d.get("graph_device_s"), "pred/meas", round(d.get("predicted_over_device", 0), 3),
+          "| roof", round(p.get("roofline_over_device", 0), 3),
+          round(d.get("roofline_over_device", 0), 3), "| mem", round(
+              r.get("memory_predicted_over_measured", 0), 3), r.get("error", ""),
+          d.get("graph_error", ""), r.get("attention_paths", ""),
+          {k: round(v, 4) for k, v in r.items() if k.startswith("logits_rel_err")}, flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], *sys.argv[2:4])
+    main(sys.argv[1], *sys.argv[2:5])
 
 
 def diagnose(name: str, batch: int, seq: int) -> list[dict]:

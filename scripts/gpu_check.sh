@@ -6,7 +6,9 @@
 # PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
-#          decoder_heldout (the held-out configs, never tuned on),
+#          decoder_heldout (the held-out configs, never tuned on), attn_classes (rooflab's
+#          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
+#          SDPA and under rooflab's kernels, same weights),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -51,6 +53,9 @@ has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$cur/ge
   gemma-3-270m-it
 has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
   Llama-3.1-8B,Qwen3-8B
+has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
+has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn" \
+  Llama-3.1-8B,Qwen3-8B 1x512,8x4096,64x512 sdpa,rooflab
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

@@ -134,3 +134,22 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
     for d in (64, 128):  # Q's 64 x d tile and two stages of 64 keys of K and V, 2 bytes each
         hand = (64 + 2 * 2 * 64) * d * 2
         assert hand <= by[(d, False, "n64")]["shared_bytes"] <= hand + 2048
+
+
+@pytest.mark.parametrize("phase,change", [
+    ("prefill", {"lq": 40, "lkv": 70}),                               # fewer queries, causal
+    ("prefill", {"lq": 37, "lkv": 37, "layout": "blhd"}),              # HF's layout, ragged
+    ("decode", {"lq": 1, "lkv": 50, "keep": True, "causal": False}),   # kept keys
+    ("decode", {"lq": 3, "lkv": 45, "hkv": 1}),                        # causal queries, MQA
+])
+def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase, change):
+    """The class sweep's own logic (layouts, masks as SDPA takes them, the kernel each phase
+    runs), on small rows: rooflab's output within bf16 rounding of fp32 attention."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import attention_classes as AC
+    monkeypatch.setattr(AC, "DEVICE", device)
+    r = AC.row(phase, {"b": 2, "h": 4, "hkv": 2, "d": 32, **change})
+    assert r["rel_err"]["rooflab"] < 2e-2 and r["times_s"]["rooflab"] > 0
+    if device == "cuda":  # SDPA's backends are GPU-only: each timed or its refusal recorded
+        assert set(r["times_s"]) | set(r["errors"]) == {"rooflab", "sdpa_flash", "sdpa_cudnn",
+                                                         "sdpa_efficient"}

@@ -151,8 +151,8 @@ def test_generate_cli_and_its_old_spelling(tmp_path, monkeypatch, capsys):
     assert main(["generate", "--model", str(cfg_path), "--seq", "8", "--new-tokens", "2",
                  "--device", "cpu", "--attn", "rooflab", "--json"]) == 0
     paths = json.loads(capsys.readouterr().out)["attention_paths"]
-    # an fp32 CPU model, and a static cache whose mask covers its unused tail: SDPA, counted
-    assert set(paths) <= {"sdpa (dtype torch.float32)", "sdpa (a mask)"} and sum(paths.values())
+    # an fp32 CPU model: SDPA, counted
+    assert set(paths) == {"sdpa (dtype torch.float32)"} and sum(paths.values())
     monkeypatch.setattr(GN, "free_bytes", lambda device: 1 << 20)
     assert main(["generate", "--device", "cpu"]) == 2  # will not fit: one line
 
@@ -182,6 +182,19 @@ def test_generation_on_the_gpu_with_a_cuda_graph():
     assert "graph_error" not in p, p.get("graph_error")
     assert p["graph_device_s"] > 0 and r["ttft_graph_s"] == p["graph_wall_s"]
     assert r["memory_measured_peak_bytes"] > r["memory_predicted"]["weights_bytes"]
+
+
+@pytest.mark.gpu
+def test_generation_with_rooflabs_attention_runs_its_kernels_in_the_graphs():
+    """attn="rooflab": FlashAttention at the prefill from an empty static cache, flash-decoding
+    on the cache's kept keys at every step, eager and replayed; SDPA nowhere."""
+    cfg = M.from_hf_dict({**TINY, "model_type": "llama", "layer_types": None,
+                          "sliding_window": None, "num_key_value_heads": 2}, "tiny-llama")
+    r = GN.measure_generation(cfg, 2, 64, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS,
+                              attn="rooflab")
+    assert set(r["attention_paths"]) == {"flash_attention", "flash_decoding (kept keys)"}
+    for call in ("prefill", "decode"):
+        assert "graph_error" not in r[call], r[call].get("graph_error")
 
 
 @pytest.mark.gpu

@@ -1,0 +1,146 @@
+"""rooflab's attention kernels on every class of input a model feeds them, beside SDPA's fused
+backends in the same run: FlashAttention for a prefill, flash-decoding for a decode.
+
+Classes (a grid of its own, wider than any tuning row): ragged lengths; HF's layout ((B, L, H, D)
+seen as (B, H, L, D), not contiguous); fewer queries than keys, causal (the queries last, as a
+chunked prefill: SDPA takes it as the explicit mask HF builds) and not; GQA groups 1-16, some not
+powers of two; batch 1-256; fp16 and bf16; head dims 64, 128, 256; a decode's cache with a mask
+of kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
+Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from rooflab.kernels import flash_attention as FA
+from rooflab.kernels import flash_decoding as FD
+from rooflab.measure.timer import time_call
+
+from common import write
+
+DEVICE = "cuda"  # the tests run the same rows, small, on the CPU under the interpreter
+DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
+BASE = dict(b=2, h=32, hkv=8, lq=2048, lkv=2048, d=128, dt="bf16", causal=True, layout="bhld",
+            keep=False)
+PREFILL = [  # class, changes from BASE
+    ("base", {}), ("ragged", {"lq": 1000, "lkv": 1000}), ("ragged", {"lq": 3001, "lkv": 3001}),
+    ("hf layout", {"layout": "blhd"}), ("hf layout, ragged", {"layout": "blhd", "lq": 1500,
+                                                              "lkv": 1500}),
+    ("fewer queries, causal", {"lq": 512, "lkv": 4096}),
+    ("fewer queries", {"lq": 512, "lkv": 4096, "causal": False}),
+    *[("gqa group", {"h": 4 * g, "hkv": 4}) for g in (1, 3, 5, 7, 16)],
+    *[("batch", {"b": b, "lq": n, "lkv": n}) for b, n in ((1, 4096), (32, 512), (128, 256))],
+    ("fp16", {"dt": "fp16"}), ("head dim 64", {"d": 64}), ("head dim 256", {"d": 256, "h": 8,
+                                                                           "hkv": 8}),
+]
+DECODE = [
+    ("base", {"lq": 1, "lkv": 4096, "b": 8, "causal": False}),
+    *[("ragged cache", {"lq": 1, "lkv": n, "b": 8, "causal": False}) for n in (1000, 4097)],
+    *[("gqa group", {"lq": 1, "lkv": 4096, "b": 8, "h": 4 * g, "hkv": 4, "causal": False})
+      for g in (1, 5, 7, 16)],
+    *[("batch", {"lq": 1, "lkv": n, "b": b, "causal": False})
+      for b, n in ((1, 8192), (64, 1024), (256, 512))],
+    ("fp16, ragged", {"lq": 1, "lkv": 2049, "b": 8, "dt": "fp16", "causal": False}),
+    ("hf layout", {"lq": 1, "lkv": 4096, "b": 8, "layout": "blhd", "causal": False}),
+    ("head dim 64", {"lq": 1, "lkv": 4096, "b": 8, "d": 64, "causal": False}),
+    ("head dim 256", {"lq": 1, "lkv": 4096, "b": 8, "d": 256, "h": 8, "hkv": 1,
+                      "causal": False}),
+    ("kept keys (static cache)", {"lq": 1, "lkv": 4096, "b": 8, "keep": True, "causal": False}),
+    ("four queries, causal", {"lq": 4, "lkv": 4096, "b": 8}),
+]
+
+
+def inputs(s: dict):
+    """q, k, v in the class's layout, and the (B, Lkv) kept keys or None."""
+    g = torch.Generator(device=DEVICE).manual_seed(s["lkv"] + s["h"])
+    dt = DT[s["dt"]]
+
+    def mk(heads, n):
+        if s["layout"] == "blhd":  # HF's projection output, heads transposed in a view
+            return torch.randn(s["b"], n, heads, s["d"], device=DEVICE, dtype=dt,
+                               generator=g).transpose(1, 2)
+        return torch.randn(s["b"], heads, n, s["d"], device=DEVICE, dtype=dt, generator=g)
+    q, k, v = mk(s["h"], s["lq"]), mk(s["hkv"], s["lkv"]), mk(s["hkv"], s["lkv"])
+    keep = None
+    if s["keep"]:  # a static cache of 4096 slots, 3/4 written: row b has its own length
+        lens = torch.linspace(s["lkv"] // 2, 3 * s["lkv"] // 4, s["b"], device=DEVICE).long()
+        keep = torch.arange(s["lkv"], device=DEVICE)[None, :] < lens[:, None]
+    return q, k, v, keep
+
+
+def mask_of(s: dict, keep):
+    """The boolean mask SDPA takes for this class (None where is_causal or nothing says it):
+    causal with the queries last (what HF builds for a chunk), or the kept keys."""
+    if keep is not None:
+        return keep[:, None, None, :]
+    if s["causal"] and s["lq"] != s["lkv"]:
+        i = torch.arange(s["lq"], device=DEVICE)[:, None]
+        return torch.arange(s["lkv"], device=DEVICE)[None, :] <= s["lkv"] - s["lq"] + i
+    return None
+
+
+def sdpa(backend):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+              "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+
+    def run(q, k, v, s, mask):
+        with sdpa_kernel([chosen]):
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=s["causal"] and mask is None,
+                enable_gqa=s["h"] != s["hkv"])
+    return run
+
+
+def ours(q, k, v, s, keep):
+    if s["lq"] <= 16:
+        return FD.flash_decode(q, k, v, s["causal"], keep=keep)[0]
+    return FA.flash_attention(q, k, v, s["causal"])[0]
+
+
+def row(cls: str, change: dict) -> dict:
+    s = {**BASE, **change}
+    q, k, v, keep = inputs(s)
+    mask = mask_of(s, keep)
+    ref = F.scaled_dot_product_attention(  # fp32 math: the answer every output is held to
+        q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=s["h"] != s["hkv"],
+        is_causal=s["causal"] and mask is None)
+    impls = {"rooflab": lambda: ours(q, k, v, s, keep),
+             **{f"sdpa_{b}": (lambda f=sdpa(b): f(q, k, v, s, mask))
+                for b in ("flash", "cudnn", "efficient")}}
+    r = {"class": cls, **s, "times_s": {}, "rel_err": {}, "errors": {}}
+    for name, fn in impls.items():
+        try:
+            out = fn()
+            r["rel_err"][name] = float((out.float() - ref).norm() / ref.norm())
+            r["times_s"][name] = time_call(fn, warmup=3, budget_s=0.1, max_reps=100,
+                                           flush_l2=True, wall=False, device=DEVICE).device_s
+        except Exception as e:  # noqa: BLE001 - a backend refusing a class is a result
+            r["errors"][name] = str(e).splitlines()[0][:160]
+    peers = {n: t for n, t in r["times_s"].items() if n != "rooflab"}
+    if "rooflab" in r["times_s"] and peers:
+        r["best_peer"] = min(peers, key=peers.get)
+        r["rooflab_over_best_peer"] = peers[r["best_peer"]] / r["times_s"]["rooflab"]  # >1: ahead
+    print(f"{cls:26s} {str(change)[:60]:60s}", {n: round(t * 1e6, 1) for n, t in
+                                                 r["times_s"].items()},
+          "x%.3f" % r.get("rooflab_over_best_peer", 0), r.get("best_peer"),
+          {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "", flush=True)
+    return r
+
+
+def main(out_dir: str, what: str = "prefill,decode") -> None:
+    rows = []
+    for phase, grid in (("prefill", PREFILL), ("decode", DECODE)):
+        if phase in what.split(","):
+            for cls, change in grid:
+                rows.append({"phase": phase, **row(cls, change)})
+                write(out_dir, "attention_classes", {"rows": rows, "below_best_peer": [
+                    (r["phase"], r["class"], round(r["rooflab_over_best_peer"], 3))
+                    for r in rows if r.get("rooflab_over_best_peer", 1) < 1]})
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
