@@ -38,7 +38,7 @@ def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "", attns: 
         for batch, seq in chosen:
             first = None
             for attn in impls:
-                built[0].set_attn_implementation(attn)
+                built[0].set_attn_implementation(attn)  # the same weights under each
                 try:
                     r = GN.measure_generation(cfg, batch, seq, 32, ceil, "cuda", costs=costs,
                                               built=built, attn=attn)
