@@ -271,7 +271,7 @@ NO_FLOP_OPS = {getattr(aten, n) for n in (
     "_unsafe_index", "slice_scatter", "select_scatter", "randn", "rand", "normal_", "uniform_",
     "bernoulli_", "native_dropout", "logical_or", "random_", "exponential_", "index_copy",
     "index_copy_", "resize_", "_index_put_impl_", "index_add", "isnan", "isinf", "sort", "topk",
-    "constant_pad_nd", "flip", "roll") if hasattr(aten, n)}
+    "constant_pad_nd", "flip", "roll", "nonzero", "scatter_") if hasattr(aten, n)}
 POINTWISE = {getattr(aten, n) for n in (
     "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "neg", "exp", "exp_", "log",
     "tanh", "tanh_", "sigmoid", "sigmoid_", "rsqrt", "sqrt", "pow", "reciprocal", "abs", "clamp",
@@ -331,6 +331,23 @@ def _index_select_bytes(args, outs):
 def _index_bytes(args, outs):
     idx = sum(_nbytes(i) for i in args[1] if i is not None)
     return idx + _nbytes(outs[0]), _nbytes(outs[0])
+
+
+@register(*_ops("index_add_", "index_add"))
+def _index_add(args, out):
+    return 0, args[3].numel()  # dst.index_add_(dim, index, src): one add a source element
+
+
+@register_bytes(*_ops("index_add_", "index_add"))
+def _index_add_bytes(args, outs):
+    """dst.index_add_(dim, index, src) (a mixture's experts adding back into their tokens'
+    rows): read the index, src and the rows it adds to; write those rows."""
+    return _nbytes(args[2]) + 2 * _nbytes(args[3]), _nbytes(args[3])
+
+
+@register(*_ops("aminmax"))
+def _aminmax(args, out):
+    return 0, 2 * args[0].numel()  # a comparison an element for each of min and max
 
 
 @register_bytes(aten.index_copy_)

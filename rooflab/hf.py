@@ -22,6 +22,8 @@ CLASSES = {  # family -> (module, config class, decoder-layer class, causal-LM c
     "mistral": ("mistral", "MistralConfig", "MistralDecoderLayer", "MistralForCausalLM"),
     "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer", "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer", "Qwen3ForCausalLM"),
+    "mixtral": ("mixtral", "MixtralConfig", "MixtralDecoderLayer", "MixtralForCausalLM"),
+    "qwen3_moe": ("qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM"),
 }
 
 
@@ -65,6 +67,13 @@ def hf_fields(cfg: ModelConfig, layer_type: str | None) -> dict:
         d["hidden_act"] = "silu"
     if cfg.family == "qwen2" and "sliding" in kinds:
         d["use_sliding_window"] = True
+    if cfg.family == "mixtral":
+        d.update(num_local_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
+                 intermediate_size=cfg.expert_intermediate)
+    if cfg.family == "qwen3_moe":
+        d.update(num_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
+                 moe_intermediate_size=cfg.expert_intermediate, norm_topk_prob=cfg.norm_topk_prob,
+                 decoder_sparse_step=1, mlp_only_layers=[])
     return d
 
 

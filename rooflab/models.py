@@ -41,7 +41,7 @@ class ModelError(RooflabError, ValueError):
 @dataclass(frozen=True)
 class ModelConfig:
     name: str
-    family: str  # gemma3 | gemma2 | llama | mistral | qwen2 | qwen3
+    family: str  # gemma3 | gemma2 | llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe
     hidden: int
     intermediate: int
     layers: int
@@ -62,6 +62,13 @@ class ModelConfig:
     max_positions: int = 8192
     query_pre_attn_scalar: float | None = None
     rms_norm_eps: float = 1e-6
+    # a mixture of experts in every layer's MLP (experts = 0: a dense MLP of ``intermediate``):
+    # a router picks experts_per_token of ``experts`` for each token, each expert a gated MLP
+    # of expert_intermediate; norm_topk_prob: the picked weights renormalised to sum to 1
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
+    norm_topk_prob: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -94,10 +101,21 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
     ModelConfig("Mistral-7B", "mistral", hidden=4096, intermediate=14336, layers=32, heads=32,
                 kv_heads=8, head_dim=128, vocab=32768, layer_types=("full",) * 32,
                 rope_theta=1e6, max_positions=32768, rms_norm_eps=1e-5),
+    # mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts of 14336, 2 a token
+    ModelConfig("Mixtral-8x7B", "mixtral", hidden=4096, intermediate=14336, layers=32, heads=32,
+                kv_heads=8, head_dim=128, vocab=32000, layer_types=("full",) * 32,
+                rope_theta=1e6, max_positions=32768, rms_norm_eps=1e-5, experts=8,
+                experts_per_token=2, expert_intermediate=14336),
+    # Qwen/Qwen3-30B-A3B config.json: 128 experts of 768, 8 a token, renormalised
+    ModelConfig("Qwen3-30B-A3B", "qwen3_moe", hidden=2048, intermediate=6144, layers=48,
+                heads=32, kv_heads=4, head_dim=128, vocab=151936, layer_types=("full",) * 48,
+                qk_norm=True, rope_theta=1e6, max_positions=40960, rms_norm_eps=1e-6,
+                experts=128, experts_per_token=8, expert_intermediate=768, norm_topk_prob=True),
 ]}
 
 FAMILIES = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma2", "llama": "llama",
-            "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3"}
+            "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "mixtral",
+            "qwen3_moe": "qwen3_moe"}
 
 
 def _req(d: dict, key: str, origin: str):
@@ -153,19 +171,47 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     theta = d.get("rope_theta") or rope.get("full_attention", rope).get("rope_theta", 10000.0)
     local = d.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta")
     dtype = str(d.get("torch_dtype") or d.get("dtype") or "bfloat16")
+    moe = _checked_moe(_moe_fields(d, fam, origin), origin)
     return ModelConfig(
         name=name, family=fam, hidden=hidden, intermediate=_req(d, "intermediate_size", origin),
         layers=n, heads=heads, kv_heads=kv, head_dim=head_dim,
         vocab=_req(d, "vocab_size", origin), layer_types=types, sliding_window=window, act=act,
-        qk_norm=fam in ("gemma3", "qwen3"), sandwich_norm=fam in ("gemma2", "gemma3"),
+        qk_norm=fam in ("gemma3", "qwen3", "qwen3_moe"),
+        sandwich_norm=fam in ("gemma2", "gemma3"),
         attn_bias=bool(d.get("attention_bias", fam == "qwen2")),
         tie_embeddings=bool(d.get("tie_word_embeddings", fam.startswith("gemma"))),
         dtype=C.dtype_name(dtype), rope_theta=float(theta),
         rope_local_theta=float(local) if local else None,
         max_positions=int(d.get("max_position_embeddings", 8192)),
         query_pre_attn_scalar=d.get("query_pre_attn_scalar"),
-        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
+        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), **moe,
     )
+
+
+def _moe_fields(d: dict, fam: str, origin: str) -> dict:
+    """The experts of a Mixtral or Qwen3-MoE config.json; a field that would change the math
+    and is not modelled is an error that names it, never silence."""
+    if fam == "mixtral":
+        return dict(experts=_req(d, "num_local_experts", origin),
+                    experts_per_token=_req(d, "num_experts_per_tok", origin),
+                    expert_intermediate=_req(d, "intermediate_size", origin),
+                    norm_topk_prob=True)  # Mixtral's router always renormalises its top k
+    if fam != "qwen3_moe":
+        return {}
+    if d.get("mlp_only_layers") or d.get("decoder_sparse_step", 1) != 1:
+        raise ModelError(f"{origin}: dense layers among the experts (mlp_only_layers, "
+                         "decoder_sparse_step) are not modelled")
+    return dict(experts=_req(d, "num_experts", origin),
+                experts_per_token=_req(d, "num_experts_per_tok", origin),
+                expert_intermediate=_req(d, "moe_intermediate_size", origin),
+                norm_topk_prob=bool(d.get("norm_topk_prob", False)))
+
+
+def _checked_moe(fields: dict, origin: str) -> dict:
+    if fields and fields["experts_per_token"] > fields["experts"]:
+        raise ModelError(f"{origin}: num_experts_per_tok ({fields['experts_per_token']}) is more "
+                         f"than the experts ({fields['experts']})")
+    return fields
 
 
 def load(name_or_path: str | None = None) -> ModelConfig:
@@ -281,9 +327,8 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
     ]
     if cfg.sandwich_norm:
         parts.append(norm("post_attn_norm"))
-    parts += [
-        residual("residual.attn"),
-        norm("pre_ffn_norm"),
+    parts += [residual("residual.attn"), norm("pre_ffn_norm")]
+    parts += _experts(cfg, t, dt, p) if cfg.experts else [
         _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False, p),
         _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False, p),
         act.named("mlp.act"),
@@ -294,6 +339,47 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
         parts.append(norm("post_ffn_norm"))
     parts.append(residual("residual.mlp"))
     return parts
+
+
+def experts_hit(cfg: ModelConfig, tokens: int) -> float:
+    """Distinct experts a layer's ``tokens`` reach, expected under uniform routing: each expert
+    is missed by one token with probability 1 - k/E, by all of them with (1 - k/E)^T."""
+    e, k = cfg.experts, cfg.experts_per_token
+    return e * (1 - (1 - k / e) ** tokens)
+
+
+def _experts(cfg: ModelConfig, t: int, dt: str, p: Precision | None) -> list[C.Cost]:
+    """A mixture-of-experts MLP as transformers runs it: the router (a linear to E logits, a
+    softmax in fp32, the top k, renormalised where the config says), then each expert hit runs
+    its gated MLP (gate and up as one linear) on the rows routed to it, T * k rows in all, and
+    its output, scaled by the router's weight, is added back into the token's row. MACs do not
+    depend on the routing; the weights read do: those of the experts hit (experts_hit)."""
+    h, i, k, e = cfg.hidden, cfg.expert_intermediate, cfg.experts_per_token, cfg.experts
+    rows, hit = t * k, experts_hit(cfg, t)
+
+    def expert_linear(name: str, d_in: int, d_out: int) -> C.Cost:
+        one = _proj(name, rows, d_in, d_out, dt, False, p)  # activations, one expert's weights
+        w = C.weight_bytes(d_in * d_out, p.weight if p else dt, p.group_size if p else None)
+        more = round((hit - 1) * w)  # the other experts' weights
+        return replace(one, bytes=one.bytes + more, bytes_fused=one.bytes_fused + more,
+                       detail={"experts_hit": hit, "rows": rows})
+
+    act = (C.gelu_tanh(rows * i, dt) if cfg.act == "gelu_tanh"
+           else C.elementwise(rows * i, dt, 1, 1, C.SILU_FLOPS))
+    parts = [_proj("mlp.router", t, h, e, dt, False, p),
+             C.softmax(t, e, "fp32").named("mlp.router_softmax"),
+             C.elementwise(t * e, "fp32", 1, 0, 0).named("mlp.router_topk")]
+    if cfg.norm_topk_prob:  # a sum and a divide over each token's k weights
+        parts.append(C.elementwise(t * k, "fp32", 1, 1, 2).named("mlp.router_norm"))
+    return parts + [
+        C.elementwise(rows * h, dt, 1, 1, 0).named("mlp.experts.gather"),
+        expert_linear("mlp.experts.gate_up", h, 2 * i),
+        act.named("mlp.experts.act"),
+        C.elementwise(rows * i, dt, 2, 1, 1).named("mlp.experts.mul"),
+        expert_linear("mlp.experts.down", i, h),
+        C.elementwise(rows * h, dt, 2, 1, 1).named("mlp.experts.weight"),
+        C.elementwise(rows * h, dt, 2, 1, 1).named("mlp.experts.combine"),
+    ]
 
 
 def groups(parts: list[C.Cost]) -> dict[str, C.Cost]:
@@ -351,14 +437,20 @@ def model_costs(cfg: ModelConfig, ph: Phase, precision: Precision | None = None)
         "total": C.total([layers, emb, final, head], "model"),
         "kv_cache_bytes": kv_bytes,
         "params": param_count(cfg),
+        **({"active_params": param_count(cfg, active=True)} if cfg.experts else {}),
     }
 
 
-def param_count(cfg: ModelConfig) -> int:
-    """Weights of the model (the independent check on the projection shapes)."""
+def param_count(cfg: ModelConfig, active: bool = False) -> int:
+    """Weights of the model (the independent check on the projection shapes); ``active``: those
+    one token runs through (its k experts of a mixture, not all of them)."""
     h, q, kv, i = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.intermediate
     attn = h * q + 2 * h * kv + q * h + (q + 2 * kv if cfg.attn_bias else 0)
     norms = h * (4 if cfg.sandwich_norm else 2) + (2 * cfg.head_dim if cfg.qk_norm else 0)
-    per_layer = attn + 3 * h * i + norms
+    mlp = 3 * h * i
+    if cfg.experts:  # the router, and the experts' gated MLPs
+        mlp = h * cfg.experts + 3 * h * cfg.expert_intermediate * (
+            cfg.experts_per_token if active else cfg.experts)
+    per_layer = attn + mlp + norms
     emb = cfg.vocab * h * (1 if cfg.tie_embeddings else 2)
     return cfg.layers * per_layer + emb + h

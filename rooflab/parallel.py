@@ -46,8 +46,13 @@ def shard(cfg: M.ModelConfig, tp: int) -> M.ModelConfig:
                             "divide the other")
     if cfg.intermediate % tp:
         raise ParallelError(f"--tp {tp} must divide the MLP width {cfg.intermediate}")
+    if cfg.experts and cfg.expert_intermediate % tp:
+        raise ParallelError(f"--tp {tp} must divide the experts' width {cfg.expert_intermediate}")
+    # a mixture's experts are split along their width as a dense MLP is (each GPU holds 1/tp
+    # of every expert); the router runs whole on each
     return replace(cfg, heads=cfg.heads // tp, kv_heads=max(cfg.kv_heads // tp, 1),
-                   intermediate=cfg.intermediate // tp)
+                   intermediate=cfg.intermediate // tp,
+                   expert_intermediate=cfg.expert_intermediate // tp)
 
 
 def shard_model(cfg: M.ModelConfig, tp: int) -> M.ModelConfig:

@@ -193,12 +193,31 @@ def model(d: dict) -> None:
     table(f"{d['model']}: {d['phase']} B={d['batch']} L={d['seq']} kv={d['kv_len']}"
           + (f" ({d['precision']})" if d.get("precision") else ""),
           COST_COLUMNS, _cost_rows(d["parts"] + [d["total"]]))
-    out.print(f"parameters {d['params']:,}; KV cache {d['kv_cache_bytes']:,} B")
+    out.print(f"parameters {d['params']:,}"
+              + (f" ({d['active_params']:,} active a token)" if d.get("active_params") else "")
+              + f"; KV cache {d['kv_cache_bytes']:,} B")
+    if d.get("experts_at_decode"):
+        out.print(experts_sentence(d["experts_at_decode"]))
     if d.get("replicated"):
         out.print("whole on every GPU: " + ", ".join(d["replicated"])
                   + ("; the embedding and lm_head split by vocabulary" if d.get("vocab_parallel")
                      else ""))
     _communication(d)
+
+
+def experts_sentence(e: dict) -> str:
+    """Where a mixture's experts at decode stop being bound by the weights they read."""
+    rows = e["rows"]
+    first, last = rows[0], rows[-1]
+    head = (f"experts at decode, B={first['batch']}..{last['batch']}: "
+            f"{first['experts_hit']:.1f} to {last['experts_hit']:.1f} experts a layer read, "
+            f"{first['intensity']:.1f} to {last['intensity']:.1f} FLOP/B")
+    if e["ridge"] is None:
+        return head + " (pass --gpu for the roof)"
+    if e["compute_bound_from_batch"] is None:
+        return head + f"; memory-bound at every batch (ridge {e['ridge']:.0f} FLOP/B)"
+    return head + (f"; compute-bound from B={e['compute_bound_from_batch']} "
+                   f"(ridge {e['ridge']:.0f} FLOP/B)")
 
 
 def collectives(d: dict) -> None:

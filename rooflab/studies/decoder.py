@@ -108,7 +108,30 @@ def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None
             "vocab_parallel": tp > 1,
             "precision": precision.label if precision else None,
             "communication": _comms(full, phase, tp, full.layers, hw,
-                                    precision and precision.act, vocab_parallel=True)}
+                                    precision and precision.act, vocab_parallel=True),
+            **({"active_params": mc["active_params"],
+                "experts_at_decode": experts_at_decode(cfg, roof)} if cfg.experts else {})}
+
+
+EXPERT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def experts_at_decode(cfg: M.ModelConfig, roof: R.Roof | None, kv_len: int = 1024) -> dict:
+    """A mixture's experts at decode, batch 1 to 256: the experts the batch's tokens reach
+    (expected, uniform routing), their FLOPs and bytes a layer and their point on the roof; the
+    first batch at which they stop being bound by the weights they read, if any does."""
+    rows = []
+    for b in EXPERT_BATCHES:
+        parts = [c for c in M.layer_costs(cfg, M.Phase.decode(b, kv_len))
+                 if c.name.startswith("mlp.experts.")]
+        c = C.total(parts, "experts")
+        p = R.place(roof, c) if roof else None
+        rows.append({"batch": b, "experts_hit": M.experts_hit(cfg, b), "flops": c.flops,
+                     "bytes": c.bytes, "intensity": c.intensity,
+                     "bound": p.bound if p else None})
+    compute = [r["batch"] for r in rows if r["bound"] == "compute"]
+    return {"rows": rows, "ridge": roof.ridge if roof else None,
+            "compute_bound_from_batch": compute[0] if compute else None}
 
 
 def sweeps(cfg: M.ModelConfig, roof: R.Roof, kv_len: int = 1024, prefill_batch: int = 32,

@@ -1,0 +1,117 @@
+"""Mixtures of experts (Mixtral, Qwen3-MoE): parameters equal transformers' own, the MLP's MACs
+equal FlopCounterMode's and the dispatch counter's on a real layer, the experts a batch reaches,
+the roof's verdict both ways, and the config fields rooflab does not model said in one line."""
+import pytest
+import torch
+
+from rooflab import cost as C
+from rooflab import hardware as H
+from rooflab import models as M
+from rooflab import roofline as R
+from rooflab.report import console
+from rooflab.studies import decoder
+
+TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128, "num_experts_per_tok": 2}
+FAMILIES = {  # a small config of each family, its own field names
+    "mixtral": {**TINY, "model_type": "mixtral", "num_local_experts": 8,
+                "intermediate_size": 32},
+    "qwen3_moe": {**TINY, "model_type": "qwen3_moe", "num_experts": 8, "intermediate_size": 96,
+                  "moe_intermediate_size": 32, "norm_topk_prob": True},
+}
+
+
+@pytest.mark.parametrize("name", ["Mixtral-8x7B", "Qwen3-30B-A3B"])
+def test_preset_parameters_are_transformers_own(name):
+    pytest.importorskip("transformers")
+    from rooflab import hf
+    cfg = M.load(name)
+    model, _ = hf.build_model(cfg, "meta")
+    params = dict(model.named_parameters())
+    assert M.param_count(cfg) == sum(p.numel() for p in params.values())
+    # active: every weight outside the experts, and k / E of the experts'
+    experts = sum(p.numel() for n, p in params.items() if ".experts." in n)
+    active = sum(p.numel() for p in params.values()) - experts + (
+        experts * cfg.experts_per_token // cfg.experts)
+    assert M.param_count(cfg, active=True) == active
+    assert (M.param_count(cfg) / 1e9, M.param_count(cfg, active=True) / 1e9) == pytest.approx(
+        {"Mixtral-8x7B": (46.70, 12.88), "Qwen3-30B-A3B": (30.53, 3.35)}[name], abs=0.01)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("batch,seq", [(2, 5), (1, 1), (3, 17)])
+def test_moe_layer_macs_equal_flop_counter_mode_and_the_counter(family, batch, seq):
+    """Whatever the routing, T * k rows go through the experts: the MACs are exact."""
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rooflab import count, hf
+    cfg = M.from_hf_dict(FAMILIES[family], "tiny")
+    layer, _ = hf.build_layer(cfg, "full", "cpu", torch.float32)
+    x = torch.randn(batch, seq, cfg.hidden, generator=torch.Generator().manual_seed(seq))
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        layer.mlp(x)
+    with torch.no_grad():
+        c = count.count(lambda: layer.mlp(x), module=layer)
+    mlp = [p for p in M.layer_costs(cfg, M.Phase.prefill(batch, seq)) if p.name.startswith("mlp.")]
+    macs = sum(p.macs for p in mlp)
+    assert 2 * macs == fc.get_total_flops() == 2 * sum(r.macs for r in c.records)
+    assert macs == batch * seq * cfg.hidden * (cfg.experts + 3 * cfg.experts_per_token
+                                               * cfg.expert_intermediate)  # by hand
+    assert not c.unsupported_ops()
+
+
+def test_experts_hit_under_uniform_routing():
+    cfg = M.load("Qwen3-30B-A3B")
+    assert M.experts_hit(cfg, 1) == pytest.approx(8)      # one token: its k experts
+    assert M.experts_hit(cfg, 4096) == pytest.approx(128)  # a prefill: all of them
+    g = torch.Generator().manual_seed(0)  # against draws of k distinct experts a token
+    for tokens in (2, 8, 64):
+        hits = [len(set(torch.cat([torch.randperm(128, generator=g)[:8] for _ in range(tokens)])
+                        .tolist())) for _ in range(400)]
+        assert sum(hits) / len(hits) == pytest.approx(M.experts_hit(cfg, tokens), rel=0.02)
+
+
+def test_decode_reads_the_weights_of_the_experts_hit_only():
+    cfg = M.load("Mixtral-8x7B")
+    w = C.weight_bytes(3 * cfg.hidden * cfg.expert_intermediate, "bf16")  # one expert's
+    one = sum(p.bytes for p in M.layer_costs(cfg, M.Phase.decode(1, 512))
+              if p.name.startswith("mlp.experts.") and "proj" not in p.name
+              and p.macs)  # gate_up and down: their weights and rows
+    assert w * 2 < one < w * 2 * 1.01  # k = 2 experts, plus a token's rows
+    many = M.layer_costs(cfg, M.Phase.prefill(4, 1024))
+    assert sum(p.bytes for p in many if p.macs and "experts" in p.name) > 8 * w  # all eight
+
+
+def test_the_experts_sentence_follows_the_roof_both_ways():
+    cfg = M.load("Mixtral-8x7B")
+    h200 = R.Roof.of(H.lookup("H200"), "bf16")
+    slow = R.Roof("slow", peak_flops_per_s=2e12, mem_bandwidth_bytes_per_s=1e12)  # ridge 2
+    for roof, says in ((h200, "memory-bound at every batch"), (slow, "compute-bound from B=")):
+        e = decoder.experts_at_decode(cfg, roof)
+        line = console.experts_sentence(e)
+        assert says in line and f"ridge {roof.ridge:.0f}" in line
+        bounds = [r["bound"] for r in e["rows"]]
+        assert bounds == sorted(bounds, key=lambda b: b == "compute")  # memory, then compute
+    assert "pass --gpu" in console.experts_sentence(decoder.experts_at_decode(cfg, None))
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"mlp_only_layers": [0]}, "not modelled"),
+    ({"decoder_sparse_step": 2}, "not modelled"),
+    ({"num_experts_per_tok": 9}, "more than the experts"),
+    ({"moe_intermediate_size": None}, "moe_intermediate_size"),
+])
+def test_moe_fields_not_modelled_are_one_error(change, says):
+    with pytest.raises(M.ModelError, match=says):
+        M.from_hf_dict({**FAMILIES["qwen3_moe"], **change}, "bad")
+
+
+def test_tensor_parallel_splits_every_expert():
+    from rooflab import parallel
+    cfg = M.load("Mixtral-8x7B")
+    one = parallel.shard(cfg, 2)
+    assert (one.experts, one.expert_intermediate) == (8, 7168)
+    full = [p for p in M.layer_costs(cfg, M.Phase.prefill(1, 64)) if "experts" in p.name]
+    half = [p for p in M.layer_costs(one, M.Phase.prefill(1, 64)) if "experts" in p.name]
+    assert sum(p.macs for p in half) * 2 == sum(p.macs for p in full)
