@@ -110,19 +110,21 @@ def model_summary(cfg: M.ModelConfig, phase: M.Phase, roof: R.Roof | None = None
             "communication": _comms(full, phase, tp, full.layers, hw,
                                     precision and precision.act, vocab_parallel=True),
             **({"active_params": mc["active_params"],
-                "experts_at_decode": experts_at_decode(cfg, roof)} if cfg.experts else {})}
+                "experts_at_decode": experts_at_decode(cfg, roof, precision=precision)}
+               if cfg.experts else {})}
 
 
 EXPERT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def experts_at_decode(cfg: M.ModelConfig, roof: R.Roof | None, kv_len: int = 1024) -> dict:
+def experts_at_decode(cfg: M.ModelConfig, roof: R.Roof | None, kv_len: int = 1024,
+                      precision: Q.Precision | None = None) -> dict:
     """A mixture's experts at decode, batch 1 to 256: the experts the batch's tokens reach
     (expected, uniform routing), their FLOPs and bytes a layer and their point on the roof; the
     first batch at which they stop being bound by the weights they read, if any does."""
     rows = []
     for b in EXPERT_BATCHES:
-        parts = [c for c in M.layer_costs(cfg, M.Phase.decode(b, kv_len))
+        parts = [c for c in M.layer_costs(cfg, M.Phase.decode(b, kv_len), precision=precision)
                  if c.name.startswith("mlp.experts.")]
         c = C.total(parts, "experts")
         p = R.place(roof, c) if roof else None
