@@ -22,6 +22,7 @@ CLASSES = {  # family -> (module, config class, decoder-layer class, causal-LM c
     "mistral": ("mistral", "MistralConfig", "MistralDecoderLayer", "MistralForCausalLM"),
     "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer", "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer", "Qwen3ForCausalLM"),
+    "phi3": ("phi3", "Phi3Config", "Phi3DecoderLayer", "Phi3ForCausalLM"),
     "mixtral": ("mixtral", "MixtralConfig", "MixtralDecoderLayer", "MixtralForCausalLM"),
     "qwen3_moe": ("qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM"),
 }

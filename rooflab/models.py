@@ -41,7 +41,7 @@ class ModelError(RooflabError, ValueError):
 @dataclass(frozen=True)
 class ModelConfig:
     name: str
-    family: str  # gemma3 | gemma2 | llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe
+    family: str  # gemma3 | gemma2 | llama | mistral | qwen2 | qwen3 | phi3 | mixtral | qwen3_moe
     hidden: int
     intermediate: int
     layers: int
@@ -69,6 +69,7 @@ class ModelConfig:
     experts_per_token: int = 0
     expert_intermediate: int = 0
     norm_topk_prob: bool = False
+    fused_projections: bool = False  # q, k, v as one linear and gate, up as one (Phi-3)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -101,6 +102,11 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
     ModelConfig("Mistral-7B", "mistral", hidden=4096, intermediate=14336, layers=32, heads=32,
                 kv_heads=8, head_dim=128, vocab=32768, layer_types=("full",) * 32,
                 rope_theta=1e6, max_positions=32768, rms_norm_eps=1e-5),
+    # microsoft/Phi-3-mini-4k-instruct config.json: q, k, v and gate, up fused; a window of 2047
+    ModelConfig("Phi-3-mini", "phi3", hidden=3072, intermediate=8192, layers=32, heads=32,
+                kv_heads=32, head_dim=96, vocab=32064, layer_types=("sliding",) * 32,
+                sliding_window=2047, max_positions=4096, rms_norm_eps=1e-5,
+                fused_projections=True),
     # mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts of 14336, 2 a token
     ModelConfig("Mixtral-8x7B", "mixtral", hidden=4096, intermediate=14336, layers=32, heads=32,
                 kv_heads=8, head_dim=128, vocab=32000, layer_types=("full",) * 32,
@@ -115,7 +121,7 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
 
 FAMILIES = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma2", "llama": "llama",
             "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "mixtral",
-            "qwen3_moe": "qwen3_moe"}
+            "qwen3_moe": "qwen3_moe", "phi3": "phi3"}
 
 
 def _req(d: dict, key: str, origin: str):
@@ -172,6 +178,9 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     local = d.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta")
     dtype = str(d.get("torch_dtype") or d.get("dtype") or "bfloat16")
     moe = _checked_moe(_moe_fields(d, fam, origin), origin)
+    partial = d.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0))
+    if partial not in (None, 1, 1.0):
+        raise ModelError(f"{origin}: partial_rotary_factor {partial} is not modelled")
     return ModelConfig(
         name=name, family=fam, hidden=hidden, intermediate=_req(d, "intermediate_size", origin),
         layers=n, heads=heads, kv_heads=kv, head_dim=head_dim,
@@ -184,7 +193,8 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         rope_local_theta=float(local) if local else None,
         max_positions=int(d.get("max_position_embeddings", 8192)),
         query_pre_attn_scalar=d.get("query_pre_attn_scalar"),
-        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), **moe,
+        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), fused_projections=fam == "phi3",
+        **moe,
     )
 
 
@@ -311,12 +321,12 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
     residual = lambda name: C.elementwise(t * h, dt, 2, 1, 1).named(name)  # noqa: E731
     act = (C.gelu_tanh(t * cfg.intermediate, dt) if cfg.act == "gelu_tanh"
            else C.elementwise(t * cfg.intermediate, dt, 1, 1, C.SILU_FLOPS))
-    parts = [
-        norm("input_norm"),
+    parts = [norm("input_norm")] + ([  # one read of x where q, k and v are one linear
+        _proj("attn.qkv_proj", t, h, q_out + 2 * kv_out, dt, cfg.attn_bias, p)]
+        if cfg.fused_projections else [
         _proj("attn.q_proj", t, h, q_out, dt, cfg.attn_bias, p),
         _proj("attn.k_proj", t, h, kv_out, dt, cfg.attn_bias, p),
-        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias, p),
-    ]
+        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias, p)])
     if cfg.qk_norm:
         parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt, offset).named("attn.q_norm"),
                   C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt, offset).named("attn.k_norm")]
@@ -328,9 +338,12 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
     if cfg.sandwich_norm:
         parts.append(norm("post_attn_norm"))
     parts += [residual("residual.attn"), norm("pre_ffn_norm")]
-    parts += _experts(cfg, t, dt, p) if cfg.experts else [
+    gate_up = [_proj("mlp.gate_up_proj", t, h, 2 * cfg.intermediate, dt, False, p)] \
+        if cfg.fused_projections else [
         _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False, p),
-        _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False, p),
+        _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False, p)]
+    parts += _experts(cfg, t, dt, p) if cfg.experts else [
+        *gate_up,
         act.named("mlp.act"),
         C.elementwise(t * cfg.intermediate, dt, 2, 1, 1).named("mlp.mul"),
         _proj("mlp.down_proj", t, cfg.intermediate, h, dt, False, p),
