@@ -64,6 +64,8 @@ def hf_fields(cfg: ModelConfig, layer_type: str | None) -> dict:
                  sliding_window=cfg.sliding_window or 4096)
         if cfg.rope_local_theta:
             d["rope_local_base_freq"] = cfg.rope_local_theta
+        d.update(attn_logit_softcapping=cfg.attn_softcap,
+                 final_logit_softcapping=cfg.final_softcap)
     else:
         d["hidden_act"] = "silu"
     if cfg.family == "qwen2" and "sliding" in kinds:

@@ -70,6 +70,9 @@ class ModelConfig:
     expert_intermediate: int = 0
     norm_topk_prob: bool = False
     fused_projections: bool = False  # q, k, v as one linear and gate, up as one (Phi-3)
+    # tanh softcapping (Gemma 2): scores, and the final logits, become c * tanh(x / c)
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -194,6 +197,9 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         max_positions=int(d.get("max_position_embeddings", 8192)),
         query_pre_attn_scalar=d.get("query_pre_attn_scalar"),
         rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), fused_projections=fam == "phi3",
+        # transformers' defaults where a config leaves them out: Gemma 2's 50 and 30
+        attn_softcap=d.get("attn_logit_softcapping", 50.0 if fam == "gemma2" else None),
+        final_softcap=d.get("final_logit_softcapping", 30.0 if fam == "gemma2" else None),
         **moe,
     )
 
@@ -333,6 +339,8 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
     parts += [
         C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
         _core(cfg, ph, layer_type, dt, p.kv if p else dt),
+        *([_softcap(ph.batch * cfg.heads * ph.seq * _core(cfg, ph, layer_type, dt, dt).detail[
+            "kv_positions"], dt).named("attn.softcap")] if cfg.attn_softcap else []),
         _proj("attn.o_proj", t, q_out, h, dt, False, p),
     ]
     if cfg.sandwich_norm:
@@ -352,6 +360,15 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
         parts.append(norm("post_ffn_norm"))
     parts.append(residual("residual.mlp"))
     return parts
+
+
+def _softcap(numel: int, dt: str) -> C.Cost:
+    """c * tanh(x / c) as transformers runs it: three kernels (divide, tanh, multiply), each
+    reading and writing every score (or logit), one FLOP an element each. On the attention it
+    forces the eager path: the scores are a full matrix, every key of every query."""
+    one = C.elementwise(numel, dt, 1, 1, 1)
+    return replace(one, flops=3 * one.flops, bytes=3 * one.bytes, bytes_fused=one.bytes_fused,
+                   kernels=3)
 
 
 def experts_hit(cfg: ModelConfig, tokens: int) -> float:
@@ -438,6 +455,8 @@ def model_costs(cfg: ModelConfig, ph: Phase, precision: Precision | None = None)
         per_type[lt] = (n, C.total(layer_costs(cfg, ph, lt, precision), f"{lt} layer"))
     emb = C.Cost("embedding", 0, 0, 2 * t * cfg.hidden * e, 2 * t * cfg.hidden * e)
     head = C.linear(t, cfg.hidden, cfg.vocab, dt).named("lm_head")
+    if cfg.final_softcap:  # the logits capped: three more passes over them
+        head = C.total([head, _softcap(t * cfg.vocab, dt)], "lm_head")
     final = C.rmsnorm(t, cfg.hidden, dt).named("final_norm")
     layers = C.total([c.scaled(n) for n, c in per_type.values()], "layers")
     kv_bytes, ke = 0, C.elem_bytes(precision.kv if precision else dt)
