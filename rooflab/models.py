@@ -336,11 +336,12 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
     if cfg.qk_norm:
         parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt, offset).named("attn.q_norm"),
                   C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt, offset).named("attn.k_norm")]
+    core = _core(cfg, ph, layer_type, dt, p.kv if p else dt)
+    scores = ph.batch * cfg.heads * ph.seq * core.detail["kv_positions"]
     parts += [
         C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
-        _core(cfg, ph, layer_type, dt, p.kv if p else dt),
-        *([_softcap(ph.batch * cfg.heads * ph.seq * _core(cfg, ph, layer_type, dt, dt).detail[
-            "kv_positions"], dt).named("attn.softcap")] if cfg.attn_softcap else []),
+        core,
+        *([_softcap(scores, dt).named("attn.softcap")] if cfg.attn_softcap else []),
         _proj("attn.o_proj", t, q_out, h, dt, False, p),
     ]
     if cfg.sandwich_norm:
