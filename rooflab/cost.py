@@ -267,8 +267,10 @@ def attention_pairs(q_len: int, kv_len: int, causal: bool = False, window: int |
 
 def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
               kv_heads: int | None = None, dtype: str = "fp32", causal: bool = False,
-              window: int | None = None, kv_dtype: str | None = None) -> Cost:
-    """softmax(Q K^T * scale) V with q (B,H,Lq,D), k/v (B,Hkv,Lkv,D).
+              window: int | None = None, kv_dtype: str | None = None,
+              v_dim: int | None = None) -> Cost:
+    """softmax(Q K^T * scale) V with q (B,H,Lq,D), k/v (B,Hkv,Lkv,D); ``v_dim``: V's and the
+    output's head size where it differs from D (latent attention: 192 for q and k, 128 for v).
 
     pairs P = B*H*(scores per head) (dense: Lq*Lkv), MACs = 2*P*D, FLOPs = 2*MACs + 6*P
     (softmax 5, the scale 1).
@@ -282,9 +284,10 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
         raise CostError(f"kv_heads ({kv_heads}) must divide heads ({heads})")
     scores = batch * heads * attention_pairs(q_len, kv_len, causal, window)
     e, ek = elem_bytes(dtype), elem_bytes(kv_dtype or dtype)  # K and V may be stored apart
-    q = o = batch * heads * q_len * head_dim
-    k = v = batch * kv_heads * kv_len * head_dim
-    macs = 2 * scores * head_dim
+    dv = v_dim or head_dim
+    q, o = batch * heads * q_len * head_dim, batch * heads * q_len * dv
+    k, v = batch * kv_heads * kv_len * head_dim, batch * kv_heads * kv_len * dv
+    macs = scores * (head_dim + dv)  # Q K^T, then P V
     eager = e * ((q + scores) + SOFTMAX_PASSES * scores + (scores + o)) + ek * (k + v)
     flops = 2 * macs + (SOFTMAX_FLOPS + SCALE_FLOPS) * scores
     return Cost("attention", macs, flops, eager, e * (q + o) + ek * (k + v),

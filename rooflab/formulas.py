@@ -46,6 +46,10 @@ def _shape(x) -> tuple[int, ...]:
     return tuple(x.shape)
 
 
+def _ops_early(*names):
+    return [getattr(aten, n) for n in names if hasattr(aten, n)]
+
+
 @register(aten.mm)
 def _mm(args, out):
     (m, k), (_, n) = _shape(args[0]), _shape(args[1])
@@ -68,6 +72,19 @@ def _bmm(args, out):
 def _baddbmm(args, out):
     (b, m, k), (_, _, n) = _shape(args[1]), _shape(args[2])
     return b * m * k * n, 2 * b * m * k * n + b * m * n
+
+
+@register(*_ops_early("_grouped_mm"))
+def _grouped_mm(args, out):
+    """A mixture's experts as one grouped GEMM: rows of ``self`` in groups (offs), each group
+    times its own matrix of ``mat2``. Every row meets one matrix, so MACs = rows x K x N
+    whatever the grouping (2-D x 3-D, 3-D x 3-D); 2-D x 2-D groups the contraction instead."""
+    a, b = args[0], args[1]
+    if a.dim() == 2 and b.dim() == 2:  # (M, K total) x (K total, N): K cut into groups
+        macs = _shape(a)[0] * _shape(a)[1] * _shape(b)[1]
+    else:
+        macs = out[0].numel() * _shape(a)[-1]
+    return macs, 2 * macs
 
 
 @register(aten.mv)
@@ -256,6 +273,7 @@ VIEW_OPS = {getattr(aten, n) for n in (
     "unsqueeze", "squeeze", "as_strided", "alias", "detach", "split", "split_with_sizes",
     "unbind", "chunk", "narrow", "unflatten", "flatten", "lift_fresh", "_reshape_alias",
     "view_as", "expand_as", "diagonal", "lift_fresh_copy", "squeeze_", "unsqueeze_", "t_",
+    "view_as_complex", "view_as_real",
     "transpose_", "as_strided_", "swapdims_", "swapaxes_", "detach_") if hasattr(aten, n)}
 # ops that overwrite their first argument without reading it
 OVERWRITE_OPS = {getattr(aten, n) for n in (
@@ -278,10 +296,11 @@ POINTWISE = {getattr(aten, n) for n in (
     "clamp_", "clamp_min", "clamp_max", "maximum", "minimum", "sin", "cos", "erf", "relu",
     "relu_", "addcmul", "addcdiv", "lerp", "rsub", "square", "sign", "log1p", "expm1", "floor",
     "ceil", "round", "remainder", "fmod", "threshold", "hardtanh", "leaky_relu", "elu",
-    "softplus", "mish", "exp2", "log2", "atan", "round_", "floor_divide") if hasattr(aten, n)}
+    "softplus", "mish", "exp2", "log2", "atan", "round_", "floor_divide", "cumsum", "polar")
+    if hasattr(aten, n)}
 REDUCTIONS = {getattr(aten, n) for n in (
     "sum", "mean", "amax", "amin", "max", "min", "var", "std", "var_mean", "prod", "norm",
-    "linalg_vector_norm", "logsumexp", "argmax") if hasattr(aten, n)}
+    "linalg_vector_norm", "logsumexp", "argmax", "all", "any", "histc") if hasattr(aten, n)}
 
 
 def flops_of(packet, args, out_tensors, named: dict | None = None) -> tuple[int, int] | None:
@@ -348,6 +367,25 @@ def _index_add_bytes(args, outs):
 @register(*_ops("aminmax"))
 def _aminmax(args, out):
     return 0, 2 * args[0].numel()  # a comparison an element for each of min and max
+
+
+@register_bytes(*_ops("_grouped_mm"))
+def _grouped_mm_bytes(args, outs):
+    """Rows, offsets and output, and only the matrices of groups that have rows (the experts a
+    batch reaches): counted from the offsets where they hold data, else (meta) at most one a
+    row."""
+    a, b = args[0], args[1]
+    offs = args[2] if len(args) > 2 and isinstance(args[2], torch.Tensor) else None
+    if b.dim() != 3 or offs is None:
+        return sum(_nbytes(x) for x in args if isinstance(x, torch.Tensor)), _nbytes(outs[0])
+    if offs.device.type == "meta":
+        used = min(_shape(b)[0], _shape(a)[0])
+    else:
+        ends = offs.tolist()
+        used = sum(e > s for s, e in zip([0] + ends[:-1], ends))
+    rest = sum(_nbytes(x) for x in args[3:] if isinstance(x, torch.Tensor))  # a bias
+    return _nbytes(a) + _nbytes(offs) + used * _nbytes(b) // _shape(b)[0] + rest, \
+        _nbytes(outs[0])
 
 
 @register_bytes(aten.index_copy_)

@@ -23,6 +23,8 @@ CLASSES = {  # family -> (module, config class, decoder-layer class, causal-LM c
     "qwen2": ("qwen2", "Qwen2Config", "Qwen2DecoderLayer", "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", "Qwen3Config", "Qwen3DecoderLayer", "Qwen3ForCausalLM"),
     "phi3": ("phi3", "Phi3Config", "Phi3DecoderLayer", "Phi3ForCausalLM"),
+    "deepseek_v2": ("deepseek_v2", "DeepseekV2Config", "DeepseekV2DecoderLayer",
+                    "DeepseekV2ForCausalLM"),
     "mixtral": ("mixtral", "MixtralConfig", "MixtralDecoderLayer", "MixtralForCausalLM"),
     "qwen3_moe": ("qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM"),
 }
@@ -73,6 +75,14 @@ def hf_fields(cfg: ModelConfig, layer_type: str | None) -> dict:
     if cfg.family == "mixtral":
         d.update(num_local_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
                  intermediate_size=cfg.expert_intermediate)
+    if cfg.family == "deepseek_v2":
+        d.update(n_routed_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
+                 moe_intermediate_size=cfg.expert_intermediate,
+                 n_shared_experts=cfg.shared_experts,
+                 first_k_dense_replace=cfg.dense_layers if layer_type is None else 0,
+                 q_lora_rank=cfg.q_lora_rank or None, kv_lora_rank=cfg.kv_lora_rank,
+                 qk_rope_head_dim=cfg.qk_rope_dim, qk_nope_head_dim=cfg.head_dim - cfg.qk_rope_dim,
+                 v_head_dim=cfg.v_head_dim, head_dim=cfg.qk_rope_dim, topk_method="greedy")
     if cfg.family == "qwen3_moe":
         d.update(num_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
                  moe_intermediate_size=cfg.expert_intermediate, norm_topk_prob=cfg.norm_topk_prob,

@@ -41,7 +41,7 @@ class ModelError(RooflabError, ValueError):
 @dataclass(frozen=True)
 class ModelConfig:
     name: str
-    family: str  # gemma3 | gemma2 | llama | mistral | qwen2 | qwen3 | phi3 | mixtral | qwen3_moe
+    family: str  # gemma3 gemma2 llama mistral qwen2 qwen3 phi3 mixtral qwen3_moe deepseek_v2
     hidden: int
     intermediate: int
     layers: int
@@ -73,6 +73,16 @@ class ModelConfig:
     # tanh softcapping (Gemma 2): scores, and the final logits, become c * tanh(x / c)
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    # DeepSeek-V2: shared experts beside the routed ones (a gated MLP of shared_experts *
+    # expert_intermediate), the first dense_layers layers dense; multi-head latent attention
+    # (kv_lora_rank > 0): K and V come from a latent of kv_lora_rank per token (the cache),
+    # head_dim = the q and k head size (qk_rope_dim of it rotated), v_head_dim V's
+    shared_experts: int = 0
+    dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -115,6 +125,13 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
                 kv_heads=8, head_dim=128, vocab=32000, layer_types=("full",) * 32,
                 rope_theta=1e6, max_positions=32768, rms_norm_eps=1e-5, experts=8,
                 experts_per_token=2, expert_intermediate=14336),
+    # deepseek-ai/DeepSeek-V2-Lite config.json: latent attention (a 512 latent + 64 rotated
+    # dims a token), 64 routed experts of 1408 (6 a token) and 2 shared, the first layer dense
+    ModelConfig("DeepSeek-V2-Lite", "deepseek_v2", hidden=2048, intermediate=10944, layers=27,
+                heads=16, kv_heads=16, head_dim=192, vocab=102400, layer_types=("full",) * 27,
+                max_positions=163840, experts=64, experts_per_token=6,
+                expert_intermediate=1408, shared_experts=2, dense_layers=1, kv_lora_rank=512,
+                qk_rope_dim=64, v_head_dim=128),
     # Qwen/Qwen3-30B-A3B config.json: 128 experts of 768, 8 a token, renormalised
     ModelConfig("Qwen3-30B-A3B", "qwen3_moe", hidden=2048, intermediate=6144, layers=48,
                 heads=32, kv_heads=4, head_dim=128, vocab=151936, layer_types=("full",) * 48,
@@ -124,7 +141,7 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
 
 FAMILIES = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma2", "llama": "llama",
             "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "mixtral",
-            "qwen3_moe": "qwen3_moe", "phi3": "phi3"}
+            "qwen3_moe": "qwen3_moe", "phi3": "phi3", "deepseek_v2": "deepseek_v2"}
 
 
 def _req(d: dict, key: str, origin: str):
@@ -153,6 +170,8 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     kv = _req(d, "num_key_value_heads", origin) if d.get("num_key_value_heads") is not None \
         else heads
     head_dim = _req(d, "head_dim", origin) if d.get("head_dim") is not None else hidden // heads
+    if fam == "deepseek_v2":  # q and k: the unrotated and the rotated dims
+        head_dim = _req(d, "qk_nope_head_dim", origin) + _req(d, "qk_rope_head_dim", origin)
     if heads % kv:
         raise ModelError(f"{origin}: num_key_value_heads ({kv}) must divide heads ({heads})")
     window = d.get("sliding_window")
@@ -212,6 +231,8 @@ def _moe_fields(d: dict, fam: str, origin: str) -> dict:
                     experts_per_token=_req(d, "num_experts_per_tok", origin),
                     expert_intermediate=_req(d, "intermediate_size", origin),
                     norm_topk_prob=True)  # Mixtral's router always renormalises its top k
+    if fam == "deepseek_v2":
+        return _deepseek_fields(d, origin)
     if fam != "qwen3_moe":
         return {}
     if d.get("mlp_only_layers") or d.get("decoder_sparse_step", 1) != 1:
@@ -221,6 +242,23 @@ def _moe_fields(d: dict, fam: str, origin: str) -> dict:
                 experts_per_token=_req(d, "num_experts_per_tok", origin),
                 expert_intermediate=_req(d, "moe_intermediate_size", origin),
                 norm_topk_prob=bool(d.get("norm_topk_prob", False)))
+
+
+def _deepseek_fields(d: dict, origin: str) -> dict:
+    """DeepSeek-V2's latent attention and experts (its router, as transformers runs it, picks
+    the top k by softmax score, group-limited or not, and scales them without renormalising)."""
+    if d.get("moe_layer_freq", 1) != 1:
+        raise ModelError(f"{origin}: moe_layer_freq {d['moe_layer_freq']} is not modelled")
+    q_rank = d.get("q_lora_rank")
+    return dict(experts=_req(d, "n_routed_experts", origin),
+                experts_per_token=_req(d, "num_experts_per_tok", origin),
+                expert_intermediate=_req(d, "moe_intermediate_size", origin),
+                shared_experts=int(d.get("n_shared_experts") or 0),
+                dense_layers=int(d.get("first_k_dense_replace") or 0),
+                q_lora_rank=_req(d, "q_lora_rank", origin) if q_rank is not None else 0,
+                kv_lora_rank=_req(d, "kv_lora_rank", origin),
+                qk_rope_dim=_req(d, "qk_rope_head_dim", origin),
+                v_head_dim=_req(d, "v_head_dim", origin))
 
 
 def _checked_moe(fields: dict, origin: str) -> dict:
@@ -314,53 +352,107 @@ def _core(cfg: ModelConfig, ph: Phase, layer_type: str, dtype: str, kv_dtype: st
 
 
 def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
-                precision: Precision | None = None) -> list[C.Cost]:
+                precision: Precision | None = None, dense: bool = False) -> list[C.Cost]:
     """Every component of one decoder layer of ``layer_type`` in phase ``ph``, in order; with a
-    ``precision``, the weights, activations and KV cache in their own dtypes."""
+    ``precision``, the weights, activations and KV cache in their own dtypes; ``dense``: one of
+    a mixture's first dense layers (DeepSeek's first_k_dense_replace)."""
     if layer_type not in ("full", "sliding"):
         raise ModelError(f"layer type must be 'full' or 'sliding', got {layer_type!r}")
     p = precision
     t, h, dt = ph.tokens, cfg.hidden, p.act if p else cfg.dtype
-    q_out, kv_out = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     offset = cfg.family.startswith("gemma")  # Gemma's norms scale by (1 + w)
     norm = lambda name: C.rmsnorm(t, h, dt, offset).named(name)  # noqa: E731
     residual = lambda name: C.elementwise(t * h, dt, 2, 1, 1).named(name)  # noqa: E731
-    act = (C.gelu_tanh(t * cfg.intermediate, dt) if cfg.act == "gelu_tanh"
-           else C.elementwise(t * cfg.intermediate, dt, 1, 1, C.SILU_FLOPS))
-    parts = [norm("input_norm")] + ([  # one read of x where q, k and v are one linear
-        _proj("attn.qkv_proj", t, h, q_out + 2 * kv_out, dt, cfg.attn_bias, p)]
+    parts = [norm("input_norm")]
+    parts += (_latent_attention(cfg, ph, dt, p) if cfg.kv_lora_rank
+              else _attention(cfg, ph, layer_type, dt, p))
+    if cfg.sandwich_norm:
+        parts.append(norm("post_attn_norm"))
+    parts += [residual("residual.attn"), norm("pre_ffn_norm")]
+    if cfg.experts and not dense:
+        parts += _experts(cfg, t, dt, p)
+        if cfg.shared_experts:  # beside the routed experts, on every token, then added
+            parts += _gated_mlp("mlp.shared", cfg, t, cfg.shared_experts
+                                * cfg.expert_intermediate, dt, p)
+            parts.append(C.elementwise(t * h, dt, 2, 1, 1).named("mlp.shared.add"))
+    else:
+        parts += _gated_mlp("mlp", cfg, t, cfg.intermediate, dt, p)
+    if cfg.sandwich_norm:
+        parts.append(norm("post_ffn_norm"))
+    parts.append(residual("residual.mlp"))
+    return parts
+
+
+def _attention(cfg: ModelConfig, ph: Phase, layer_type: str, dt: str,
+               p: Precision | None) -> list[C.Cost]:
+    """Multi-head attention (GQA): q, k and v projected (one read of x where they are one
+    linear), normed per head where the family does, rotated, attended, projected back."""
+    t, h, offset = ph.tokens, cfg.hidden, cfg.family.startswith("gemma")
+    q_out, kv_out = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    parts = [_proj("attn.qkv_proj", t, h, q_out + 2 * kv_out, dt, cfg.attn_bias, p)] \
         if cfg.fused_projections else [
         _proj("attn.q_proj", t, h, q_out, dt, cfg.attn_bias, p),
         _proj("attn.k_proj", t, h, kv_out, dt, cfg.attn_bias, p),
-        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias, p)])
+        _proj("attn.v_proj", t, h, kv_out, dt, cfg.attn_bias, p)]
     if cfg.qk_norm:
         parts += [C.rmsnorm(t * cfg.heads, cfg.head_dim, dt, offset).named("attn.q_norm"),
                   C.rmsnorm(t * cfg.kv_heads, cfg.head_dim, dt, offset).named("attn.k_norm")]
     core = _core(cfg, ph, layer_type, dt, p.kv if p else dt)
     scores = ph.batch * cfg.heads * ph.seq * core.detail["kv_positions"]
-    parts += [
+    return parts + [
         C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
         core,
         *([_softcap(scores, dt).named("attn.softcap")] if cfg.attn_softcap else []),
         _proj("attn.o_proj", t, q_out, h, dt, False, p),
     ]
-    if cfg.sandwich_norm:
-        parts.append(norm("post_attn_norm"))
-    parts += [residual("residual.attn"), norm("pre_ffn_norm")]
-    gate_up = [_proj("mlp.gate_up_proj", t, h, 2 * cfg.intermediate, dt, False, p)] \
-        if cfg.fused_projections else [
-        _proj("mlp.gate_proj", t, h, cfg.intermediate, dt, False, p),
-        _proj("mlp.up_proj", t, h, cfg.intermediate, dt, False, p)]
-    parts += _experts(cfg, t, dt, p) if cfg.experts else [
-        *gate_up,
-        act.named("mlp.act"),
-        C.elementwise(t * cfg.intermediate, dt, 2, 1, 1).named("mlp.mul"),
-        _proj("mlp.down_proj", t, cfg.intermediate, h, dt, False, p),
+
+
+def _latent_attention(cfg: ModelConfig, ph: Phase, dt: str, p: Precision | None) -> list[C.Cost]:
+    """DeepSeek-V2's multi-head latent attention as transformers runs it: q projected (through
+    a low-rank q_a/q_b pair where the config has one); one linear to a latent of kv_lora_rank
+    plus the qk_rope_dim rotated key dims shared by all heads (what the cache keeps), normed;
+    then, every step, the whole cached latent expanded by kv_b_proj into every head's
+    unrotated K and V, the keys assembled, and attention over head dims head_dim (q, k) and
+    v_head_dim (v)."""
+    t, h, heads, rope = ph.tokens, cfg.hidden, cfg.heads, cfg.qk_rope_dim
+    nope, r, dv = cfg.head_dim - rope, cfg.kv_lora_rank, cfg.v_head_dim
+    kv_rows = ph.batch * ph.kv_len  # the latent of every cached position, expanded again
+    q = [_proj("attn.q_proj", t, h, heads * cfg.head_dim, dt, cfg.attn_bias, p)] \
+        if not cfg.q_lora_rank else [
+        _proj("attn.q_a_proj", t, h, cfg.q_lora_rank, dt, cfg.attn_bias, p),
+        C.rmsnorm(t, cfg.q_lora_rank, dt).named("attn.q_a_norm"),
+        _proj("attn.q_b_proj", t, cfg.q_lora_rank, heads * cfg.head_dim, dt, False, p)]
+    core = C.attention(ph.batch, heads, ph.seq, ph.kv_len, cfg.head_dim, heads, dt,
+                       kv_dtype=p.kv if p else dt, v_dim=dv)
+    latent = C.elem_bytes(p.kv if p else dt) * (r + rope)
+    core = replace(core, name="attn.core", detail={
+        "kv_positions": ph.kv_len, "kv_cache_write_bytes": latent * ph.batch * ph.seq,
+        "kv_cache_read_bytes": latent * ph.batch * (ph.kv_len - 1) if ph.kind == "decode" else 0})
+    return q + [
+        _proj("attn.kv_a_proj", t, h, r + rope, dt, cfg.attn_bias, p),
+        C.rmsnorm(t, r, dt).named("attn.kv_a_norm"),
+        C.rope(t, heads + 1, rope, dt).named("attn.rope"),
+        _proj("attn.kv_b_proj", kv_rows, r, heads * (nope + dv), dt, False, p),
+        C.elementwise(kv_rows * heads * cfg.head_dim, dt, 1, 1, 0).named("attn.assemble_k"),
+        C.elementwise(t * heads * cfg.head_dim, dt, 1, 1, 0).named("attn.assemble_q"),
+        core,
+        _proj("attn.o_proj", t, heads * dv, h, dt, cfg.attn_bias, p),
     ]
-    if cfg.sandwich_norm:
-        parts.append(norm("post_ffn_norm"))
-    parts.append(residual("residual.mlp"))
-    return parts
+
+
+def _gated_mlp(name: str, cfg: ModelConfig, t: int, inter: int, dt: str,
+               p: Precision | None) -> list[C.Cost]:
+    """act(x W_gate) * (x W_up), then W_down (gate and up one linear where fused)."""
+    h = cfg.hidden
+    act = (C.gelu_tanh(t * inter, dt) if cfg.act == "gelu_tanh"
+           else C.elementwise(t * inter, dt, 1, 1, C.SILU_FLOPS))
+    gate_up = [_proj(f"{name}.gate_up_proj", t, h, 2 * inter, dt, False, p)] \
+        if cfg.fused_projections else [
+        _proj(f"{name}.gate_proj", t, h, inter, dt, False, p),
+        _proj(f"{name}.up_proj", t, h, inter, dt, False, p)]
+    return gate_up + [act.named(f"{name}.act"),
+                      C.elementwise(t * inter, dt, 2, 1, 1).named(f"{name}.mul"),
+                      _proj(f"{name}.down_proj", t, inter, h, dt, False, p)]
 
 
 def _softcap(numel: int, dt: str) -> C.Cost:
@@ -452,8 +544,11 @@ def model_costs(cfg: ModelConfig, ph: Phase, precision: Precision | None = None)
     t, e = ph.tokens, C.elem_bytes(dt)
     per_type = {}
     for lt in sorted(set(cfg.layer_types)):
-        n = cfg.layer_types.count(lt)
+        n = cfg.layer_types.count(lt) - (cfg.dense_layers if cfg.experts else 0)
         per_type[lt] = (n, C.total(layer_costs(cfg, ph, lt, precision), f"{lt} layer"))
+    if cfg.experts and cfg.dense_layers:  # a mixture's first layers, dense (one type: full)
+        per_type["dense"] = (cfg.dense_layers, C.total(layer_costs(
+            cfg, ph, cfg.layer_types[0], precision, dense=True), "dense layer"))
     emb = C.Cost("embedding", 0, 0, 2 * t * cfg.hidden * e, 2 * t * cfg.hidden * e)
     head = C.linear(t, cfg.hidden, cfg.vocab, dt).named("lm_head")
     if cfg.final_softcap:  # the logits capped: three more passes over them
@@ -463,7 +558,9 @@ def model_costs(cfg: ModelConfig, ph: Phase, precision: Precision | None = None)
     kv_bytes, ke = 0, C.elem_bytes(precision.kv if precision else dt)
     for lt in cfg.layer_types:
         pos = min(ph.kv_len, cfg.sliding_window) if lt == "sliding" else ph.kv_len
-        kv_bytes += 2 * ph.batch * cfg.kv_heads * cfg.head_dim * pos * ke
+        per_token = (cfg.kv_lora_rank + cfg.qk_rope_dim if cfg.kv_lora_rank  # the latent
+                     else 2 * cfg.kv_heads * cfg.head_dim)
+        kv_bytes += ph.batch * per_token * pos * ke
     return {
         "layers_by_type": {lt: {"count": n, **c.as_dict()} for lt, (n, c) in per_type.items()},
         "parts": [layers, emb, final, head],
@@ -479,11 +576,19 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
     one token runs through (its k experts of a mixture, not all of them)."""
     h, q, kv, i = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.intermediate
     attn = h * q + 2 * h * kv + q * h + (q + 2 * kv if cfg.attn_bias else 0)
+    if cfg.kv_lora_rank:  # latent attention: q (low-rank or not), the latent, its expansion, o
+        r, rope, dv = cfg.kv_lora_rank, cfg.qk_rope_dim, cfg.v_head_dim
+        q_params = (h * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * q
+                    if cfg.q_lora_rank else h * q)
+        attn = (q_params + h * (r + rope) + r + r * cfg.heads * (cfg.head_dim - rope + dv)
+                + cfg.heads * dv * h)
     norms = h * (4 if cfg.sandwich_norm else 2) + (2 * cfg.head_dim if cfg.qk_norm else 0)
-    mlp = 3 * h * i
-    if cfg.experts:  # the router, and the experts' gated MLPs
-        mlp = h * cfg.experts + 3 * h * cfg.expert_intermediate * (
-            cfg.experts_per_token if active else cfg.experts)
-    per_layer = attn + mlp + norms
+    dense = 3 * h * i
+    moe = dense
+    if cfg.experts:  # the router, the experts' gated MLPs, the shared ones
+        moe = h * cfg.experts + 3 * h * cfg.expert_intermediate * (
+            (cfg.experts_per_token if active else cfg.experts) + cfg.shared_experts)
+    n_dense = cfg.dense_layers if cfg.experts else 0
+    layers = cfg.layers * (attn + norms) + n_dense * dense + (cfg.layers - n_dense) * moe
     emb = cfg.vocab * h * (1 if cfg.tie_embeddings else 2)
-    return cfg.layers * per_layer + emb + h
+    return layers + emb + h

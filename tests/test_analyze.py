@@ -134,7 +134,7 @@ def test_no_op_above_a_low_cached_roof_without_its_reason():
 
 
 def test_an_op_with_no_formula_is_named_with_its_share_and_never_on_the_roof():
-    """cumsum has no formula here: the total says it is incomplete and how much of the measured
+    """cumprod has no formula here: the total says it is incomplete and how much of the measured
     time such ops took; the op keeps its bytes and time but gets no bound, floor or point."""
     import torch
 
@@ -146,17 +146,17 @@ def test_an_op_with_no_formula_is_named_with_its_share_and_never_on_the_roof():
             self.proj = torch.nn.Linear(64, 64)
 
         def forward(self, x):
-            return self.proj(x).cumsum(-1)
+            return self.proj(x).cumprod(-1)
 
     d = A.analyze(Scan(), (torch.randn(32, 64),), "cpu", CEIL)
-    assert d["unsupported_ops"] == {"cumsum": 1} and d["total"]["complete"] is False
-    scan = next(o for o in d["ops"] if o["op"].startswith("cumsum"))
+    assert d["unsupported_ops"] == {"cumprod": 1} and d["total"]["complete"] is False
+    scan = next(o for o in d["ops"] if o["op"].startswith("cumprod"))
     assert scan["counted"] is False and scan["measured_s"] > 0
     assert "bound" not in scan and "floor_s" not in scan and "achieved_flops_per_s" not in scan
     share = d["total"]["no_formula_share"]
     assert share == pytest.approx(scan["measured_s"] / d["total"]["measured_s"]) and 0 < share < 1
-    assert all(not p["label"].startswith("cumsum")
+    assert all(not p["label"].startswith("cumprod")
                for p in html.analysis_roofline(d)["points"])
-    assert "No FLOP formula, so not on the roof: cumsum" in html.analysis_page(d)
+    assert "No FLOP formula, so not on the roof: cumprod" in html.analysis_page(d)
     linear = A.analyze(torch.nn.Linear(8, 8), (torch.randn(2, 8),), "cpu", CEIL, profile=False)
     assert linear["total"]["complete"] is True and linear["total"]["no_formula_share"] is None

@@ -115,3 +115,57 @@ def test_tensor_parallel_splits_every_expert():
     full = [p for p in M.layer_costs(cfg, M.Phase.prefill(1, 64)) if "experts" in p.name]
     half = [p for p in M.layer_costs(one, M.Phase.prefill(1, 64)) if "experts" in p.name]
     assert sum(p.macs for p in half) * 2 == sum(p.macs for p in full)
+
+
+DEEPSEEK = {"model_type": "deepseek_v2", "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+            "vocab_size": 128, "n_routed_experts": 8, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32, "n_shared_experts": 1, "first_k_dense_replace": 1,
+            "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16,
+            "v_head_dim": 12}
+
+
+def test_deepseek_v2_lite_parameters_are_transformers_own():
+    pytest.importorskip("transformers")
+    from rooflab import hf
+    cfg = M.load("DeepSeek-V2-Lite")
+    model, _ = hf.build_model(cfg, "meta")
+    assert M.param_count(cfg) == sum(p.numel() for p in model.parameters())  # 15.71 B
+    assert round(M.param_count(cfg) / 1e9, 2) == 15.71
+    # the latent cache: 512 + 64 values a token and layer, against 16 heads' K (192) and V (128)
+    mc = M.model_costs(cfg, M.Phase.decode(1, 1000))
+    assert mc["kv_cache_bytes"] == 27 * 1000 * (512 + 64) * 2
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 24])
+def test_latent_attention_and_shared_experts_count_exactly(q_lora_rank):
+    """A whole tiny DeepSeek-V2 (a dense first layer, then latent attention, routed and shared
+    experts): the counter's MACs equal the analytic model's; FlopCounterMode's fall short by
+    exactly the experts' grouped GEMMs, which it does not count (rows x K x N each, by hand)."""
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rooflab import count, hf
+    cfg = M.from_hf_dict({**DEEPSEEK, "q_lora_rank": q_lora_rank}, "tiny-deepseek")
+    model, _ = hf.build_model(cfg, "cpu", torch.float32, attn="eager")
+    assert M.param_count(cfg) == sum(p.numel() for p in model.parameters())
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model(ids, use_cache=False)
+    with torch.no_grad():
+        c = count.count(lambda: model(ids, use_cache=False), module=model)
+    macs = M.model_costs(cfg, M.Phase.prefill(2, 5))["total"].macs
+    assert sum(r.macs for r in c.records) == macs and not c.unsupported_ops()
+    rows = 2 * 5 * cfg.experts_per_token  # one MoE layer
+    grouped = rows * cfg.hidden * 2 * cfg.expert_intermediate + rows * cfg.expert_intermediate \
+        * cfg.hidden
+    assert fc.get_total_flops() == 2 * (macs - grouped)
+
+
+def test_latent_attention_expands_the_whole_cache_every_step():
+    """transformers caches the latent and expands every cached position at each decode step:
+    kv_b_proj's rows grow with the cache, its MACs with them."""
+    cfg = M.load("DeepSeek-V2-Lite")
+    kv_b = lambda n: next(p for p in M.layer_costs(cfg, M.Phase.decode(4, n))  # noqa: E731
+                          if p.name == "attn.kv_b_proj")
+    assert kv_b(2048).macs == 4 * 2048 * 512 * 16 * (128 + 128) == 2 * kv_b(1024).macs
