@@ -422,10 +422,12 @@ def _latent_attention(cfg: ModelConfig, ph: Phase, dt: str, p: Precision | None)
         _proj("attn.q_a_proj", t, h, cfg.q_lora_rank, dt, cfg.attn_bias, p),
         C.rmsnorm(t, cfg.q_lora_rank, dt).named("attn.q_a_norm"),
         _proj("attn.q_b_proj", t, cfg.q_lora_rank, heads * cfg.head_dim, dt, False, p)]
-    core = C.attention(ph.batch, heads, ph.seq, ph.kv_len, cfg.head_dim, heads, dt,
-                       kv_dtype=p.kv if p else dt, v_dim=dv)
+    args = (ph.batch, heads, ph.seq, ph.kv_len, cfg.head_dim, heads, dt)
+    core = C.attention(*args, kv_dtype=p.kv if p else dt, v_dim=dv)
+    causal = C.attention(*args, causal=True, kv_dtype=p.kv if p else dt, v_dim=dv)
     latent = C.elem_bytes(p.kv if p else dt) * (r + rope)
     core = replace(core, name="attn.core", detail={
+        "macs_causal": causal.macs, "flops_causal": causal.flops, "bytes_causal": causal.bytes,
         "kv_positions": ph.kv_len, "kv_cache_write_bytes": latent * ph.batch * ph.seq,
         "kv_cache_read_bytes": latent * ph.batch * (ph.kv_len - 1) if ph.kind == "decode" else 0})
     return q + [

@@ -169,3 +169,18 @@ def test_latent_attention_expands_the_whole_cache_every_step():
     kv_b = lambda n: next(p for p in M.layer_costs(cfg, M.Phase.decode(4, n))  # noqa: E731
                           if p.name == "attn.kv_b_proj")
     assert kv_b(2048).macs == 4 * 2048 * 512 * 16 * (128 + 128) == 2 * kv_b(1024).macs
+
+
+@pytest.mark.parametrize("name", ["Mixtral-8x7B", "Qwen3-30B-A3B", "DeepSeek-V2-Lite",
+                                  "Phi-3-mini"])
+@pytest.mark.parametrize("command", [["layer", "--phase", "decode", "--batch", "8", "--kv-len",
+                                      "4096"], ["model"], ["model", "--tp", "2"]])
+def test_the_new_presets_through_the_cli(name, command, capsys):
+    import json
+
+    from rooflab.cli import main
+    assert main([*command, "--model", name, "--gpu", "H200", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["total"]["macs"] > 0
+    if command[0] == "model" and name != "Phi-3-mini":
+        assert 0 < d["active_params"] < d["params"]
