@@ -79,6 +79,8 @@ def test_the_tour_runs_its_cpu_safe_commands_and_reads_their_output(tmp_path, mo
                 assert d["communication"]["all_reduces"] == 2, argv
             if words[0] == "model":
                 assert d["kv_cache_bytes"] > 0, argv
+            if "experts" in comment:
+                assert d["active_params"] < d["params"] and d["experts_at_decode"]["rows"], argv
             ran += 1
         else:
             sub = [w for w in words if not w.startswith("-")][:2]
