@@ -108,6 +108,9 @@ def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype
     config_cls, layer_cls = _classes(cfg.family)
     config = config_cls(**hf_fields(cfg, layer_type))
     config._attn_implementation = attn
+    if cfg.experts and hasattr(torch.ops.aten, "_grouped_mm"):  # as a whole model runs them:
+        config._experts_implementation = "grouped_mm"  # one grouped GEMM (the layer's config
+        # is not resolved by a model; the eager per-expert loop also needs data, not meta)
     torch.manual_seed(0)
     with torch.device(device):
         layer = layer_cls(config, 0)
