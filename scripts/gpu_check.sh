@@ -8,7 +8,8 @@
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
 #          decoder_heldout (the held-out configs, never tuned on), attn_classes (rooflab's
 #          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
-#          SDPA and under rooflab's kernels, same weights),
+#          SDPA and under rooflab's kernels, same weights), generate_moe (three mixtures of
+#          experts generating, predicted against measured),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -56,6 +57,8 @@ has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
 has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
 has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn" \
   Llama-3.1-8B,Qwen3-8B 1x512,8x4096,64x512 sdpa,rooflab
+has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
+  Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B 1x1024,8x1024
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
