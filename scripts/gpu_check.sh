@@ -9,7 +9,8 @@
 #          decoder_heldout (the held-out configs, never tuned on), attn_classes (rooflab's
 #          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
 #          SDPA and under rooflab's kernels, same weights), generate_moe (three mixtures of
-#          experts generating, predicted against measured),
+#          experts generating, predicted against measured), decode_ops (a decode's small ops
+#          one by one against their prediction, with their launches),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -59,6 +60,7 @@ has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn
   Llama-3.1-8B,Qwen3-8B 1x512,8x4096,64x512 sdpa,rooflab
 has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
   Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B 1x1024,8x1024
+has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

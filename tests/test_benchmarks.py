@@ -153,3 +153,21 @@ def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase,
     if device == "cuda":  # SDPA's backends are GPU-only: each timed or its refusal recorded
         assert set(r["times_s"]) | set(r["errors"]) == {"rooflab", "sdpa_flash", "sdpa_cudnn",
                                                          "sdpa_efficient"}
+
+
+def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):
+    """decode_ops.py's rows on small shapes: each family's op counted once, predicted from the
+    costs given, timed, and its launches read from a profile."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import decode_ops as D
+    from rooflab.measure import op_classes as OC
+    from rooflab.roofline import Roof
+    monkeypatch.setattr(D, "DEVICE", device)
+    roof = Roof("test", 1e11, 1e10)
+    costs = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {2: 1e9, 4: 1e9})
+    rows = [D.row(f, s, fn, roof, costs) for f, s, fn in D.cases(
+        gemv=[(1, 64, 128)], reduce=[(8, 256)], elementwise=[(8, 128)])]
+    assert [r["family"] for r in rows] == ["gemv", "mean", "widen", "broadcast"]
+    for r in rows:
+        assert r["device_s"] > 0 and r["predicted_s"] >= 1e-6 and r["launches"] >= 1, r
+    assert rows[0]["ops"] == ["mm"] and rows[2]["ops"] == ["_to_copy"]

@@ -1,0 +1,83 @@
+"""The small ops of a decode step, one by one, against rooflab's prediction (issue 40): where the
+held-out decode layers' 15-25% gap comes from, measured before the cost model moves.
+
+Three families, each swept over the shapes that decides it, never the held-out layers' own:
+- GEMVs (M tokens x K) @ (K x N), M 1-64, at equal weight bytes with K < N and K > N (a
+  split-K GEMM launches a second kernel);
+- RMSNorm's mean over few rows (8-128) of 1,024-8,192 elements (one program a row?);
+- widening casts and broadcast multiplies of a decode's rows (bf16 -> fp32, x * rms[..., None]).
+Each row: the device time a call, the kernels it launched (names), and the prediction from its
+counted op on the run's measured ceilings and op costs.
+Usage: python benchmarks/decode_ops.py OUT_DIR   (-> decode_ops.json)
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from rooflab import count
+from rooflab import predict as PR
+from rooflab.measure import ceilings as CE
+from rooflab.measure import op_classes as OC
+from rooflab.measure import profile as P
+from rooflab.measure.timer import time_call
+from rooflab.roofline import Roof
+
+from common import write
+
+DEVICE = "cuda"  # the tests run small rows on the CPU
+GEMV = [(m, k, n) for m in (1, 8, 32, 64) for k, n in ((2048, 8192), (8192, 2048), (4096, 4096),
+                                                         (1024, 4096), (4096, 1024))]
+REDUCE = [(rows, n) for rows in (8, 32, 128) for n in (1024, 2048, 4096, 8192)]
+ELEMENTWISE = [(rows, n) for rows in (8, 32) for n in (1152, 2048, 4096, 5120)]
+
+
+def cases(gemv=GEMV, reduce=REDUCE, elementwise=ELEMENTWISE):
+    """(family, shape, a no-argument call) for every row."""
+    bf = torch.bfloat16
+    for m, k, n in gemv:
+        x, w = torch.randn(m, k, device=DEVICE, dtype=bf), torch.randn(n, k, device=DEVICE, dtype=bf)
+        yield "gemv", (m, k, n), (lambda x=x, w=w: torch.nn.functional.linear(x, w))
+    for rows, n in reduce:
+        x = torch.randn(rows, 1, n, device=DEVICE)
+        yield "mean", (rows, n), (lambda x=x: x.pow(2).mean(-1, keepdim=True))
+    for rows, n in elementwise:
+        x = torch.randn(rows, 1, n, device=DEVICE, dtype=bf)
+        r = torch.randn(rows, 1, 1, device=DEVICE)
+        xf = x.float()
+        yield "widen", (rows, n), (lambda x=x: x.to(torch.float32))
+        yield "broadcast", (rows, n), (lambda xf=xf, r=r: xf * r)
+
+
+def row(family: str, shape: tuple, fn, roof: Roof, costs: OC.OpCosts) -> dict:
+    with torch.no_grad():
+        c = count.count(fn)
+    times = PR.op_times(c.records, roof, costs)
+    t = time_call(fn, warmup=5, budget_s=0.05, max_reps=200, flush_l2=True, wall=False,
+                  device=DEVICE)
+    prof = P.profile(fn, iters=3, warmup=1, device=DEVICE)
+    r = {"family": family, "shape": shape, "device_s": t.device_s, "cv": t.cv,
+         "predicted_s": sum(x.predicted_s for x in times), "ops": [x.record.op for x in times],
+         "ops_counted": len(times), "launches": prof.launches_per_iter,
+         "kernels": [k.name[:100] for k in prof.kernels]}
+    r["predicted_over_measured"] = r["predicted_s"] / r["device_s"] if r["device_s"] else None
+    return r
+
+
+def main(out_dir: str) -> None:
+    ceil, costs = CE.get(DEVICE), OC.measure_op_costs(DEVICE)
+    roof = Roof.from_ceilings(ceil, "bf16")
+    rows = []
+    for family, shape, fn in cases():
+        rows.append(row(family, shape, fn, roof, costs))
+        r = rows[-1]
+        print(f"{family:9s} {str(shape):20s} measured {r['device_s'] * 1e6:7.2f} us  predicted "
+              f"{r['predicted_s'] * 1e6:7.2f} us  ({r['predicted_over_measured']:.2f})  "
+              f"launches {r['launches']:.0f} for {r['ops_counted']} op(s)", flush=True)
+        write(out_dir, "decode_ops", {"op_costs": costs.as_dict(), "ceilings": ceil.as_dict(),
+                                      "rows": rows})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
