@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
 from rooflab.measure.timer import time_call
+from rooflab.studies import attention as A
 
 from common import write
 
@@ -82,19 +83,6 @@ def mask_of(s: dict, keep):
     return None
 
 
-def sdpa(backend):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-              "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
-
-    def run(q, k, v, s, mask):
-        with sdpa_kernel([chosen]):
-            return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=s["causal"] and mask is None,
-                enable_gqa=s["h"] != s["hkv"])
-    return run
-
-
 def ours(q, k, v, s, keep):
     if s["lq"] <= 16:
         return FD.flash_decode(q, k, v, s["causal"], keep=keep)[0]
@@ -105,11 +93,12 @@ def row(cls: str, change: dict) -> dict:
     s = {**BASE, **change}
     q, k, v, keep = inputs(s)
     mask = mask_of(s, keep)
+    causal = s["causal"] and mask is None  # SDPA's is_causal, where no mask says it
     ref = F.scaled_dot_product_attention(  # fp32 math: the answer every output is held to
         q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=s["h"] != s["hkv"],
-        is_causal=s["causal"] and mask is None)
+        is_causal=causal)
     impls = {"rooflab": lambda: ours(q, k, v, s, keep),
-             **{f"sdpa_{b}": (lambda f=sdpa(b): f(q, k, v, s, mask))
+             **{f"sdpa_{b}": (lambda f=A._sdpa(b): f(q, k, v, causal, mask))
                 for b in ("flash", "cudnn", "efficient")}}
     r = {"class": cls, **s, "times_s": {}, "rel_err": {}, "errors": {}}
     for name, fn in impls.items():

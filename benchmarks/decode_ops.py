@@ -1,5 +1,5 @@
-"""The small ops of a decode step, one by one, against rooflab's prediction (issue 40): where the
-held-out decode layers' 15-25% gap comes from, measured before the cost model moves.
+"""The small ops of a decode step, one by one, against rooflab's prediction: where the held-out
+decode layers' gap comes from (docs/predictions.md), measured before the cost model moves.
 
 Three families, each swept over the shapes that decides it, never the held-out layers' own:
 - GEMVs (M tokens x K) @ (K x N), M 1-64, at equal weight bytes with K < N and K > N (a

@@ -46,7 +46,7 @@ def _shape(x) -> tuple[int, ...]:
     return tuple(x.shape)
 
 
-def _ops_early(*names):
+def _ops(*names):
     return [getattr(aten, n) for n in names if hasattr(aten, n)]
 
 
@@ -74,7 +74,7 @@ def _baddbmm(args, out):
     return b * m * k * n, 2 * b * m * k * n + b * m * n
 
 
-@register(*_ops_early("_grouped_mm"))
+@register(*_ops("_grouped_mm"))
 def _grouped_mm(args, out):
     """A mixture's experts as one grouped GEMM: rows of ``self`` in groups (offs), each group
     times its own matrix of ``mat2``. Every row meets one matrix, so MACs = rows x K x N
@@ -156,10 +156,6 @@ SDPA_OPS = [getattr(aten, n) for n in (
 @register(*SDPA_OPS)
 def _sdpa_op(args, out, named=None):
     return _sdpa(args[0], args[1], args[2], bool((named or {}).get("is_causal", False)))
-
-
-def _ops(*names):
-    return [getattr(aten, n) for n in names if hasattr(aten, n)]
 
 
 NAMED_OPS = set(SDPA_OPS)  # formulas that read arguments by name (flags, or keywords)

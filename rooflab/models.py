@@ -442,12 +442,16 @@ def _latent_attention(cfg: ModelConfig, ph: Phase, dt: str, p: Precision | None)
     ]
 
 
+def _act(cfg: ModelConfig, numel: int, dt: str) -> C.Cost:
+    """The MLP's activation over ``numel`` elements: GeLU-tanh or SiLU, one kernel."""
+    return (C.gelu_tanh(numel, dt) if cfg.act == "gelu_tanh"
+            else C.elementwise(numel, dt, 1, 1, C.SILU_FLOPS))
+
+
 def _gated_mlp(name: str, cfg: ModelConfig, t: int, inter: int, dt: str,
                p: Precision | None) -> list[C.Cost]:
     """act(x W_gate) * (x W_up), then W_down (gate and up one linear where fused)."""
-    h = cfg.hidden
-    act = (C.gelu_tanh(t * inter, dt) if cfg.act == "gelu_tanh"
-           else C.elementwise(t * inter, dt, 1, 1, C.SILU_FLOPS))
+    h, act = cfg.hidden, _act(cfg, t * inter, dt)
     gate_up = [_proj(f"{name}.gate_up_proj", t, h, 2 * inter, dt, False, p)] \
         if cfg.fused_projections else [
         _proj(f"{name}.gate_proj", t, h, inter, dt, False, p),
@@ -489,8 +493,7 @@ def _experts(cfg: ModelConfig, t: int, dt: str, p: Precision | None) -> list[C.C
         return replace(one, bytes=one.bytes + more, bytes_fused=one.bytes_fused + more,
                        detail={"experts_hit": hit, "rows": rows})
 
-    act = (C.gelu_tanh(rows * i, dt) if cfg.act == "gelu_tanh"
-           else C.elementwise(rows * i, dt, 1, 1, C.SILU_FLOPS))
+    act = _act(cfg, rows * i, dt)
     parts = [_proj("mlp.router", t, h, e, dt, False, p),
              C.softmax(t, e, "fp32").named("mlp.router_softmax"),
              C.elementwise(t * e, "fp32", 1, 0, 0).named("mlp.router_topk")]

@@ -42,9 +42,8 @@ has kernel_tests && run kernel_tests py_test --junitxml="$cur/pytest-gpu-kernels
   tests/test_kernels_*.py
 has other_tests && run other_tests py_test --junitxml="$cur/pytest-gpu-other.xml" tests \
   --ignore-glob="tests/test_kernels_*.py"
-has gpu_tests && run gpu_tests python3 -m pytest -v -p no:cacheprovider -o addopts= \
-  --junitxml="$cur/pytest-gpu-marked.xml" -m "(gpu or on_device) and not network" tests \
-  --ignore-glob="tests/test_kernels_*.py"
+has gpu_tests && run gpu_tests py_test --junitxml="$cur/pytest-gpu-marked.xml" \
+  -m "(gpu or on_device) and not network" tests --ignore-glob="tests/test_kernels_*.py"
 has measure && run measure python3 benchmarks/measurement.py "$cur"
 has fusion && run fusion python3 benchmarks/fusion.py "$cur"
 has kernels && run kernels python3 benchmarks/kernels.py "$cur" gelu,decode_default,lab_decode,flash_default

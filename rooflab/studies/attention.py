@@ -31,10 +31,10 @@ def _sdpa(backend_name: str):
     if backend is None:
         return None
 
-    def run(q, k, v, causal):
+    def run(q, k, v, causal, mask=None):
         with sdpa_kernel([backend]):  # forced: raises if this backend cannot run the shape
             return torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+                q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
     return run
 
 
