@@ -78,9 +78,11 @@ def current(folder: str) -> list[str]:
 def _manifests(folder: str) -> dict:
     """The manifests of the calls that filled the folder, merged (the first one's provenance)."""
     merged: dict = {"files": {}, "parts": []}
-    for name in sorted(f for f in os.listdir(folder) if f.startswith("manifest")):
+    found = []
+    for name in (f for f in os.listdir(folder) if f.startswith("manifest")):
         with open(os.path.join(folder, name)) as f:
-            m = json.load(f)
+            found.append(json.load(f))
+    for m in sorted(found, key=lambda m: m.get("date") or ""):  # a later call's file wins
         made = {f: {**v, "commit": m.get("commit"), "date": (m.get("date") or "")[:10],
                     "device": m.get("device_name")} for f, v in m.get("files", {}).items()}
         merged = {**m, **merged, "files": {**merged["files"], **made},
