@@ -6,6 +6,7 @@ are computed here (they are model-level, not part of the layer), so no rotary AP
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass
 
@@ -90,6 +91,20 @@ def hf_fields(cfg: ModelConfig, layer_type: str | None) -> dict:
     return d
 
 
+@contextlib.contextmanager
+def _made_in(device, dtype: torch.dtype):
+    """Parameters made on ``device`` in ``dtype`` from the start: Mixtral-8x7B's 47 B parameters
+    are 93 GB in bf16 and would be 187 GB if made in fp32 and cast after."""
+    before = torch.get_default_dtype()
+    if dtype.is_floating_point and dtype.itemsize >= 2:  # fp8 is not a default dtype: cast after
+        torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def build_model(cfg: ModelConfig, device="meta", dtype=None, attn: str = "sdpa"):
     """(model, hf_config): the family's causal LM (every layer, embedding, final norm, lm_head)
     with random weights made on ``device`` (no host copy)."""
@@ -97,7 +112,7 @@ def build_model(cfg: ModelConfig, device="meta", dtype=None, attn: str = "sdpa")
     config = config_cls(**hf_fields(cfg, None))
     config._attn_implementation = attn
     torch.manual_seed(0)
-    with torch.device(device):
+    with _made_in(device, dtype or torch_dtype(cfg.dtype)):
         model = model_cls(config)
     return model.to(dtype or torch_dtype(cfg.dtype)).eval(), config
 
@@ -112,7 +127,7 @@ def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype
         config._experts_implementation = "grouped_mm"  # one grouped GEMM (the layer's config
         # is not resolved by a model; the eager per-expert loop also needs data, not meta)
     torch.manual_seed(0)
-    with torch.device(device):
+    with _made_in(device, dtype or torch_dtype(cfg.dtype)):
         layer = layer_cls(config, 0)
     layer = layer.to(dtype or torch_dtype(cfg.dtype)).eval()
     return layer, config
