@@ -5,9 +5,13 @@ Three families, each swept over the shapes that decides it, never the held-out l
 - GEMVs (M tokens x K) @ (K x N), M 1-64, at equal weight bytes with K < N and K > N (a
   split-K GEMM launches a second kernel);
 - RMSNorm's mean over few rows (8-128) of 1,024-8,192 elements (one program a row?);
-- widening casts and broadcast multiplies of a decode's rows (bf16 -> fp32, x * rms[..., None]).
-Each row: the device time a call, the kernels it launched (names), and the prediction from its
-counted op on the run's measured ceilings and op costs.
+- widening casts and broadcast multiplies of a decode's rows (bf16 -> fp32, x * rms[..., None]),
+  a norm's weight times its rows (the weight broadcast down the rows) and RoPE's negated half of
+  a head-transposed q (strided).
+Each row: the device time a call with L2 flushed first (cold) and not (warm), and in a CUDA graph
+of the same op eight times over (how op_classes measures a class's floor), the kernels it
+launched (names), and the prediction from its counted op on the run's measured ceilings and op
+costs: which of the three the layers' small kernels take is what the floors must be measured as.
 Usage: python benchmarks/decode_ops.py OUT_DIR   (-> decode_ops.json)
 """
 from __future__ import annotations
@@ -46,18 +50,24 @@ def cases(gemv=GEMV, reduce=REDUCE, elementwise=ELEMENTWISE):
         x = torch.randn(rows, 1, n, device=DEVICE, dtype=bf)
         r = torch.randn(rows, 1, 1, device=DEVICE)
         xf = x.float()
+        w = torch.randn(n, device=DEVICE, dtype=bf)
+        q = torch.randn(rows, 1, n // 128, 128, device=DEVICE, dtype=bf).transpose(1, 2)
         yield "widen", (rows, n), (lambda x=x: x.to(torch.float32))
         yield "broadcast", (rows, n), (lambda xf=xf, r=r: xf * r)
+        yield "weight", (rows, n), (lambda x=x, w=w: w * x)
+        yield "strided", (rows, n), (lambda q=q: -q[..., 64:])
 
 
 def row(family: str, shape: tuple, fn, roof: Roof, costs: OC.OpCosts) -> dict:
     with torch.no_grad():
         c = count.count(fn)
     times = PR.op_times(c.records, roof, costs)
-    t = time_call(fn, warmup=5, budget_s=0.05, max_reps=200, flush_l2=True, wall=False,
-                  device=DEVICE)
+    t, warm = (time_call(fn, warmup=5, budget_s=0.05, max_reps=200, flush_l2=cold, wall=False,
+                         device=DEVICE) for cold in (True, False))
     prof = P.profile(fn, iters=3, warmup=1, device=DEVICE)
     r = {"family": family, "shape": shape, "device_s": t.device_s, "cv": t.cv,
+         "warm_s": warm.device_s, "chained_s": OC.tiny_kernel_s(fn, DEVICE) / prof.launches_per_iter
+         if prof.launches_per_iter else None,
          "predicted_s": sum(x.predicted_s for x in times), "ops": [x.record.op for x in times],
          "ops_counted": len(times), "launches": prof.launches_per_iter,
          "kernels": [k.name[:100] for k in prof.kernels]}
@@ -72,7 +82,8 @@ def main(out_dir: str) -> None:
     for family, shape, fn in cases():
         rows.append(row(family, shape, fn, roof, costs))
         r = rows[-1]
-        print(f"{family:9s} {str(shape):20s} measured {r['device_s'] * 1e6:7.2f} us  predicted "
+        print(f"{family:9s} {str(shape):20s} cold {r['device_s'] * 1e6:7.2f} us  warm "
+              f"{r['warm_s'] * 1e6:7.2f}  chained {(r['chained_s'] or 0) * 1e6:7.2f}  predicted "
               f"{r['predicted_s'] * 1e6:7.2f} us  ({r['predicted_over_measured']:.2f})  "
               f"launches {r['launches']:.0f} for {r['ops_counted']} op(s)", flush=True)
         write(out_dir, "decode_ops", {"op_costs": costs.as_dict(), "ceilings": ceil.as_dict(),

@@ -2,8 +2,11 @@
 (B=8, L=2048) and decode (B=1, 16, 64; kv_len 4096), eager and in a CUDA graph. With --heldout,
 the configs of tests/data/heldout/ (never tuned on), every layer type, at prefill B=4 x 1024 and
 B=1 x 4096 and decode B=8 (cache 2048) and B=32 (cache 1024), written apart (decoder_heldout).
+With --moe, one layer of each mixture of experts (Qwen3-30B-A3B, DeepSeek-V2-Lite with its
+latent attention, Mixtral-8x7B) at prefill B=1 x 1024 and decode B=1 and 8 (cache 1024), its
+experts one grouped GEMM as the whole model runs them (decoder_moe).
 
-Usage: python benchmarks/decoder.py OUT_DIR [--heldout]"""
+Usage: python benchmarks/decoder.py OUT_DIR [--heldout | --moe]"""
 from __future__ import annotations
 
 import glob
@@ -22,8 +25,13 @@ HELDOUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"
                        "heldout")
 
 
-def cases(heldout: bool):
-    """(config, layer type, phases) of the presets, or of every held-out config."""
+def cases(heldout: bool, moe: bool = False):
+    """(config, layer type, phases) of the presets, of every held-out config, or of the
+    mixtures of experts."""
+    if moe:
+        phases = [M.Phase.prefill(1, 1024), M.Phase.decode(1, 1024), M.Phase.decode(8, 1024)]
+        return [(M.load(n), "full", phases)
+                for n in ("Qwen3-30B-A3B", "DeepSeek-V2-Lite", "Mixtral-8x7B")]
     if not heldout:
         phases = [M.Phase.prefill(8, 2048)] + [M.Phase.decode(b, 4096) for b in (1, 16, 64)]
         return [(M.load(n), "full", phases) for n in ("gemma-3-270m-it", "Mistral-7B")]
@@ -33,12 +41,12 @@ def cases(heldout: bool):
             for lt in sorted(set(cfg.layer_types))]
 
 
-def main(out_dir: str, heldout: bool = False) -> None:
+def main(out_dir: str, heldout: bool = False, moe: bool = False) -> None:
     ceil = CE.get("cuda")
     costs = OC.measure_op_costs("cuda")
     print("op costs:", costs)
     rows = []
-    for cfg, lt, phases in cases(heldout):
+    for cfg, lt, phases in cases(heldout, moe):
         name = f"{cfg.name} {lt}" if heldout else cfg.name
         for ph in phases:
             for graph in (False, True):
@@ -58,10 +66,10 @@ def main(out_dir: str, heldout: bool = False) -> None:
                               f"launches {o['launches']}")
     within = [abs(r["predicted_over_kernel"] - 1) <= 0.25 for r in rows]
     within10 = [abs(r["predicted_over_kernel"] - 1) <= 0.10 for r in rows]
-    write(out_dir, "decoder_heldout" if heldout else "decoder",
+    write(out_dir, "decoder_heldout" if heldout else "decoder_moe" if moe else "decoder",
           {"op_costs": costs.as_dict(), "ceilings": ceil.as_dict(), "rows": rows,
            "within_25pct": sum(within), "within_10pct": sum(within10), "total": len(rows)})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], "--heldout" in sys.argv[2:])
+    main(sys.argv[1], "--heldout" in sys.argv[2:], "--moe" in sys.argv[2:])

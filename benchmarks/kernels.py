@@ -1,6 +1,7 @@
 """rooflab's kernels against their peers on one GPU, same run (ratios):
 - GeLU-tanh at powers of two and odd lengths, fp32/fp16/bf16, against F.gelu and a copy of the
-  same bytes (L2 flushed: each call reads from HBM);
+  same bytes (L2 flushed: each call reads from HBM); gelu_any: lengths near no power of two,
+  each also one element into a larger tensor (data not on a 16-byte boundary);
 - flash-decoding (split-KV) against every SDPA backend and rooflab's FlashAttention at decode
   shapes, with a search over how many programs it launches;
 - part 5's decode sweep (512 to 32768 cached tokens), every backend, three alternating rounds;
@@ -34,29 +35,35 @@ def t_s(fn, *args, device: str = "cuda") -> float:
                      device=device).device_s
 
 
-def gelu(bw: float) -> list[dict]:
+POWERS = [(1 << base) + extra for base in (20, 21, 22, 24, 26, 28) for extra in (0, 1, 3, 7, 1000)]
+# lengths near no power of two, each also as a view one element into a larger tensor (its data
+# 2 or 4 bytes past a 16-byte boundary, as a slice of another tensor can be)
+ANY = [(n, offset) for n in (1_000_003, 3_000_017, 5_000_001, 12_345_679, 100_000_007)
+       for offset in (0, 1)]
+
+
+def gelu(bw: float, lengths=None) -> list[dict]:
     rows = []
-    for base in (20, 21, 22, 24, 26, 28):
-        for extra in (0, 1, 3, 7, 1000):
-            n = (1 << base) + extra
-            for dt in ("fp32", "fp16", "bf16"):
-                x = torch.randn(n, device="cuda", dtype=DT[dt])
-                y = torch.empty_like(x)
-                nbytes = 2 * n * x.element_size()
-                tri = t_s(G.gelu_triton, x, y)
-                ref = t_s(lambda: F.gelu(x, approximate="tanh"))
-                cp = t_s(y.copy_, x)
-                r = {"numel": n, "dtype": dt, "triton_s": tri, "fgelu_s": ref, "copy_s": cp,
-                     "triton_over_fgelu": ref / tri, "triton_over_copy": cp / tri,
-                     "triton_fraction_of_copy_ceiling": nbytes / tri / bw,
-                     "fgelu_fraction_of_copy_ceiling": nbytes / ref / bw,
-                     "copy_fraction_of_copy_ceiling": nbytes / cp / bw}
-                r["meets_095_fgelu"] = r["triton_over_fgelu"] >= 0.95
-                r["meets_090_copy"] = r["triton_over_copy"] >= 0.90
-                rows.append(r)
-                print(f"gelu {dt} n={n}: {r['triton_over_fgelu']:.2f}x F.gelu, "
-                      f"{r['triton_over_copy']:.2f} of a copy, "
-                      f"{r['triton_fraction_of_copy_ceiling']:.2f} of the ceiling")
+    for n, offset in lengths or [(n, 0) for n in POWERS]:
+        for dt in ("fp32", "fp16", "bf16"):
+            x = torch.randn(n + offset, device="cuda", dtype=DT[dt])[offset:]
+            y = torch.empty_like(x)
+            nbytes = 2 * n * x.element_size()
+            tri = t_s(G.gelu_triton, x, y)
+            ref = t_s(lambda: F.gelu(x, approximate="tanh"))
+            cp = t_s(y.copy_, x)
+            r = {"numel": n, "dtype": dt, "offset": offset, "triton_s": tri, "fgelu_s": ref,
+                 "copy_s": cp,
+                 "triton_over_fgelu": ref / tri, "triton_over_copy": cp / tri,
+                 "triton_fraction_of_copy_ceiling": nbytes / tri / bw,
+                 "fgelu_fraction_of_copy_ceiling": nbytes / ref / bw,
+                 "copy_fraction_of_copy_ceiling": nbytes / cp / bw}
+            r["meets_095_fgelu"] = r["triton_over_fgelu"] >= 0.95
+            r["meets_090_copy"] = r["triton_over_copy"] >= 0.90
+            rows.append(r)
+            print(f"gelu {dt} n={n} offset {offset}: {r['triton_over_fgelu']:.2f}x F.gelu, "
+                  f"{r['triton_over_copy']:.2f} of a copy, "
+                  f"{r['triton_fraction_of_copy_ceiling']:.2f} of the ceiling")
     return rows
 
 
@@ -342,6 +349,7 @@ def main(out_dir: str, what: str = "gelu,decode,lab_decode,flash") -> None:  # g
     data = {"copy_ceiling_bytes_per_s": bw, "launch_floor": launch_floor()}
     print("launch floor", {k: round(v * 1e6, 2) for k, v in data["launch_floor"].items()}, "us")
     for name, fn in (("read_floor", read_floor), ("gelu", lambda: gelu(bw)),
+                     ("gelu_any", lambda: gelu(bw, ANY)),
                      ("gelu_tiles", gelu_tiles),
                      ("copy_write_back", lambda: copy_write_back(bw)),
                      ("decode", lambda: decode(bw)), ("decode_default", lambda: decode(bw, False)),

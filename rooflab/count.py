@@ -27,8 +27,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from rooflab.errors import RooflabError
-from rooflab.formulas import (BYTE_FORMULAS, FLOP_FORMULAS, NO_FLOP_OPS,  # noqa: F401
-                              NAMED_OPS, OVERWRITE_OPS, POINTWISE, REDUCTIONS, SDPA_OPS, VIEW_OPS,
+from rooflab.formulas import (ALLOC_OPS, BYTE_FORMULAS, FLOP_FORMULAS,  # noqa: F401
+                              NO_FLOP_OPS, NAMED_OPS, OVERWRITE_OPS, POINTWISE, REDUCTIONS,
+                              SDPA_OPS, VIEW_OPS,
                               _named_args, flops_of, register, register_bytes)
 
 # --- the mode -------------------------------------------------------------------------------
@@ -171,8 +172,9 @@ class Counter(TorchDispatchMode):
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         in_ids = {id(t) for t in ins}
         inplace = packet.__name__.endswith("_")
-        if packet in VIEW_OPS or (outs and not inplace and all(id(t) in in_ids for t in outs)):
-            read = written = 0  # a view, or an op that returned its input (x.to(x.dtype))
+        if packet in VIEW_OPS or packet in ALLOC_OPS or (
+                outs and not inplace and all(id(t) in in_ids for t in outs)):
+            read = written = 0  # a view, an allocation, or an op that returned its input
         elif packet in BYTE_FORMULAS:
             read, written = BYTE_FORMULAS[packet](args, outs)
         else:

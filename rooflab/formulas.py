@@ -271,6 +271,9 @@ VIEW_OPS = {getattr(aten, n) for n in (
     "view_as", "expand_as", "diagonal", "lift_fresh_copy", "squeeze_", "unsqueeze_", "t_",
     "view_as_complex", "view_as_real",
     "transpose_", "as_strided_", "swapdims_", "swapaxes_", "detach_") if hasattr(aten, n)}
+# allocations: memory handed out, nothing read or written, no kernel
+ALLOC_OPS = {getattr(aten, n) for n in ("empty", "empty_like", "empty_strided", "new_empty",
+                                        "new_empty_strided") if hasattr(aten, n)}
 # ops that overwrite their first argument without reading it
 OVERWRITE_OPS = {getattr(aten, n) for n in (
     "copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_", "exponential_")

@@ -143,6 +143,16 @@ def rope_cos_sin(cfg: ModelConfig, layer_type: str, positions: torch.Tensor, dty
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
+def rope_freqs_cis(cfg: ModelConfig, positions: torch.Tensor) -> torch.Tensor:
+    """e^(i * position * frequency), (B, L, qk_rope_dim / 2) complex: a latent attention's
+    position embeddings, as DeepSeek-V2's rotary module gives them."""
+    d = cfg.qk_rope_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32,
+                                                 device=positions.device) / d))
+    freqs = positions[..., None].float() * inv
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
 class ConcatCache:
     """A KV cache of kv_len - 1 past positions that concatenates the new K/V each step, as
     HF's DynamicCache does (so the past is copied every step), but keeps no state: every call
@@ -206,14 +216,18 @@ def prepare(cfg: ModelConfig, layer_type: str, phase, device="meta", attn: str =
     kv_len = min(phase.kv_len, window) if (window and phase.kind == "decode") else phase.kv_len
     hidden = torch.randn(b, q_len, cfg.hidden, device=device, dtype=dtype)
     positions = torch.arange(kv_len - q_len, kv_len, device=device).expand(b, q_len)
-    kwargs = _pos_kwargs(layer, rope_cos_sin(cfg, layer_type, positions, dtype))
+    latent = bool(cfg.kv_lora_rank)  # the cache holds the latent and the rope keys
+    kwargs = _pos_kwargs(layer, rope_freqs_cis(cfg, positions) if latent
+                         else rope_cos_sin(cfg, layer_type, positions, dtype))
     kwargs["attention_mask"] = None  # prefill: causal from the backend; decode: sees all of kv
     if "position_ids" in inspect.signature(layer.forward).parameters:
         kwargs["position_ids"] = positions
     if phase.kind == "decode":
-        shape = (b, cfg.kv_heads, kv_len - 1 if cache == "concat" else kv_len, cfg.head_dim)
-        k = torch.randn(shape, device=device, dtype=dtype)
-        v = torch.randn(shape, device=device, dtype=dtype)
+        n = kv_len - 1 if cache == "concat" else kv_len
+        k_dim, v_dim = (cfg.kv_lora_rank, cfg.qk_rope_dim) if latent else (cfg.head_dim,) * 2
+        heads = 1 if latent else cfg.kv_heads
+        k = torch.randn(b, heads, n, k_dim, device=device, dtype=dtype)
+        v = torch.randn(b, heads, n, v_dim, device=device, dtype=dtype)
         kwargs[_cache_kwarg(layer)] = ConcatCache(k, v) if cache == "concat" else StaticKV(k, v)
     return LayerCall(layer, kwargs, hidden)
 

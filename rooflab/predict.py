@@ -71,8 +71,14 @@ def total(groups: dict[str, dict]) -> dict:
     return {k: sum(d[k] for d in groups.values()) for k in SUMS}
 
 
+# ops whose indices come as a list of optional tensors, whose shapes the profiler does not record
+_INDEX_LISTS = {"index": lambda s: s[:1], "index_put_": lambda s: [s[0], s[-1]],
+                "index_put": lambda s: [s[0], s[-1]]}
+
+
 def by_op(r: OpRecord) -> str:
-    return op_key(r.op, r.shapes)
+    """The op and the shapes of its tensor arguments as the profiler records them."""
+    return op_key(r.op, _INDEX_LISTS.get(r.op, list)(r.shapes))
 
 
 def by_module(r: OpRecord) -> str:

@@ -6,10 +6,13 @@
 # PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
 # Usage: scripts/gpu_check.sh OUT [parts]
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
-#          decoder_heldout (the held-out configs, never tuned on), attn_classes (rooflab's
+#          decoder_heldout (the held-out configs, never tuned on), decoder_moe (one layer of
+#          each mixture of experts, MLA included), attn_classes (rooflab's
 #          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
 #          SDPA and under rooflab's kernels, same weights), generate_moe (three mixtures of
-#          experts generating, predicted against measured), decode_ops (a decode's small ops
+#          experts generating, predicted against measured; generate_mixtral: the largest
+#          alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
+#          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
@@ -59,10 +62,14 @@ has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn
   Llama-3.1-8B,Qwen3-8B 1x512,8x4096,64x512 sdpa,rooflab
 has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
   Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B 1x1024,8x1024
+has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cur/mixtral" \
+  Mixtral-8x7B 1x1024,8x1024
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
+has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
+has decoder_moe && run decoder_moe python3 benchmarks/decoder.py "$cur" --moe
 for a in tiles ratios sweep; do
   has attn_$a && run attn_$a python3 benchmarks/attention.py "$cur" $a
 done

@@ -85,6 +85,19 @@ def test_views_move_no_bytes_and_registry():
         count.register(torch.ops.aten.mm)(lambda a, o: (0, 0))
 
 
+def test_an_allocation_moves_no_bytes_and_its_fill_does():
+    """empty_like hands out memory (no kernel); writing into it is the kernel, as an MoE's
+    inverse permutation does: inv = empty_like(perm); inv[perm] = arange."""
+    perm = torch.randperm(16)
+    def inverse():
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(16)
+        return inv
+    ops = {r.op: r for r in count.count(inverse).records}
+    assert ops["empty_like"].bytes == 0
+    assert ops["index_put_"].bytes > 0
+
+
 def test_counter_matches_flopcountermode_on_sdpa_and_addmm():
     q = torch.randn(2, 4, 32, 16)
     k = torch.randn(2, 4, 48, 16)

@@ -191,6 +191,32 @@ def test_latent_attention_expands_the_whole_cache_every_step():
     assert kv_b(2048).macs == 4 * 2048 * 512 * 16 * (128 + 128) == 2 * kv_b(1024).macs
 
 
+@pytest.mark.parametrize("name", ["Qwen3-30B-A3B", "DeepSeek-V2-Lite", "Mixtral-8x7B"])
+def test_moe_and_latent_layers_through_the_layer_measurement(name):
+    """decoder.py --moe's layers, small, measured on the CPU: the real layer decodes from its
+    cache (the latent and the rope keys for DeepSeek-V2), every counted op with a kernel is
+    found in the profile, and the latent is expanded over the whole cache."""
+    import dataclasses
+
+    from rooflab.measure import ceilings as CE
+    from rooflab.studies import layer_measure as LM
+
+    cfg = M.load(name)
+    small = dict(hidden=128, intermediate=256, expert_intermediate=64, heads=4,
+                 kv_heads=min(cfg.kv_heads, 4), vocab=256, layers=2)
+    if cfg.kv_lora_rank:
+        small.update(kv_lora_rank=32, q_lora_rank=0, kv_heads=4)
+    cfg = dataclasses.replace(cfg, **small)
+    r = LM.measure_layer(cfg, M.Phase.decode(2, 64), "full", CE.get("cpu", quick=True), "cpu",
+                         dtype="fp32")
+    assert r["kernel_s"] > 0 and r["predicted_s"] > 0
+    assert all(o["kernel_s"] for o in r["ops"]), [o["op"] for o in r["ops"] if not o["kernel_s"]]
+    ops = {o["op"] for o in r["ops"]}
+    assert any(o.startswith("_grouped_mm(") for o in ops)  # the experts, one grouped GEMM
+    if cfg.kv_lora_rank:  # kv_b_proj over every cached position's latent: 2 x 64 rows of 32
+        assert f"mm(128x32,32x{4 * (cfg.head_dim - cfg.qk_rope_dim + cfg.v_head_dim)})" in ops
+
+
 @pytest.mark.parametrize("name", ["Mixtral-8x7B", "Qwen3-30B-A3B", "DeepSeek-V2-Lite",
                                   "Phi-3-mini"])
 @pytest.mark.parametrize("command", [["layer", "--phase", "decode", "--batch", "8", "--kv-len",
