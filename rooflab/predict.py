@@ -48,7 +48,7 @@ def op_times(records: list[OpRecord], roof: Roof, costs: OC.OpCosts | None) -> l
         cls = OC.op_class(r)
         out.append(OpTime(r, cls, costs.predict_s(r, roof.peak_flops_per_s,
                                                   roof.mem_bandwidth_bytes_per_s)
-                          if costs else floor, floor, costs.floor_s[cls] if costs else 0.0))
+                          if costs else floor, floor, costs.floor(r) if costs else 0.0))
     return out
 
 
@@ -102,11 +102,17 @@ def by_component(family: str) -> Callable[[OpRecord], str]:
 def basis(ceilings, costs: OC.OpCosts) -> dict:
     """What a prediction rests on, rate by rate, so that it can be told from a fit: the
     ceilings (measured this run, or cached and checked by a probe), the op floors and element
-    rates (measured this run), each kind of attention kernel (timed this run on a reference
-    shape, or the roofline's ceilings where its reference could not run)."""
-    return {"ceilings": (f"cached from {ceilings.date}, checked by a short probe this run"
-                         if ceilings.cached else f"measured this run ({ceilings.date})"),
-            "op_costs": f"kernel floors and element rates measured this run on {costs.device}",
-            "attention": {k: (f"timed this run on {a['reference']}" if "bound" in a else
-                              f"the roofline's ceilings ({a.get('error', 'not measured')})")
-                          for k, a in sorted(costs.attention.items())}}
+    rates (measured this run), each kind of attention kernel and grouped GEMM (timed this run on
+    a reference shape, or the roofline's ceilings where its reference could not run)."""
+    def timed(rates: dict[str, dict]) -> dict[str, str]:
+        return {k: (f"timed this run on {a['reference']}" if "bound" in a else
+                    f"the roofline's ceilings ({a.get('error', 'not measured')})")
+                for k, a in sorted(rates.items())}
+
+    out = {"ceilings": (f"cached from {ceilings.date}, checked by a short probe this run"
+                        if ceilings.cached else f"measured this run ({ceilings.date})"),
+           "op_costs": f"kernel floors and element rates measured this run on {costs.device}",
+           "attention": timed(costs.attention)}
+    if costs.grouped:
+        out["grouped"] = timed(costs.grouped)
+    return out

@@ -38,6 +38,7 @@ qc, w, m, rms = q.contiguous(), torch.ones(32), torch.randn(32, 8), x.mean(-1, k
     (lambda: x * 2.0, "contiguous", "elementwise"),  # a Python scalar is no operand
     (lambda: x.mean(-1), "contiguous", "reduction"),
     (lambda: x.view(-1, 32) @ m, "broadcast", "matmul"),
+    (lambda: torch.topk(x, 4), "contiguous", "select"),  # a router's top k
 ])
 def test_layouts_and_classes(fn, layout, cls):
     r = _one(fn)
@@ -83,9 +84,35 @@ def test_roll_is_indexed_and_takes_its_own_rate():
     assert costs.predict_s(r, 1e12, 1e12) == pytest.approx(1e-6 + x.numel() / 5e8)
 
 
+def test_each_kind_of_kernel_takes_its_own_floor():
+    """A widening cast and a strided read take their kinds' floors, a broadcast the generic
+    class's, a top k the select class's; costs measured before those floors existed fall back
+    to the generic floor."""
+    floors = {c: 1e-6 for c in OC.CLASSES} | {"generic widening": 3e-6, "generic strided": 2e-6,
+                                               "select": 5e-6}
+    costs = OC.OpCosts("test", floors, {4: 1e12, 8: 1e12})
+    cases = {"widening": (lambda: x.to(torch.float64), 3e-6),
+             "strided": (lambda: -x[..., 16:], 2e-6), "broadcast": (lambda: x * rms, 1e-6),
+             "select": (lambda: torch.topk(x, 4), 5e-6)}
+    for name, (fn, floor) in cases.items():
+        assert costs.floor(_one(fn)) == floor, name
+    old = OC.OpCosts("old", {c: 1e-6 for c in OC.CLASSES if c != "select"} | {"generic": 4e-6},
+                     {4: 1e12})
+    assert old.floor(_one(lambda: torch.topk(x, 4))) == 4e-6
+    assert old.floor(_one(lambda: -x[..., 16:])) == 4e-6
+
+
+def test_grouped_gemm_is_a_matmul():
+    """The experts of a mixture, one grouped GEMM: the matmul class, its floor and roofline."""
+    a, b = torch.randn(6, 32), torch.randn(3, 32, 16)
+    offs = torch.tensor([2, 4, 6], dtype=torch.int32)
+    r = _one(lambda: torch._grouped_mm(a, b, offs=offs))
+    assert OC.op_class(r) == "matmul"
+
+
 def test_measured_on_the_cpu():
     costs = OC.measure_op_costs("cpu")
-    assert set(costs.floor_s) == set(OC.CLASSES)
+    assert set(costs.floor_s) == set(OC.FLOORS)
     # seconds, not a unit slipped: a tiny kernel's floor under 1 s even on a busy machine
     assert all(0 < s < 1.0 for s in costs.floor_s.values())
     assert (set(costs.generic_elements_per_s) == set(costs.generic_copy_elements_per_s) ==
@@ -214,3 +241,25 @@ def test_attention_rates_on_the_gpu_stay_under_their_ceilings():
         else:
             assert 0.2 * ceil.mem_bandwidth_bytes_per_s < a["bytes_per_s"] <= (
                 1.1 * ceil.mem_bandwidth_bytes_per_s), (key, a)
+
+
+def test_a_grouped_gemm_kind_is_measured_once_and_replaces_the_ceiling():
+    """The experts' grouped GEMM at decode (a row or two an expert) gets the bytes/s its kernel
+    reaches on a reference of the same kind, timed here; a prefill's, FLOP/s."""
+    a, offs = torch.randn(4, 32), torch.tensor([1, 2, 3, 4, 4, 4, 4, 4], dtype=torch.int32)
+    b = torch.randn(8, 16, 32).transpose(-2, -1)
+    decode = _one(lambda: torch._grouped_mm(a, b, offs=offs))
+    a2, offs2 = torch.randn(8 * 64, 32), torch.arange(64, 513, 64, dtype=torch.int32)
+    prefill = _one(lambda: torch._grouped_mm(a2, b, offs=offs2))
+    assert OC.grouped_key(decode) == "_grouped_mm 32x16 32-bit 1 rows"
+    assert OC.grouped_key(prefill) == "_grouped_mm 32x16 32-bit prefill"
+    costs = OC.measure_rates(OC.OpCosts("cpu", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}),
+                             [decode, decode, prefill], "cpu")
+    assert set(costs.grouped) == {OC.grouped_key(decode), OC.grouped_key(prefill)}
+    d, p = costs.grouped[OC.grouped_key(decode)], costs.grouped[OC.grouped_key(prefill)]
+    assert (d["bound"], p["bound"]) == ("memory", "compute")
+    assert d["reference"] == "8 rows in 8 groups of 32x16"  # 8 experts hit, a row each
+    # the measured rate replaces the copy bandwidth (a slow one: the measured time wins)
+    assert costs.predict_s(decode, 1e30, 1e30) == pytest.approx(decode.bytes / d["bytes_per_s"])
+    assert costs.predict_s(prefill, 1e30, 1e30) == pytest.approx(
+        max(prefill.flops / p["flops_per_s"], prefill.bytes / 1e30))

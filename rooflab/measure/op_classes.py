@@ -5,7 +5,9 @@ contiguous, vectorized elementwise kernels. Two more things decide the time of t
 oddly laid-out kernels an eager layer launches, and both are measured here:
 
 - a floor: the device time of a tiny kernel of each class (elementwise, generic, indexed,
-  reduction, matmul, attention), replayed in a CUDA graph so launch gaps do not hide it;
+  reduction, matmul, attention, select: top-k and sorts), replayed in a CUDA graph so launch
+  gaps do not hide it; the generic loop's widening casts and strided reads have floors of their
+  own (on the H200 about 2.2 and 1.9 us against the broadcast multiply's 1.5: decode_ops.json);
 - the element rate of PyTorch's non-vectorized elementwise loops. TensorIterator runs an op as
   a vectorized kernel only when every operand is dense in the output's order and no input is
   narrower than the output. A broadcast operand (x * rms[..., None]), a transposed or sliced
@@ -19,7 +21,8 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   own ("indexed").
 
 A counted op (count.OpRecord) is predicted to take
-    floor[class] + max(flops / peak, bytes / copy bandwidth, elements / rate of its class),
+    floor[class or generic kind] + max(flops / peak, bytes / copy bandwidth,
+                                       elements / rate of its class),
 the last term for the generic and indexed classes only.
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
@@ -47,8 +50,16 @@ from rooflab.measure import profile as P
 from rooflab.measure.timer import capture_graph, time_call
 from rooflab.units import si
 
-CLASSES = ("elementwise", "generic", "indexed", "reduction", "matmul", "attention")
-MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm", "matmul"}
+CLASSES = ("elementwise", "generic", "indexed", "reduction", "matmul", "attention", "select")
+# the generic loop's kinds whose kernels differ from the broadcast multiply the generic floor
+# is measured on: each has a floor of its own (a widening cast converts each element in an
+# unrolled loop; a strided operand is read with an offset computed per element)
+GENERIC_KINDS = ("widening", "strided")
+FLOORS = CLASSES + tuple(f"generic {k}" for k in GENERIC_KINDS)
+MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm", "matmul", "_grouped_mm"}
+# top-k and sorts: radix passes over each row, several kernels a call (a router's top 8 of 128
+# experts takes two, a sort of 8 indices five), so their floor is measured on one such call
+SELECT_OPS = {"topk", "sort", "argsort", "kthvalue", "msort"}
 ROOFLAB_ATTENTION_OPS = {"flash_attention", "flash_decoding"}  # kernels/hf_attention.py's ops
 ATTENTION_OPS = {p.__name__ for p in count.SDPA_OPS} | ROOFLAB_ATTENTION_OPS
 REDUCTION_OPS = {p.__name__ for p in count.REDUCTIONS} | {"_softmax", "softmax", "_safe_softmax",
@@ -66,6 +77,8 @@ def op_class(r: count.OpRecord) -> str:
         return "matmul"
     if r.op in INDEXED_OPS:
         return "indexed"
+    if r.op in SELECT_OPS:
+        return "select"
     if r.op in ATTENTION_OPS:
         return "attention"
     if r.op in REDUCTION_OPS:
@@ -89,7 +102,8 @@ def path(r: count.OpRecord) -> str:
 @dataclass
 class OpCosts:
     device: str
-    floor_s: dict[str, float]  # class -> device time of one tiny kernel of that class
+    # class (or "generic KIND") -> device time of one call of a tiny op of that class
+    floor_s: dict[str, float]
     generic_elements_per_s: dict[int, float]  # element size (bytes) -> generic-loop rate
     # between two kernels of a CUDA graph the device idles a little (the next one's launch);
     # a stream of n kernels takes the sum of their times plus n of these
@@ -101,6 +115,8 @@ class OpCosts:
     # element size -> torch.roll's rate (the indexed class), where measured
     indexed_elements_per_s: dict[int, float] = field(default_factory=dict)
     sm_count: int = 0  # programs a GPU runs side by side (its SMs); 0: not a GPU
+    # grouped_key -> {"bound", "flops_per_s", "bytes_per_s", "reference"}, where measured
+    grouped: dict[str, dict] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -110,22 +126,32 @@ class OpCosts:
                  else self.generic_elements_per_s)
         return _nearest(rates, itemsize)
 
+    def floor(self, r: count.OpRecord) -> float:
+        """The measured floor of r's kind of kernel: its generic kind's where measured, else
+        its class's (costs measured before a class had a floor of its own: the generic one)."""
+        cls = op_class(r)
+        f = self.floor_s
+        return f.get(f"{cls} {path(r)}", f.get(cls, f["generic"]))
+
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
-        a = self.attention.get(attention_key(r), {}) if cls == "attention" else {}
+        a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
+             self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
         if a and a["bound"] == "compute":
-            peak_flops_per_s = a["flops_per_s"] * attention_fill(r, self.sm_count)
+            peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
+                                                   if cls == "attention" else 1.0)
         t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
         if a and a["bound"] == "memory":
-            t = max(r.flops / peak_flops_per_s, attention_bytes(r) / a["bytes_per_s"])
+            read = attention_bytes(r) if cls == "attention" else r.bytes
+            t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
         if cls == "generic":
             copy = r.op in COPY_OPS and r.in_itemsize == r.itemsize  # not a widening cast
             t = max(t, r.out_elements / self.generic_rate(r.itemsize, copy))
         if cls == "indexed" and self.indexed_elements_per_s:
             t = max(t, r.out_elements / _nearest(self.indexed_elements_per_s, r.itemsize))
-        return self.floor_s[cls] + t
+        return self.floor(r) + t
 
 
 def _nearest(rates: dict[int, float], itemsize: int) -> float:
@@ -236,6 +262,61 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
     return costs
 
 
+GROUPED_OPS = {"_grouped_mm"}
+GROUPED_REFERENCE_GROUPS = 8  # experts with rows in a decode's reference (a top-8 router's)
+
+
+def grouped_key(r: count.OpRecord) -> str:
+    """What decides a grouped GEMM's speed: its matrices (K x N), element size and rows a group
+    with rows: a decode's few (each expert's weights read for one or two tokens: bound by the
+    read, at the rate the grouped kernel reaches on so few rows) or a prefill's many."""
+    rows, (e, k, n) = r.shapes[0][0], r.shapes[1]
+    per = max(1, round(rows / max(1, min(e, rows))))
+    return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit {per} rows" if per <= DECODE_MAX_Q else \
+        f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill"
+
+
+def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
+    """A grouped GEMM of r's kind: at decode GROUPED_REFERENCE_GROUPS groups (at most r's) of
+    its rows a group; at prefill every group with 256 rows. The matrices are a transposed view
+    of (E, N, K), as a model's experts pass their weights."""
+    (e, k, n), key = r.shapes[1], grouped_key(r)
+    dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+    groups, per = ((min(e, GROUPED_REFERENCE_GROUPS), int(key.split()[-2]))
+                   if key.endswith(" rows") else (e, 256))
+    a = torch.randn(groups * per, k, device=device, dtype=dtype)
+    b = torch.randn(groups, n, k, device=device, dtype=dtype).transpose(-2, -1)
+    offs = torch.arange(per, groups * per + 1, per, device=device, dtype=torch.int32)
+    return lambda: torch._grouped_mm(a, b, offs=offs)
+
+
+def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
+    """The measured rate of each kind of fused kernel in ``records``: attention
+    (measure_attention) and grouped GEMMs (each kind's reference counted and timed, L2 flushed:
+    bytes/s at decode, FLOP/s at prefill)."""
+    measure_attention(costs, records, device)
+    for r in records:
+        key = grouped_key(r) if r.op in GROUPED_OPS and len(r.shapes[1]) == 3 else None
+        if key is None or key in costs.grouped:
+            continue
+        call = _grouped_reference(r, device)
+        try:
+            with torch.no_grad(), count.Counter() as c:
+                call()
+            t = time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
+                          device=device, name=f"grouped {key}").device_s
+        except RuntimeError as e:  # out of memory, or no grouped kernel here
+            costs.grouped[key] = {"error": str(e).splitlines()[0][:160]}
+            continue
+        (ref,) = [x for x in c.records if x.op in GROUPED_OPS]
+        costs.grouped[key] = {
+            "bound": "memory" if key.endswith(" rows") else "compute",
+            "flops_per_s": ref.flops / t, "bytes_per_s": ref.bytes / t,
+            "reference": f"{ref.shapes[0][0]} rows in {len(ref.shapes[2]) and ref.shapes[2][0]} "
+                         f"groups of {'x'.join(map(str, ref.shapes[1][1:]))}"}
+    return costs
+
+
 def attention_summary(attention: dict[str, dict]) -> str:
     """The measured attention rates in words: 'KEY 271 TFLOP/s; KEY 3.5 TB/s' (FLOP/s for a
     prefill, bytes/s for a decode), or why a kind's reference could not run (it is then
@@ -252,11 +333,16 @@ CHAIN = 8  # tiny kernels per measured chain
 
 
 def _tiny_ops(device: str) -> dict[str, Callable]:
-    """One tiny op per class: on a GPU a decode step's 16 rows of 640, far below one wave; on a
-    CPU smaller still, so that the floor is the op's fixed cost and not its arithmetic."""
+    """One tiny op per class and generic kind (FLOORS): on a GPU a decode step's 16 rows of 640,
+    far below one wave; on a CPU smaller still, so that the floor is the op's fixed cost and not
+    its arithmetic. The strided kind negates the second half of each 128 values (RoPE's rotate
+    on a head-transposed q); select is a top 8 of each row."""
     gpu = device == "cuda"
     rows, cols, head_dim = (16, 640, 256) if gpu else (4, 64, 64)
     x, col = torch.randn(rows, cols, device=device), torch.randn(rows, 1, device=device)
+    narrow = x.to(torch.bfloat16)
+    half = 64 if gpu else 16
+    strided = x.view(rows, -1, 2 * half)[..., half:]
     mm_dtype = torch.bfloat16 if gpu else torch.float32
     xm, w = x.to(mm_dtype), torch.randn(cols, cols, device=device, dtype=mm_dtype)
     q = torch.randn(rows, 4, 1, head_dim, device=device, dtype=mm_dtype)
@@ -264,7 +350,9 @@ def _tiny_ops(device: str) -> dict[str, Callable]:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     return {"elementwise": lambda: x * x, "generic": lambda: x * col,
             "reduction": lambda: x.mean(-1), "matmul": lambda: xm @ w,
-            "attention": lambda: sdpa(q, kv, kv), "indexed": lambda: torch.roll(x, 1, 0)}
+            "attention": lambda: sdpa(q, kv, kv), "indexed": lambda: torch.roll(x, 1, 0),
+            "select": lambda: torch.topk(x, 8), "generic widening": lambda: narrow.float(),
+            "generic strided": lambda: -strided}
 
 
 def tiny_kernel_s(fn, device: str) -> float:
@@ -340,8 +428,8 @@ def measure_op_costs(device: str) -> OpCosts:
     rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n) for dt in dtypes}
     copy_rates = {torch.finfo(dt).bits // 8: generic_copy_rate(device, dt, n) for dt in dtypes}
     roll_rates = {torch.finfo(dt).bits // 8: roll_rate(device, dt, n) for dt in dtypes}
-    gap = (statistics.median(graph_gap_s(fn) for fn in ops.values()) if device == "cuda"
-           else 0.0)
+    gap = (statistics.median(graph_gap_s(ops[c]) for c in CLASSES if c != "select")
+           if device == "cuda" else 0.0)  # select launches several kernels a call
     sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
     return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates,
                    sm_count=sms)

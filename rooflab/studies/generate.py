@@ -281,7 +281,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         pre_records = c.records
         with count.Counter(gen.model) as c:
             gen.step()
-        OC.measure_attention(costs, pre_records + c.records, device)
+        OC.measure_rates(costs, pre_records + c.records, device)
         if device == "cuda":  # the rates' reference tensors are no part of this model's peak;
             torch.cuda.reset_peak_memory_stats()  # prefill and decode run again below
         pre, dec = (predict(rs, ceil, dtype, costs) for rs in (pre_records, c.records))

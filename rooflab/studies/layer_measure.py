@@ -127,7 +127,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     costs = costs or OC.measure_op_costs(device)
     with torch.no_grad(), count.Counter(layer) as counter:  # no_grad: composites decompose
         call()
-    OC.measure_attention(costs, counter.records, device)
+    OC.measure_rates(costs, counter.records, device)
     with torch.inference_mode():
         wall = time_call(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
                          name=f"{phase.kind} layer")

@@ -147,7 +147,7 @@ def _measure_worker(rank, world, cfg, layer_type, phase, collective, ceil, costs
         with count.Counter(layer) as c:
             call()
     records = [r for r in c.records if "all_reduce" not in r.op and "allreduce" not in r.op]
-    OC.measure_attention(costs, records, dev)
+    OC.measure_rates(costs, records, dev)
     compute = PR.total(PR.group(PR.op_times(records, Roof.from_ceilings(ceil, cfg.dtype), costs),
                                 PR.by_module))["predicted_s"]
     comm = TP.communication(cfg, phase, world, measured=collective)  # the layer's all-reduces
