@@ -442,6 +442,55 @@ def _latent_attention(cfg: ModelConfig, ph: Phase, dt: str, p: Precision | None)
     ]
 
 
+def latent_attention_absorbed(cfg: ModelConfig, ph: Phase, dt: str,
+                              p: Precision | None = None) -> list[C.Cost]:
+    """The other way to run latent attention, with kv_b_proj absorbed (as DeepSeek's own and
+    vLLM's decode do; transformers does not): each head's unrotated query taken into the latent
+    (q_absorb: q_nope @ W_UK, a matrix a head), every head attending over the cached latent and
+    rope keys as one shared KV head (head dim kv_lora_rank + qk_rope_dim; the values are the
+    latent itself, read once with the keys), each head's output taken out of the latent
+    (o_absorb: @ W_UV) before o_proj. Nothing is expanded: the bytes follow the latent cache,
+    the MACs the latent's width. Same names as _latent_attention where the op is the same."""
+    heads, rope = cfg.heads, cfg.qk_rope_dim
+    nope, r, dv, t = cfg.head_dim - rope, cfg.kv_lora_rank, cfg.v_head_dim, ph.tokens
+    kv = p.kv if p else dt
+    same = {"attn.q_proj", "attn.q_a_proj", "attn.q_a_norm", "attn.q_b_proj", "attn.kv_a_proj",
+            "attn.kv_a_norm", "attn.rope"}
+    expanded = _latent_attention(cfg, ph, dt, p)
+    args = (ph.batch, heads, ph.seq, ph.kv_len, r + rope, 1, dt)
+    values = C.elem_bytes(kv) * ph.batch * ph.kv_len * r  # V is K's first r values: not read twice
+
+    def shared(c: C.Cost) -> C.Cost:
+        return replace(c, bytes=c.bytes - values, bytes_fused=c.bytes_fused - values)
+    core, causal = (shared(C.attention(*args, causal=cz, kv_dtype=kv, v_dim=r))
+                    for cz in (False, True))
+    old = next(c for c in expanded if c.name == "attn.core")
+    core = replace(core, name="attn.core", detail={
+        **old.detail, "macs_causal": causal.macs, "flops_causal": causal.flops,
+        "bytes_causal": causal.bytes})
+    return [c for c in expanded if c.name in same] + [
+        C.bmm(heads, t, nope, r, dt).named("attn.q_absorb"), core,
+        C.bmm(heads, t, r, dv, dt).named("attn.o_absorb"),
+        next(c for c in expanded if c.name == "attn.o_proj")]
+
+
+def latent_ways(cfg: ModelConfig, ph: Phase, p: Precision | None = None) -> dict:
+    """A latent attention's two ways at one phase: 'expand' (the whole cache through kv_b_proj
+    every step, as transformers runs it) and 'absorb'; each the attention's MACs and bytes
+    (causal at prefill, as the kernels count it)."""
+    dt = p.act if p else cfg.dtype
+
+    def totals(parts: list[C.Cost]) -> dict:
+        causal = ph.kind == "prefill"
+        macs = sum(c.detail["macs_causal"] if causal and c.name == "attn.core" else c.macs
+                   for c in parts)
+        return {"macs": macs, "bytes": sum(c.detail.get("bytes_causal", c.bytes) if causal
+                                           else c.bytes for c in parts),
+                "bytes_fused": sum(c.bytes_fused for c in parts)}
+    return {"expand": totals(_latent_attention(cfg, ph, dt, p)),
+            "absorb": totals(latent_attention_absorbed(cfg, ph, dt, p))}
+
+
 def _act(cfg: ModelConfig, numel: int, dt: str) -> C.Cost:
     """The MLP's activation over ``numel`` elements: GeLU-tanh or SiLU, one kernel."""
     return (C.gelu_tanh(numel, dt) if cfg.act == "gelu_tanh"

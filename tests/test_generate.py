@@ -89,6 +89,26 @@ def test_generation_measured_and_predicted_on_cpu(capsys):
     assert all(k in shown for k in kinds) and "FLOP/s" in shown and "B/s" in shown
 
 
+@pytest.mark.slow  # about 20 s: the CPU's grouped GEMM is a loop over the experts, profiled
+def test_a_mixture_generating_says_how_its_experts_ran(capsys):
+    """A tiny Qwen3-MoE generating on the CPU: its experts ran as one grouped GEMM a projection,
+    their counted bytes, predicted time and the active floor (2 of 8 experts a token)."""
+    import dataclasses
+
+    cfg = dataclasses.replace(M.load("Qwen3-30B-A3B"), hidden=64, expert_intermediate=32,
+                              heads=4, kv_heads=2, head_dim=16, vocab=128, layers=2, experts=8,
+                              experts_per_token=2)
+    r = GN.measure_generation(cfg, 2, 8, 2, CEIL, "cpu", dtype="fp32", costs=COSTS)
+    e = r["experts"]
+    assert e["how"] == "one grouped GEMM a projection (grouped_mm)"
+    assert e["active_bytes"] == 2 * 2 * 3 * 64 * 32 * 4  # layers x k x 3 matrices x fp32
+    assert e["active_floor_s"] == e["active_bytes"] / CEIL.mem_bandwidth_bytes_per_s
+    assert e["kernels"] >= 4 and e["predicted_s"] > 0 and e["bytes"] >= e["active_bytes"]
+    from rooflab.report import console
+    console.generation(r)
+    assert "experts at decode: transformers ran them as one grouped GEMM" in capsys.readouterr().out
+
+
 def test_mask_decision_under_capture_is_the_warm_ups(monkeypatch):
     """During capture HF's is_causal decision (which reads a device tensor) is not made again:
     the one made by the warm-up for the same shape is returned; outside capture, it is made."""

@@ -191,6 +191,53 @@ def test_latent_attention_expands_the_whole_cache_every_step():
     assert kv_b(2048).macs == 4 * 2048 * 512 * 16 * (128 + 128) == 2 * kv_b(1024).macs
 
 
+@pytest.mark.parametrize("phase", [M.Phase.decode(2, 10), M.Phase.prefill(2, 6)])
+def test_absorbed_latent_attention_macs_equal_flop_counter_mode(phase):
+    """latent_attention_absorbed's MACs against FlopCounterMode on the absorbed attention written
+    out in torch (its projections, q into the latent, attention over one shared latent KV head,
+    the output out of it, o_proj), dense scores; and the two ways at decode both ways round:
+    absorbing reads less at decode, expanding multiplies less at a long prefill."""
+    import dataclasses
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = dataclasses.replace(M.load("DeepSeek-V2-Lite"), hidden=64, heads=4, kv_heads=4,
+                              head_dim=24, qk_rope_dim=8, kv_lora_rank=32, v_head_dim=16,
+                              q_lora_rank=0)
+    b, t, n, h, nope, r, rope, dv = (phase.batch, phase.seq, phase.kv_len, cfg.heads, 16, 32, 8,
+                                     16)
+    parts = M.latent_attention_absorbed(cfg, phase, "fp32")
+    x = torch.randn(b, t, cfg.hidden)
+    w_q, w_kv_a = torch.randn(h * (nope + rope), cfg.hidden), torch.randn(r + rope, cfg.hidden)
+    w_uk, w_uv, w_o = torch.randn(h, nope, r), torch.randn(h, r, dv), torch.randn(64, h * dv)
+    with FlopCounterMode(display=False) as fc:
+        q = (x @ w_q.T).view(b, t, h, nope + rope).transpose(1, 2)
+        new = x @ w_kv_a.T  # this step's latent and rope key; the cache holds n - t more
+        cache = torch.cat((torch.randn(b, n - t, r + rope), new), 1)
+        q_lat = torch.einsum("bhtd,hdr->bhtr", q[..., :nope], w_uk)
+        q_all = torch.cat((q_lat, q[..., nope:]), -1)  # (b, h, t, r + rope)
+        p = torch.softmax(q_all @ cache.unsqueeze(1).transpose(-2, -1), -1)
+        o_lat = p @ cache[..., :r].unsqueeze(1)  # the values are the latent
+        o = torch.einsum("bhtr,hrd->bhtd", o_lat, w_uv).transpose(1, 2).reshape(b, t, h * dv)
+        o @ w_o.T
+    assert sum(c.macs for c in parts) == fc.get_total_flops() // 2
+    lite = M.load("DeepSeek-V2-Lite")
+    decode, prefill = (M.latent_ways(lite, ph) for ph in (M.Phase.decode(8, 4096),
+                                                         M.Phase.prefill(1, 4096)))
+    assert decode["absorb"]["bytes"] < decode["expand"]["bytes"] / 10
+    assert prefill["absorb"]["macs"] > prefill["expand"]["macs"]
+
+
+def test_the_latent_sentence_says_which_way_round_from_the_numbers():
+    decode = {"expand": {"macs": 6_000, "bytes": 30_000}, "absorb": {"macs": 60, "bytes": 2_000}}
+    prefill = {"expand": {"macs": 100, "bytes": 1_000}, "absorb": {"macs": 204, "bytes": 1_040}}
+    assert console.latent_sentence(decode).endswith(
+        "absorbing moves 15x fewer bytes and does 100x fewer MACs")
+    assert console.latent_sentence(prefill).endswith(
+        "absorbing moves 1.04x more bytes and does 2.0x more MACs")
+    assert "6,000 MACs and 30 kB" in console.latent_sentence(decode)
+
+
 @pytest.mark.parametrize("name", ["Qwen3-30B-A3B", "DeepSeek-V2-Lite", "Mixtral-8x7B"])
 def test_moe_and_latent_layers_through_the_layer_measurement(name):
     """decoder.py --moe's layers, small, measured on the CPU: the real layer decodes from its

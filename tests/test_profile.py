@@ -136,3 +136,34 @@ def test_augment_trace_keeps_gzip_under_a_gz_name(tmp_path):
     P.augment_trace(str(path), {"sgemm": {"flops": 2_000_000, "bytes": 30_000}})
     events = P.load_trace(str(path))  # still gzip: load_trace opens it
     assert any("rooflab flops" in e.get("args", {}) for e in events)
+
+
+def test_enclosing_ranges_walk_the_nesting_and_equal_a_scan_of_every_range():
+    """_Enclosing.chain (a walk up the nesting) against a scan of every range, on random nested
+    ranges of two threads, at every start, end and midpoint; a range that only overlaps another
+    is not taken for its parent."""
+    import random
+
+    rng = random.Random(0)
+    ranges = []
+
+    def nest(tid, start, end, depth):
+        t = start
+        while depth and t < end - 2:
+            a = rng.uniform(t, end - 2)
+            b = rng.uniform(a + 1, min(end, a + 30))
+            ranges.append({"tid": tid, "ts": a, "dur": b - a, "name": f"r{len(ranges)}"})
+            nest(tid, a, b, depth - 1)
+            t = b + rng.uniform(0, 3)
+
+    for tid in (1, 2):
+        nest(tid, 0.0, 500.0, 4)
+    ranges.append({"tid": 1, "ts": 490.0, "dur": 30.0, "name": "overlapping"})
+    enc = P._Enclosing(ranges)
+    points = [p for r in ranges for p in (r["ts"], r["ts"] + r["dur"] / 2, r["ts"] + r["dur"])]
+    for tid in (1, 2, 3):
+        for ts in points:
+            scan = sorted((r for r in ranges if r["tid"] == tid
+                           and r["ts"] <= ts <= r["ts"] + r["dur"]),
+                          key=lambda r: (r["ts"], -r["dur"]))
+            assert [r["name"] for r in enc.chain(tid, ts)] == [r["name"] for r in scan]

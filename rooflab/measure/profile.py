@@ -113,22 +113,43 @@ def _complete(events, cat: str) -> list[dict]:
     return [e for e in events if e.get("ph") == "X" and e.get("cat") == cat and "dur" in e]
 
 
+def _contains(r: dict, ts) -> bool:
+    return r["ts"] <= ts <= r["ts"] + r["dur"]
+
+
 class _Enclosing:
-    """Innermost enclosing CPU range (cpu_op or user_annotation) of a point on one thread."""
+    """Enclosing CPU ranges (cpu_op or user_annotation) of a point on one thread. A thread's
+    ranges nest, so each has a parent (the innermost range open at its start) and a point's
+    ranges are the last one to start before it, or its nearest ancestor that contains the
+    point, and that one's ancestors: a lookup walks the nesting, not every earlier range."""
 
     def __init__(self, ranges: list[dict]):
         self.by_tid = defaultdict(list)
         for r in ranges:
             self.by_tid[r.get("tid")].append(r)
-        for rs in self.by_tid.values():
-            rs.sort(key=lambda r: r["ts"])
+        self.parent = {}
+        for tid, rs in self.by_tid.items():
+            rs.sort(key=lambda r: (r["ts"], -r["dur"]))  # an outer range before its first child
+            parent, open_ = [], []
+            for j, r in enumerate(rs):
+                while open_ and rs[open_[-1]]["ts"] + rs[open_[-1]]["dur"] < r["ts"]:
+                    open_.pop()
+                parent.append(open_[-1] if open_ else -1)
+                open_.append(j)
+            self.parent[tid] = parent
         self.starts = {t: [r["ts"] for r in rs] for t, rs in self.by_tid.items()}
 
     def chain(self, tid, ts) -> list[dict]:
         """All ranges on ``tid`` that contain ``ts``, outermost first."""
-        rs = self.by_tid.get(tid, [])
-        i = bisect.bisect_right(self.starts.get(tid, []), ts)
-        return [r for r in rs[:i] if r["ts"] <= ts <= r["ts"] + r["dur"]]
+        rs, parent = self.by_tid.get(tid, []), self.parent.get(tid, [])
+        i = bisect.bisect_right(self.starts.get(tid, []), ts) - 1
+        while i >= 0 and not _contains(rs[i], ts):
+            i = parent[i]
+        out = []
+        while i >= 0:
+            out.append(rs[i])
+            i = parent[i]
+        return [r for r in reversed(out) if _contains(r, ts)]  # a range that only overlapped
 
 
 TRIVIAL_OPS = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resolve_conj",

@@ -174,7 +174,24 @@ def layer(d: dict) -> None:
           f"L={d['seq']} {kv} {d['dtype']}{where}", COST_COLUMNS, rows)
     out.print(f"KV cache: read {d['kv_cache_read_bytes']:,} B, written "
               f"{d['kv_cache_write_bytes']:,} B; causal attention MACs {d['causal']['macs']:,}")
+    if d.get("latent_ways"):
+        out.print(latent_sentence(d["latent_ways"]))
     _communication(d)
+
+
+def latent_sentence(w: dict) -> str:
+    """A latent attention's two ways at this phase, each way's MACs and bytes, and which way
+    round the difference goes."""
+    e, a = w["expand"], w["absorb"]
+
+    def ratio(x: float, y: float, fewer: str, more: str) -> str:  # x: expand's, y: absorb's
+        f = x / y if x >= y else y / x
+        return f"{f:.{2 if f < 2 else 1 if f < 10 else 0}f}x {fewer if x >= y else more}"
+    return (f"latent attention: as transformers runs it (the whole cache through kv_b_proj each "
+            f"step) {e['macs']:,} MACs and {si(e['bytes'], 'B')}; with kv_b_proj absorbed into q "
+            f"and o {a['macs']:,} MACs and {si(a['bytes'], 'B')}: absorbing moves "
+            f"{ratio(e['bytes'], a['bytes'], 'fewer bytes', 'more bytes')} and does "
+            f"{ratio(e['macs'], a['macs'], 'fewer MACs', 'more MACs')}")
 
 
 def _communication(d: dict) -> None:
@@ -218,6 +235,16 @@ def experts_sentence(e: dict) -> str:
         return head + f"; memory-bound at every batch (ridge {e['ridge']:.0f} FLOP/B)"
     return head + (f"; compute-bound from B={e['compute_bound_from_batch']} "
                    f"(ridge {e['ridge']:.0f} FLOP/B)")
+
+
+def experts_run_sentence(e: dict) -> str:
+    """How a mixture's experts ran in a decode step and what they cost against the active
+    floor, predicted."""
+    over = e["predicted_s"] / e["active_floor_s"] if e["active_floor_s"] else None
+    return (f"experts at decode: transformers ran them as {e['how']}, {e['kernels']} kernels a "
+            f"step, {si(e['bytes'], 'B')} read, predicted {secs(e['predicted_s'])} against "
+            f"{secs(e['active_floor_s'])} for the active experts' {si(e['active_bytes'], 'B')} at "
+            f"the copy bandwidth" + (f" ({over:.1f}x the active floor)" if over else ""))
 
 
 def collectives(d: dict) -> None:
@@ -299,6 +326,8 @@ def generation(d: dict) -> None:
     if d.get("attention_summary"):
         out.print("attention kernels, each kind timed on a reference shape of its kind: "
                   + d["attention_summary"])
+    if d.get("experts"):
+        out.print(experts_run_sentence(d["experts"]))
     ttft = secs(d["ttft_s"]) + (f" eager, {secs(d['ttft_graph_s'])} in a CUDA graph"
                                 if d.get("ttft_graph_s") else "")
     out.print(f"TTFT {ttft}, TPOT {secs(d['tpot_s'])} (a loop of "

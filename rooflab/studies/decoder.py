@@ -46,6 +46,7 @@ def analyze(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, roof: R.Roof | 
         "causal": {"macs": core.detail["macs_causal"], "flops": core.detail["flops_causal"]},
         "tp": tp, "communication": _comms(full, phase, tp, 1, hw, precision and precision.act),
         "precision": precision.label if precision else None,
+        **({"latent_ways": M.latent_ways(cfg, phase, precision)} if cfg.kv_lora_rank else {}),
     }
 
 

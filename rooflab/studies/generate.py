@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import time as _time
 
 import torch
@@ -287,6 +288,8 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         pre, dec = (predict(rs, ceil, dtype, costs) for rs in (pre_records, c.records))
         out["op_costs"] = costs.as_dict()  # with the attention rates just measured
         out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
+        if cfg.experts:
+            out["experts"] = experts_execution(c.records, cfg, ceil, dtype, costs)
         out["rests_on"] = PR.basis(ceil, costs)
         tick()
         ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
@@ -331,6 +334,26 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         "decode": {k: v["predicted_s"] for k, v in dec["groups"].items()}}
     del gen
     return out
+
+
+def experts_execution(records: list[count.OpRecord], cfg: M.ModelConfig, ceil: Ceilings,
+                      dtype: str, costs: OC.OpCosts) -> dict:
+    """How transformers ran a mixture's routed experts in one decode step (the ops counted
+    under each layer's ``mlp.experts``), their kernels and predicted time, against the active
+    floor: the weights of experts_per_token experts a token, every mixture layer, read once at
+    the copy bandwidth."""
+    ex = [r for r in records if re.search(r"\.experts(\.|$)", r.module)]
+    ops = {r.op for r in ex}
+    how = ("one grouped GEMM a projection (grouped_mm)" if "_grouped_mm" in ops else
+           "batched matmuls over every expert" if ops & {"bmm", "baddbmm"} else
+           "a loop over the experts hit, a GEMM each")
+    times = PR.op_times(ex, Roof.from_ceilings(ceil, dtype), costs)
+    layers = cfg.layers - cfg.dense_layers
+    active = (layers * cfg.experts_per_token * 3 * cfg.hidden * cfg.expert_intermediate
+              * C.elem_bytes(dtype))
+    return {"how": how, "kernels": len(times), "bytes": sum(t.record.bytes for t in times),
+            "predicted_s": sum(t.predicted_s for t in times),
+            "active_bytes": active, "active_floor_s": active / ceil.mem_bandwidth_bytes_per_s}
 
 
 ATTN = ("sdpa", "eager", "rooflab")
