@@ -48,6 +48,9 @@ class OpRecord:
     layout: str = "contiguous"  # how its operands lie in memory: see layout_of
     in_itemsize: int = 0  # bytes per element of its widest input (of more than one element)
     itemsize: int = 0  # bytes per element of its first output
+    # an operand is a module's parameter: at decode the weights stream through L2 once a step,
+    # so a small kernel reading one waits on HBM (op_classes' hbm_s)
+    reads_weight: bool = False
 
     @property
     def bytes(self) -> int:
@@ -197,7 +200,8 @@ class Counter(TorchDispatchMode):
             packet.__name__, self._stack[-1] if self._stack else "", macs, flops, read, written,
             shapes, elements, layout_of(ins, outs),
             max((t.element_size() for t in ins if t.numel() > 1), default=0),
-            outs[0].element_size() if outs else 0))
+            outs[0].element_size() if outs else 0,
+            any(isinstance(t, torch.nn.Parameter) for t in ins)))
         return out
 
     # --- summaries ---

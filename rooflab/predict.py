@@ -115,4 +115,8 @@ def basis(ceilings, costs: OC.OpCosts) -> dict:
            "attention": timed(costs.attention)}
     if costs.grouped:
         out["grouped"] = timed(costs.grouped)
+    if costs.gemm_extra_s:
+        split = sum(s > 0 for s in costs.gemm_extra_s.values())
+        out["gemms"] = (f"{len(costs.gemm_extra_s)} GEMM shapes profiled alone this run, {split} "
+                        f"with kernels beside the main one (a split-K's reduction)")
     return out

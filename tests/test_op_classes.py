@@ -128,6 +128,7 @@ def test_measured_on_the_gpu():
     # a GEMM's or an attention kernel's floor is above an elementwise kernel's
     assert costs.floor_s["matmul"] > costs.floor_s["elementwise"]
     assert costs.floor_s["attention"] > costs.floor_s["elementwise"]
+    assert 0 <= costs.hbm_s < 20e-6  # an HBM round trip or two
     assert all(1e10 < r < 1e13 for r in costs.generic_elements_per_s.values())
     assert all(1e10 < r < 1e13 for r in costs.generic_copy_elements_per_s.values())
 
@@ -263,3 +264,49 @@ def test_a_grouped_gemm_kind_is_measured_once_and_replaces_the_ceiling():
     assert costs.predict_s(decode, 1e30, 1e30) == pytest.approx(decode.bytes / d["bytes_per_s"])
     assert costs.predict_s(prefill, 1e30, 1e30) == pytest.approx(
         max(prefill.flops / p["flops_per_s"], prefill.bytes / 1e30))
+
+
+def test_a_small_op_reading_a_weight_waits_on_hbm_a_matmul_does_not():
+    """A norm's weight times its rows pays hbm_s over its floor; the same multiply by an
+    activation does not, nor a linear (its bandwidth term reads the weight from HBM)."""
+    norm, lin = torch.nn.Parameter(torch.ones(32)), torch.nn.Linear(32, 8)
+    with torch.no_grad():
+        weighted = _one(lambda: norm * x)
+        plain = _one(lambda: w * x)
+        (mm,) = [r for r in _records(lambda: lin(x)) if OC.op_class(r) == "matmul"]
+    assert weighted.reads_weight and not plain.reads_weight and mm.reads_weight
+    costs = OC.OpCosts("test", {c: 1e-6 for c in OC.CLASSES}, {4: 1e30}, hbm_s=2e-6)
+    base = OC.OpCosts("test", {c: 1e-6 for c in OC.CLASSES}, {4: 1e30})
+    assert costs.predict_s(weighted, 1e30, 1e30) == pytest.approx(3e-6)
+    assert costs.predict_s(plain, 1e30, 1e30) == pytest.approx(1e-6)
+    assert costs.predict_s(mm, 1e30, 1e30) == base.predict_s(mm, 1e30, 1e30)
+    assert OC.hbm_latency_s("cpu") == 0.0
+
+
+def test_what_cublas_adds_to_a_gemm_shape_is_added_to_its_prediction():
+    """A GEMM shape whose extra kernels (a split-K's reduction) were profiled takes their time
+    beside floor and bytes; another shape nothing; off a GPU nothing is measured."""
+    lin = torch.nn.Linear(32, 8, bias=False)
+    with torch.no_grad():
+        (mm,) = _records(lambda: lin(x.view(-1, 32)))
+    assert OC.gemm_key(mm) == "mm 512x32 @ 32x8 32-bit"
+    costs = OC.OpCosts("test", {c: 1e-6 for c in OC.CLASSES}, {4: 1e9},
+                       gemm_extra_s={"mm 512x32 @ 32x8 32-bit": 2e-6})
+    plain = OC.OpCosts("test", {c: 1e-6 for c in OC.CLASSES}, {4: 1e9})
+    assert costs.predict_s(mm, 1e12, 1e12) == pytest.approx(plain.predict_s(mm, 1e12, 1e12) + 2e-6)
+    assert OC.measure_gemm_extra(plain, [mm], "cpu").gemm_extra_s == {}
+
+
+@pytest.mark.gpu
+def test_a_split_gemm_is_profiled_alone_on_the_gpu():
+    """On a GPU each GEMM shape met gets its extra kernels' time, 0 or a few microseconds."""
+    xs = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+    ws = [torch.nn.Parameter(torch.randn(n, k, device="cuda", dtype=torch.bfloat16))
+          for k, n in ((4096, 1024), (1024, 4096))]
+    with torch.no_grad():
+        records = [r for w in ws for r in _records(
+            lambda w=w: torch.nn.functional.linear(xs[:, :w.shape[1]], w))
+            if OC.op_class(r) == "matmul"]
+    costs = OC.measure_gemm_extra(OC.OpCosts("cuda", {}, {}), records, "cuda")
+    assert len(costs.gemm_extra_s) == 2
+    assert all(0 <= s < 20e-6 for s in costs.gemm_extra_s.values())

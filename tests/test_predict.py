@@ -86,3 +86,10 @@ def test_the_basis_says_where_each_rate_came_from():
                                             costs)["ceilings"]
     assert fresh["attention"] == {"a": "timed this run on REF",
                                   "b": "the roofline's ceilings (out of memory)"}
+    assert "grouped" not in fresh and "gemms" not in fresh  # none met
+    costs.grouped = {"g": {"bound": "memory", "bytes_per_s": 1e9, "reference": "8 rows"}}
+    costs.gemm_extra_s = {"mm 8x64 @ 64x16 16-bit": 2e-6, "mm 8x16 @ 16x64 16-bit": 0.0}
+    more = PR.basis(CEIL, costs)
+    assert more["grouped"] == {"g": "timed this run on 8 rows"}
+    assert more["gemms"] == ("2 GEMM shapes profiled alone this run, 1 with kernels beside the "
+                             "main one (a split-K's reduction)")

@@ -21,9 +21,13 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   own ("indexed").
 
 A counted op (count.OpRecord) is predicted to take
-    floor[class or generic kind] + max(flops / peak, bytes / copy bandwidth,
-                                       elements / rate of its class),
-the last term for the generic and indexed classes only.
+    floor[class or generic kind] (+ hbm_s where it reads a weight)
+        + max(flops / peak, bytes / copy bandwidth, elements / rate of its class),
+the last term for the generic and indexed classes only. hbm_s is what an operand in HBM adds to a
+small kernel over one in L2 (measured: a weight times rows, L2 flushed and not); at decode a
+layer's weights pass through L2 once a step, so the norm's weight is never there when its small
+multiply reads it (on the H200 such a multiply took 2.8 us in a layer, 1.8 warm, 3.0-3.4 cold).
+Matmuls and attention are left out: their bandwidth term already reads from HBM.
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
 more than a matmul's does: cuDNN's causal prefill at head dim 128 comes near the matmul peak,
@@ -117,6 +121,14 @@ class OpCosts:
     sm_count: int = 0  # programs a GPU runs side by side (its SMs); 0: not a GPU
     # grouped_key -> {"bound", "flops_per_s", "bytes_per_s", "reference"}, where measured
     grouped: dict[str, dict] = field(default_factory=dict)
+    # what a small kernel's operand in HBM adds over one in L2: a weight times rows, timed with
+    # L2 flushed before each call, less the same warm; paid by every op other than a matmul (whose
+    # bandwidth term already reads from HBM) or attention that reads a parameter
+    hbm_s: float = 0.0
+    # gemm_key -> device time a call of the kernels cuBLAS launches beside a GEMM's main one
+    # (a split-K's reduction: with few output tiles for the SMs it cuts K and sums the parts in
+    # a second kernel), profiled on that GEMM alone; GPUs only
+    gemm_extra_s: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -151,7 +163,9 @@ class OpCosts:
             t = max(t, r.out_elements / self.generic_rate(r.itemsize, copy))
         if cls == "indexed" and self.indexed_elements_per_s:
             t = max(t, r.out_elements / _nearest(self.indexed_elements_per_s, r.itemsize))
-        return self.floor(r) + t
+        cold = self.hbm_s if r.reads_weight and cls not in ("matmul", "attention") else 0.0
+        extra = self.gemm_extra_s.get(gemm_key(r), 0.0) if r.op in GEMM_OPS else 0.0
+        return self.floor(r) + cold + t + extra
 
 
 def _nearest(rates: dict[int, float], itemsize: int) -> float:
@@ -290,11 +304,44 @@ def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
     return lambda: torch._grouped_mm(a, b, offs=offs)
 
 
+GEMM_OPS = {"mm", "addmm"}  # a projection as the counter sees it: x @ W^T (+ b)
+
+
+def gemm_key(r: count.OpRecord) -> str:
+    """A GEMM's shapes and element size: what cuBLAS picks its kernels by."""
+    return f"{r.op} {'x'.join(map(str, r.shapes[-2]))} @ {'x'.join(map(str, r.shapes[-1]))} " \
+           f"{8 * r.itemsize}-bit"
+
+
+def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
+    """For each GEMM shape in ``records`` not yet seen, on a GPU: the same GEMM alone (random
+    x, a weight's transpose as a linear passes it, a bias for addmm) profiled, and the device
+    time of every kernel but its longest, per call: what a split-K adds to the read of its
+    weights (1.5-2.4 us on the H200: decode_ops.json)."""
+    if torch.device(device).type != "cuda":
+        return costs
+    for r in records:
+        key = gemm_key(r) if r.op in GEMM_OPS and len(r.shapes[-1]) == 2 else None
+        if key is None or key in costs.gemm_extra_s:
+            continue
+        (m, k), (_, n) = r.shapes[-2], r.shapes[-1]
+        dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+        a, w = (torch.randn(*s, device=device, dtype=dtype) for s in ((m, k), (n, k)))
+        bias = torch.randn(n, device=device, dtype=dtype)
+        fn = (lambda: torch.addmm(bias, a, w.t())) if r.op == "addmm" else (lambda: a @ w.t())
+        prof = P.profile(fn, iters=3, warmup=2, device=device)
+        main = max((x.total_us for x in prof.kernels), default=0.0)
+        costs.gemm_extra_s[key] = max(0.0, prof.device_time_us - main) / prof.iters / 1e6
+    return costs
+
+
 def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
     """The measured rate of each kind of fused kernel in ``records``: attention
     (measure_attention) and grouped GEMMs (each kind's reference counted and timed, L2 flushed:
-    bytes/s at decode, FLOP/s at prefill)."""
+    bytes/s at decode, FLOP/s at prefill); and what cuBLAS adds to each GEMM shape
+    (measure_gemm_extra)."""
     measure_attention(costs, records, device)
+    measure_gemm_extra(costs, records, device)
     for r in records:
         key = grouped_key(r) if r.op in GROUPED_OPS and len(r.shapes[1]) == 3 else None
         if key is None or key in costs.grouped:
@@ -393,6 +440,20 @@ def roll_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     return a.numel() / t.device_s
 
 
+def hbm_latency_s(device: str) -> float:
+    """A decode's norm weight times its rows (640 values times 16 rows), timed with L2 flushed
+    before each call and without, the difference (0 off a GPU: a CPU's caches are not flushed
+    this way and its kernels are not latency-bound)."""
+    if device != "cuda":
+        return 0.0
+    w = torch.randn(640, device=device, dtype=torch.bfloat16)
+    x = torch.randn(16, 1, 640, device=device, dtype=torch.bfloat16)
+    cold, warm = (time_call(lambda: w * x, warmup=5, budget_s=0.05, max_reps=200, flush_l2=f,
+                            wall=False, device=device, name="weight times rows").device_s
+                  for f in (True, False))
+    return max(0.0, cold - warm)
+
+
 def graph_gap_s(fn, kernels: int = 256) -> float:
     """Per kernel, one CUDA-graph replay of ``kernels`` tiny kernels timed by a pair of events
     (the span, gaps included), less the kernels' own time (the profiler's): the idle time
@@ -432,4 +493,4 @@ def measure_op_costs(device: str) -> OpCosts:
            if device == "cuda" else 0.0)  # select launches several kernels a call
     sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
     return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates,
-                   sm_count=sms)
+                   sm_count=sms, hbm_s=hbm_latency_s(device))
