@@ -246,34 +246,48 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
     return call
 
 
+def _timed_reference(call: Callable, device: str, name: str):
+    """A reference call counted and timed (L2 flushed): (its records, device seconds), or
+    (None, why not) where it cannot run here (out of memory, no kernel for the shape)."""
+    try:
+        with torch.no_grad(), count.Counter() as c:
+            call()
+        return c.records, time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True,
+                                    wall=False, device=device, name=name).device_s
+    except RuntimeError as e:
+        return None, str(e).splitlines()[0][:160]
+
+
 def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
     """Adds to ``costs`` the rate of each kind of attention op in ``records`` not yet measured:
     its reference call (_attention_reference) counted and timed (L2 flushed). A kind whose
     reference cannot run here (out of memory, a backend that refuses the shape) keeps the
     roofline's terms and says why."""
-    for r in records:
-        key = attention_key(r) if op_class(r) == "attention" else None
-        if key is None or key in costs.attention:
-            continue
-        call = _attention_reference(r, device)
-        try:
-            with torch.no_grad(), count.Counter() as c:
-                call()
-            t = time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
-                          device=device, name=f"attention {key}").device_s
-        except RuntimeError as e:  # out of memory, or no kernel for this shape
-            costs.attention[key] = {"error": str(e).splitlines()[0][:160]}
-            continue
-        refs = [x for x in c.records if op_class(x) == "attention"]
+    def rate(key: str, refs: list[count.OpRecord], t: float) -> dict:
+        refs = [x for x in refs if op_class(x) == "attention"]
         if len(refs) != 1:  # the reference fell back to separate matmuls and a softmax
-            costs.attention[key] = {"error": "the reference ran no fused attention kernel"}
-            continue
+            return {"error": "the reference ran no fused attention kernel"}
         ref = refs[0]
-        costs.attention[key] = {
-            "bound": "memory" if key.endswith("decode") else "compute",
-            "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
-            "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
+        return {"bound": "memory" if key.endswith("decode") else "compute",
+                "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
+                "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
+    key_of = lambda r: attention_key(r) if op_class(r) == "attention" else None  # noqa: E731
+    _measure_kinds(costs.attention, records, key_of, _attention_reference, rate, device,
+                   "attention")
     return costs
+
+
+def _measure_kinds(store: dict, records: list[count.OpRecord], key_of: Callable,
+                   reference: Callable, rate: Callable, device: str, label: str) -> None:
+    """For each kind (key_of) in ``records`` not yet in ``store``: its reference (reference(r,
+    device)) counted and timed, and store[kind] = rate(kind, the reference's records, seconds),
+    or {"error": why} where the reference cannot run here."""
+    for r in records:
+        key = key_of(r)
+        if key is None or key in store:
+            continue
+        refs, t = _timed_reference(reference(r, device), device, f"{label} {key}")
+        store[key] = {"error": t} if refs is None else rate(key, refs, t)
 
 
 GROUPED_OPS = {"_grouped_mm"}
@@ -342,25 +356,16 @@ def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) ->
     (measure_gemm_extra)."""
     measure_attention(costs, records, device)
     measure_gemm_extra(costs, records, device)
-    for r in records:
-        key = grouped_key(r) if r.op in GROUPED_OPS and len(r.shapes[1]) == 3 else None
-        if key is None or key in costs.grouped:
-            continue
-        call = _grouped_reference(r, device)
-        try:
-            with torch.no_grad(), count.Counter() as c:
-                call()
-            t = time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True, wall=False,
-                          device=device, name=f"grouped {key}").device_s
-        except RuntimeError as e:  # out of memory, or no grouped kernel here
-            costs.grouped[key] = {"error": str(e).splitlines()[0][:160]}
-            continue
-        (ref,) = [x for x in c.records if x.op in GROUPED_OPS]
-        costs.grouped[key] = {
-            "bound": "memory" if key.endswith(" rows") else "compute",
-            "flops_per_s": ref.flops / t, "bytes_per_s": ref.bytes / t,
-            "reference": f"{ref.shapes[0][0]} rows in {len(ref.shapes[2]) and ref.shapes[2][0]} "
-                         f"groups of {'x'.join(map(str, ref.shapes[1][1:]))}"}
+
+    def rate(key: str, refs: list[count.OpRecord], t: float) -> dict:
+        (ref,) = [x for x in refs if x.op in GROUPED_OPS]
+        return {"bound": "memory" if key.endswith(" rows") else "compute",
+                "flops_per_s": ref.flops / t, "bytes_per_s": ref.bytes / t,
+                "reference": f"{ref.shapes[0][0]} rows in {ref.shapes[2][0]} groups of "
+                             f"{'x'.join(map(str, ref.shapes[1][1:]))}"}
+    key_of = lambda r: (grouped_key(r) if r.op in GROUPED_OPS  # noqa: E731
+                        and len(r.shapes[1]) == 3 else None)
+    _measure_kinds(costs.grouped, records, key_of, _grouped_reference, rate, device, "grouped")
     return costs
 
 
