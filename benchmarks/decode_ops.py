@@ -61,6 +61,7 @@ def cases(gemv=GEMV, reduce=REDUCE, elementwise=ELEMENTWISE):
 def row(family: str, shape: tuple, fn, roof: Roof, costs: OC.OpCosts) -> dict:
     with torch.no_grad():
         c = count.count(fn)
+    OC.measure_rates(costs, c.records, DEVICE)  # a GEMM's extra kernels, as a layer's prediction
     times = PR.op_times(c.records, roof, costs)
     t, warm = (time_call(fn, warmup=5, budget_s=0.05, max_reps=200, flush_l2=cold, wall=False,
                          device=DEVICE) for cold in (True, False))

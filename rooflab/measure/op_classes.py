@@ -122,8 +122,8 @@ class OpCosts:
     # grouped_key -> {"bound", "flops_per_s", "bytes_per_s", "reference"}, where measured
     grouped: dict[str, dict] = field(default_factory=dict)
     # what a small kernel's operand in HBM adds over one in L2: a weight times rows, timed with
-    # L2 flushed before each call, less the same warm; paid by every op other than a matmul (whose
-    # bandwidth term already reads from HBM) or attention that reads a parameter
+    # L2 flushed before each call, less the same warm; paid by every op that reads a parameter,
+    # matmuls and attention aside (their bandwidth term already reads it from HBM)
     hbm_s: float = 0.0
     # gemm_key -> device time a call of the kernels cuBLAS launches beside a GEMM's main one
     # (a split-K's reduction: with few output tiles for the SMs it cuts K and sums the parts in
