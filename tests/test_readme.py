@@ -81,6 +81,9 @@ def test_the_tour_runs_its_cpu_safe_commands_and_reads_their_output(tmp_path, mo
                 assert d["kv_cache_bytes"] > 0, argv
             if "experts" in comment:
                 assert d["active_params"] < d["params"] and d["experts_at_decode"]["rows"], argv
+            if "latent attention both ways" in comment:  # absorbing reads less at decode
+                ways = d["latent_ways"]
+                assert ways["absorb"]["bytes"] < ways["expand"]["bytes"], argv
             ran += 1
         else:
             sub = [w for w in words if not w.startswith("-")][:2]
