@@ -7,7 +7,7 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
 - a floor: the device time of a tiny kernel of each class (elementwise, generic, indexed,
   reduction, matmul, attention, select: top-k and sorts), replayed in a CUDA graph so launch
   gaps do not hide it; the generic loop's widening casts and strided reads have floors of their
-  own (on the H200 about 2.2 and 1.9 us against the broadcast multiply's 1.5: decode_ops.json);
+  own (their kernels cost more than the broadcast multiply's: docs/predictions.md);
 - the element rate of PyTorch's non-vectorized elementwise loops. TensorIterator runs an op as
   a vectorized kernel only when every operand is dense in the output's order and no input is
   narrower than the output. A broadcast operand (x * rms[..., None]), a transposed or sliced
@@ -26,7 +26,7 @@ A counted op (count.OpRecord) is predicted to take
 the last term for the generic and indexed classes only. hbm_s is what an operand in HBM adds to a
 small kernel over one in L2 (measured: a weight times rows, L2 flushed and not); at decode a
 layer's weights pass through L2 once a step, so the norm's weight is never there when its small
-multiply reads it (on the H200 such a multiply took 2.8 us in a layer, 1.8 warm, 3.0-3.4 cold).
+multiply reads it (in a layer such a multiply takes its cold time: docs/predictions.md).
 Matmuls and attention are left out: their bandwidth term already reads from HBM.
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
@@ -331,7 +331,7 @@ def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: st
     """For each GEMM shape in ``records`` not yet seen, on a GPU: the same GEMM alone (random
     x, a weight's transpose as a linear passes it, a bias for addmm) profiled, and the device
     time of every kernel but its longest, per call: what a split-K adds to the read of its
-    weights (1.5-2.4 us on the H200: decode_ops.json)."""
+    weights."""
     if torch.device(device).type != "cuda":
         return costs
     for r in records:
