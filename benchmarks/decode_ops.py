@@ -9,9 +9,10 @@ Three families, each swept over the shapes that decides it, never the held-out l
   a norm's weight times its rows (the weight broadcast down the rows) and RoPE's negated half of
   a head-transposed q (strided).
 Each row: the device time a call with L2 flushed first (cold) and not (warm), and a kernel's in a
-CUDA graph of the same op eight times over (chained: how op_classes measures a floor), the kernels it
-launched (names), and the prediction from its counted op on the run's measured ceilings and op
-costs: which of the three the layers' small kernels take is what the floors must be measured as.
+CUDA graph of the same op eight times over (chained: how op_classes measures a floor), the kernels
+it launched (names), and the prediction from its counted op on the run's measured ceilings and
+op costs: which of the three the layers' small kernels take is what the floors must be measured
+as.
 Usage: python benchmarks/decode_ops.py OUT_DIR   (-> decode_ops.json)
 """
 from __future__ import annotations
