@@ -4,7 +4,8 @@
 # and indexed by benchmarks/index.py. On a remote GPU, whose copy's .git can be older than its
 # files, pass the commit from here: ROOFLAB_COMMIT=<git rev-parse --short HEAD run locally>.
 # PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
-# Usage: scripts/gpu_check.sh OUT [parts]
+# Usage: scripts/gpu_check.sh OUT [parts]   (no parts: every part with a file in results/current/;
+# far longer than one device call's 10 minutes, so a remote run names a few parts a call)
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
 #          decoder_heldout (the held-out configs, never tuned on), decoder_moe (one layer of
 #          each mixture of experts, MLA included), attn_classes (rooflab's
@@ -21,7 +22,7 @@
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,timer,fusion,kernels,l2,generate,decoder,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
+parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,decoder_moe,decode_ops,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 cur=$out/current
