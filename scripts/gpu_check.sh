@@ -4,7 +4,7 @@
 # and indexed by benchmarks/index.py. On a remote GPU, whose copy's .git can be older than its
 # files, pass the commit from here: ROOFLAB_COMMIT=<git rev-parse --short HEAD run locally>.
 # PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
-# Usage: scripts/gpu_check.sh OUT [parts]   (no parts: every part with a file in results/current/;
+# Usage: scripts/gpu_check.sh OUT [parts]   (no parts: a full run, the tests and every benchmark;
 # far longer than one device call's 10 minutes, so a remote run names a few parts a call)
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
 #          decoder_heldout (the held-out configs, never tuned on), decoder_moe (one layer of
