@@ -133,23 +133,24 @@ def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype
     return layer, config
 
 
+def _rope_angles(theta: float, d: int, positions: torch.Tensor) -> torch.Tensor:
+    """position * theta^(-2i / d) for i < d / 2: (B, L, d / 2) in fp32, as HF's rotary modules."""
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=positions.device) / d))
+    return positions[..., None].float() * inv
+
+
 def rope_cos_sin(cfg: ModelConfig, layer_type: str, positions: torch.Tensor, dtype):
     """cos, sin of shape (B, L, head_dim) for ``positions`` (B, L), as HF's rotary module."""
     theta = cfg.rope_local_theta if (layer_type == "sliding" and cfg.rope_local_theta) else cfg.rope_theta
-    d = cfg.head_dim
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=positions.device) / d))
-    freqs = positions[..., None].float() * inv
+    freqs = _rope_angles(theta, cfg.head_dim, positions)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
 def rope_freqs_cis(cfg: ModelConfig, positions: torch.Tensor) -> torch.Tensor:
-    """e^(i * position * frequency), (B, L, qk_rope_dim / 2) complex: a latent attention's
-    position embeddings, as DeepSeek-V2's rotary module gives them."""
-    d = cfg.qk_rope_dim
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32,
-                                                 device=positions.device) / d))
-    freqs = positions[..., None].float() * inv
+    """e^(i * angle), (B, L, qk_rope_dim / 2) complex: a latent attention's position
+    embeddings, as DeepSeek-V2's rotary module gives them."""
+    freqs = _rope_angles(cfg.rope_theta, cfg.qk_rope_dim, positions)
     return torch.polar(torch.ones_like(freqs), freqs)
 
 
