@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
+from rooflab.measure.op_classes import DECODE_MAX_Q
 from rooflab.measure.timer import time_call
 from rooflab.studies import attention as A
 
@@ -84,7 +85,7 @@ def mask_of(s: dict, keep):
 
 
 def ours(q, k, v, s, keep):
-    if s["lq"] <= 16:
+    if s["lq"] <= DECODE_MAX_Q:  # as rooflab's attention in a model picks its kernel
         return FD.flash_decode(q, k, v, s["causal"], keep=keep)[0]
     return FA.flash_attention(q, k, v, s["causal"])[0]
 
