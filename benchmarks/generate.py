@@ -2,7 +2,8 @@
 Llama-3.1-8B and Qwen3-8B at prefill B 1, 8 x L 512, 4096 and decode B 1, 8, 64 (random weights,
 bf16, a static KV cache, 32 new tokens, eager and CUDA graph). With attention implementations
 named (sdpa,rooflab), each shape runs under each on the same weights, and the last position's
-logits of a forward over the prompt are compared with the first's.
+logits of a forward over the prompt are compared with the first's; beside them, as the yardstick
+of what two correct kernels differ by, the logits under SDPA's flash backend against its cuDNN one.
 Usage: python benchmarks/generate.py OUT_DIR [model,model,...] [BxL,BxL,...] [attn,attn,...]
        (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)"""
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "", attns: 
                 except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
                     r = {"model": name, "batch": batch, "seq": seq, "attn": attn,
                          "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                if len(impls) > 1 and attn == impls[-1]:
+                    r["logits_rel_diff_sdpa_flash_vs_cudnn"] = _yardstick(built[0], cfg, batch, seq)
                 rows.append(r)
                 _print(name, batch, seq, attn, r)
                 write(out_dir, "generate_attn" if len(impls) > 1 else "generate",
@@ -66,6 +69,21 @@ def _last_logits(model, cfg, batch: int, seq: int, device: str = "cuda") -> torc
         return model(ids, use_cache=False, logits_to_keep=1).logits.float()
 
 
+def _yardstick(model, cfg, batch: int, seq: int) -> float | str:
+    """The relative difference of the logits under SDPA's flash and cuDNN backends, the same
+    weights and prompt: what two correct bf16 kernels differ by after every layer."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    model.set_attn_implementation("sdpa")
+    try:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            a = _last_logits(model, cfg, batch, seq)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            b = _last_logits(model, cfg, batch, seq)
+    except RuntimeError as e:  # a backend that refuses the shape or mask
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return float((a - b).norm() / b.norm())
+
+
 def _print(name, batch, seq, attn, r) -> None:
     p, d = r.get("prefill", {}), r.get("decode", {})
     print(name, batch, seq, attn, "TTFT", p.get("device_s"), "graph", p.get("graph_device_s"),
@@ -77,7 +95,8 @@ def _print(name, batch, seq, attn, r) -> None:
           round(d.get("roofline_over_device", 0), 3), "| mem", round(
               r.get("memory_predicted_over_measured", 0), 3), r.get("error", ""),
           d.get("graph_error", ""), r.get("attention_paths", ""),
-          {k: round(v, 4) for k, v in r.items() if k.startswith("logits_rel_err")}, flush=True)
+          {k: v if isinstance(v, str) else round(v, 4) for k, v in r.items()
+           if k.startswith("logits_rel")}, flush=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 #          decoder_heldout (the held-out configs, never tuned on), decoder_moe (one layer of
 #          each mixture of experts, MLA included), attn_classes (rooflab's
 #          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
-#          SDPA and under rooflab's kernels, same weights), generate_moe (three mixtures of
+#          SDPA and under rooflab's kernels, same weights; ATTN_MODELS, ATTN_SHAPES narrow it),
+#          generate_moe (three mixtures of
 #          experts generating, predicted against measured; generate_mixtral: the largest
 #          alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
 #          decode_ops (a decode's small ops
@@ -60,7 +61,7 @@ has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
   Llama-3.1-8B,Qwen3-8B
 has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
 has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn" \
-  Llama-3.1-8B,Qwen3-8B 1x512,8x4096,64x512 sdpa,rooflab
+  "${ATTN_MODELS:-Llama-3.1-8B,Qwen3-8B}" "${ATTN_SHAPES:-1x512,8x4096,64x512}" sdpa,rooflab
 has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
   Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B 1x1024,8x1024
 has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cur/mixtral" \
