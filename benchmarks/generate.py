@@ -5,7 +5,9 @@ named (sdpa,rooflab), each shape runs under each on the same weights, and the la
 logits of a forward over the prompt are compared with the first's; beside them, as the yardstick
 of what two correct kernels differ by, the logits under SDPA's flash backend against its cuDNN one.
 Usage: python benchmarks/generate.py OUT_DIR [model,model,...] [BxL,BxL,...] [attn,attn,...]
-       (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)"""
+       (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)
+       python benchmarks/generate.py OUT_DIR --diagnose MODEL BxL prefill|decode
+       (one step op by op against its prediction: OUT_DIR/diagnose.json)"""
 from __future__ import annotations
 
 import sys
@@ -99,27 +101,38 @@ def _print(name, batch, seq, attn, r) -> None:
            if k.startswith("logits_rel")}, flush=True)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1], *sys.argv[2:5])
-
-
-def diagnose(name: str, batch: int, seq: int) -> list[dict]:
-    """Where a decode step's kernel time goes, op by op, beside the prediction."""
+def diagnose(out_dir: str, name: str, shape: str, phase: str = "decode") -> None:
+    """Where a whole model's prefill or decode step spends its kernel time, op by op, beside the
+    prediction (the rates generate measures: floors, attention, grouped GEMMs, GEMM shapes,
+    top-k and sorts): OUT_DIR/diagnose.json."""
     from rooflab import count
     from rooflab.studies import layer_measure as LM
     from rooflab.measure import profile as P
 
+    batch, seq = map(int, shape.split("x"))
     cfg = M.load(name)
     ceil, costs = CE.get("cuda"), OC.measure_op_costs("cuda")
     with torch.no_grad():
         g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16")
+        run = g.prefill if phase == "prefill" else g.step
         with count.Counter(g.model) as c:
-            g.step()
-        prof = P.profile(g.step, iters=3, warmup=2, device="cuda")
+            run()
+        OC.measure_rates(costs, c.records, "cuda")
+        prof = P.profile(run, iters=3, warmup=2, device="cuda")
     ops = LM.by_op(c.records, ceil, "bf16", costs, prof)
-    print(name, batch, seq, "kernel time", prof.device_time_us / prof.iters, "us, launches",
-          prof.launches_per_iter, "timeline", prof.timeline)
-    for o in ops[:12]:
-        print(f"  {o['op'][:70]:70s} calls {o['calls']:4d} measured "
+    kernel_s = prof.device_time_us / prof.iters / 1e6
+    predicted_s = sum(o["predicted_s"] for o in ops)
+    print(name, shape, phase, f"kernel {kernel_s * 1e3:.2f} ms predicted {predicted_s * 1e3:.2f} ms")
+    for o in sorted(ops, key=lambda o: -abs((o["kernel_s"] or 0) - o["predicted_s"]))[:15]:
+        print(f"  {o['op'][:64]:64s} {o['class']:11s} calls {o['calls']:4d} measured "
               f"{(o['kernel_s'] or 0) * 1e6:9.1f} us predicted {o['predicted_s'] * 1e6:9.1f} us")
-    return ops
+    write(out_dir, "diagnose", {"model": name, "batch": batch, "seq": seq, "phase": phase,
+                                "kernel_s": kernel_s, "predicted_s": predicted_s,
+                                "op_costs": costs.as_dict(), "ops": ops})
+
+
+if __name__ == "__main__":
+    if sys.argv[2:3] == ["--diagnose"]:
+        diagnose(sys.argv[1], *sys.argv[3:6])
+    else:
+        main(sys.argv[1], *sys.argv[2:5])

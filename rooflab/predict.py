@@ -119,4 +119,6 @@ def basis(ceilings, costs: OC.OpCosts) -> dict:
         split = sum(s > 0 for s in costs.gemm_extra_s.values())
         out["gemms"] = (f"{len(costs.gemm_extra_s)} GEMM shapes profiled alone this run, {split} "
                         f"with kernels beside the main one (a split-K's reduction)")
+    if costs.select_s:
+        out["selects"] = f"{len(costs.select_s)} top-k and sort shapes timed alone this run"
     return out

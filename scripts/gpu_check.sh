@@ -14,6 +14,7 @@
 #          generate_moe (three mixtures of
 #          experts generating, predicted against measured; generate_mixtral: the largest
 #          alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
+#          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode"),
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
@@ -66,6 +67,8 @@ has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
   Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B 1x1024,8x1024
 has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cur/mixtral" \
   Mixtral-8x7B 1x1024,8x1024
+has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --diagnose \
+  ${DIAGNOSE:-Mixtral-8x7B 1x1024 prefill}
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"

@@ -102,6 +102,20 @@ def test_each_kind_of_kernel_takes_its_own_floor():
     assert old.floor(_one(lambda: -x[..., 16:])) == 4e-6
 
 
+def test_a_grouped_gemm_kind_counts_the_groups_it_reads():
+    """Groups read side by side set a decode's grouped kind, to the nearest power of two (52 of
+    128 experts read as 64; all 8 of 8 as 8): two rows an expert when every row is read twice."""
+    b = torch.randn(128, 16, 32).transpose(-2, -1)
+    ends = torch.tensor([i + 1 if i < 52 else 52 for i in range(128)], dtype=torch.int32)
+    a, a8 = torch.randn(52, 32), torch.randn(16, 32)
+    r = _one(lambda: torch._grouped_mm(a, b, offs=ends))
+    assert (OC.groups_read(r), OC.grouped_key(r)) == (52, "_grouped_mm 32x16 32-bit 1 rows 64 groups")
+    b8 = torch.randn(8, 16, 32).transpose(-2, -1)
+    offs8 = torch.arange(2, 17, 2, dtype=torch.int32)
+    r8 = _one(lambda: torch._grouped_mm(a8, b8, offs=offs8))
+    assert (OC.groups_read(r8), OC.grouped_key(r8)) == (8, "_grouped_mm 32x16 32-bit 2 rows 8 groups")
+
+
 def test_grouped_gemm_is_a_matmul():
     """The experts of a mixture, one grouped GEMM: the matmul class, its floor and roofline."""
     a, b = torch.randn(6, 32), torch.randn(3, 32, 16)
@@ -119,6 +133,39 @@ def test_measured_on_the_cpu():
             set(costs.indexed_elements_per_s) == {2, 4})
     assert all(r > 1e6 for r in costs.generic_elements_per_s.values())
     assert all(r > 1e6 for r in costs.generic_copy_elements_per_s.values())
+    assert {op: set(r) for op, r in costs.loop_elements_per_s.items()} == {
+        op: {2, 4} for op in OC.LOOP_OPS}
+    assert all(r > 1e6 for rates in costs.loop_elements_per_s.values() for r in rates.values())
+
+
+def test_a_gather_and_a_masked_fill_take_their_own_loops_rate():
+    """x[idx] and a fill under a broadcast mask run generic loops of their own: each takes its
+    measured rate in place of the broadcast multiply's; the multiply keeps the generic one."""
+    idx, mask = torch.randint(0, 8, (64,)), torch.rand(8, 16, 4, 1) > 0.5
+    gather, fill, mul = (_one(f) for f in (lambda: x[idx], lambda: x.masked_fill(mask, 0.0),
+                                            lambda: x * rms))
+    assert {OC.op_class(r) for r in (gather, fill, mul)} == {"generic"}
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9},
+                       loop_elements_per_s={"index": {4: 4e9}, "masked_fill": {4: 5e8}})
+    assert costs.predict_s(gather, 1e30, 1e30) == pytest.approx(gather.out_elements / 4e9)
+    assert costs.predict_s(fill, 1e30, 1e30) == pytest.approx(fill.out_elements / 5e8)
+    assert costs.predict_s(mul, 1e30, 1e30) == pytest.approx(mul.out_elements / 1e9)
+
+
+def test_a_top_k_or_sort_takes_its_time_alone_at_its_shape():
+    """Each top-k and sort shape is timed once alone (its radix passes step with size and bit
+    width) and predicted at that time; a shape not timed keeps the select floor."""
+    ids = torch.randint(0, 128, (512,))
+    topk, sort = _one(lambda: torch.topk(x, 4)), _one(lambda: torch.sort(ids))
+    assert OC.select_key(topk) == "topk 8x16x4x32 -> 4096 32-bit"  # values and indices
+    assert OC.select_key(sort) == "sort 512 -> 1024 64-bit"
+    costs = OC.measure_select(OC.OpCosts("cpu", {c: 3.0 for c in OC.CLASSES}, {4: 1e9}),
+                              [topk, topk, sort], "cpu")
+    assert set(costs.select_s) == {OC.select_key(topk), OC.select_key(sort)}
+    assert all(0 < t < 1.0 for t in costs.select_s.values())
+    assert costs.predict_s(sort, 1e30, 1e30) == costs.select_s[OC.select_key(sort)]
+    other = _one(lambda: torch.topk(x, 2))
+    assert costs.predict_s(other, 1e30, 1e30) == pytest.approx(3.0)
 
 
 @pytest.mark.gpu
@@ -131,6 +178,8 @@ def test_measured_on_the_gpu():
     assert 0 <= costs.hbm_s < 20e-6  # an HBM round trip or two
     assert all(1e10 < r < 1e13 for r in costs.generic_elements_per_s.values())
     assert all(1e10 < r < 1e13 for r in costs.generic_copy_elements_per_s.values())
+    assert all(1e10 < r < 1e13 for rates in costs.loop_elements_per_s.values()
+               for r in rates.values())
 
 
 def _attention(**kw) -> count.OpRecord:
@@ -246,20 +295,22 @@ def test_attention_rates_on_the_gpu_stay_under_their_ceilings():
 
 def test_a_grouped_gemm_kind_is_measured_once_and_replaces_the_ceiling():
     """The experts' grouped GEMM at decode (a row or two an expert) gets the bytes/s its kernel
-    reaches on a reference of the same kind, timed here; a prefill's, FLOP/s."""
+    reaches on a reference of the same kind (as many groups read, to a power of two), timed
+    here; a prefill's, FLOP/s."""
     a, offs = torch.randn(4, 32), torch.tensor([1, 2, 3, 4, 4, 4, 4, 4], dtype=torch.int32)
     b = torch.randn(8, 16, 32).transpose(-2, -1)
     decode = _one(lambda: torch._grouped_mm(a, b, offs=offs))
     a2, offs2 = torch.randn(8 * 64, 32), torch.arange(64, 513, 64, dtype=torch.int32)
     prefill = _one(lambda: torch._grouped_mm(a2, b, offs=offs2))
-    assert OC.grouped_key(decode) == "_grouped_mm 32x16 32-bit 1 rows"
+    assert OC.groups_read(decode) == 4  # the groups with rows: their matrices are read
+    assert OC.grouped_key(decode) == "_grouped_mm 32x16 32-bit 1 rows 4 groups"
     assert OC.grouped_key(prefill) == "_grouped_mm 32x16 32-bit prefill"
     costs = OC.measure_rates(OC.OpCosts("cpu", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}),
                              [decode, decode, prefill], "cpu")
     assert set(costs.grouped) == {OC.grouped_key(decode), OC.grouped_key(prefill)}
     d, p = costs.grouped[OC.grouped_key(decode)], costs.grouped[OC.grouped_key(prefill)]
     assert (d["bound"], p["bound"]) == ("memory", "compute")
-    assert d["reference"] == "8 rows in 8 groups of 32x16"  # 8 experts hit, a row each
+    assert d["reference"] == "4 rows in 4 groups of 32x16"  # 4 experts hit, a row each
     # the measured rate replaces the copy bandwidth (a slow one: the measured time wins)
     assert costs.predict_s(decode, 1e30, 1e30) == pytest.approx(decode.bytes / d["bytes_per_s"])
     assert costs.predict_s(prefill, 1e30, 1e30) == pytest.approx(

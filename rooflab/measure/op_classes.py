@@ -20,10 +20,16 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   computes each source index with modulo arithmetic and is slower still: it has a rate of its
   own ("indexed").
 
+Two ops take generic loops of their own (LOOP_OPS): a gather of rows (x[idx], how a router
+sends tokens to experts) reads nearly at the copy bandwidth, a fill under a broadcast boolean
+mask is slower than the multiply; each has its rate, measured the same way. A top-k or sort
+runs radix passes that step with its size and bit width: each shape met is timed alone
+(measure_select).
+
 A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
-        + max(flops / peak, bytes / copy bandwidth, elements / rate of its class),
-the last term for the generic and indexed classes only. hbm_s is what an operand in HBM adds to a
+        + max(flops / peak, bytes / copy bandwidth, elements / rate of its class or loop),
+the last term for the generic and indexed classes only; a top-k or sort timed alone, its time. hbm_s is what an operand in HBM adds to a
 small kernel over one in L2 (measured: a weight times rows, L2 flushed and not); at decode a
 layer's weights pass through L2 once a step, so the norm's weight is never there when its small
 multiply reads it (in a layer such a multiply takes its cold time: docs/predictions.md).
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -73,6 +80,10 @@ COPY_OPS = {"clone", "copy_", "contiguous", "_to_copy"}
 # kernels that compute each element's source index with modulo arithmetic (torch.roll, which a
 # sliding-window cache runs at every step): limited by elements per second, at their own rate
 INDEXED_OPS = {"roll"}
+# ops whose generic loop is a kernel of its own, faster or slower per element than the
+# broadcast multiply: a gather of rows (x[idx]: its index kernel reads a row per output row, at
+# nearly the copy bandwidth) and a fill under a broadcast boolean mask
+LOOP_OPS = ("index", "masked_fill")
 
 
 def op_class(r: count.OpRecord) -> str:
@@ -129,6 +140,12 @@ class OpCosts:
     # (a split-K's reduction: with few output tiles for the SMs it cuts K and sums the parts in
     # a second kernel), profiled on that GEMM alone; GPUs only
     gemm_extra_s: dict[str, float] = field(default_factory=dict)
+    # select_key -> device time of one call of a top-k or sort of that shape, timed alone (their
+    # radix passes step with size and bit width: no one rate describes them); where measured
+    select_s: dict[str, float] = field(default_factory=dict)
+    # op -> element size -> the rate of an op whose generic loop is a kernel of its own (LOOP_OPS),
+    # measured on a reference call; it replaces the broadcast multiply's rate for that op
+    loop_elements_per_s: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -158,7 +175,12 @@ class OpCosts:
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
             t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
-        if cls == "generic":
+        if cls == "select" and select_key(r) in self.select_s:
+            return self.select_s[select_key(r)]
+        own = self.loop_elements_per_s.get(r.op.rstrip("_")) if cls == "generic" else None
+        if own:
+            t = max(t, r.out_elements / _nearest(own, r.itemsize))
+        elif cls == "generic":
             copy = r.op in COPY_OPS and r.in_itemsize == r.itemsize  # not a widening cast
             t = max(t, r.out_elements / self.generic_rate(r.itemsize, copy))
         if cls == "indexed" and self.indexed_elements_per_s:
@@ -291,27 +313,39 @@ def _measure_kinds(store: dict, records: list[count.OpRecord], key_of: Callable,
 
 
 GROUPED_OPS = {"_grouped_mm"}
-GROUPED_REFERENCE_GROUPS = 8  # experts with rows in a decode's reference (a top-8 router's)
+
+
+def groups_read(r: count.OpRecord) -> int:
+    """How many of a grouped GEMM's matrices it reads: its bytes (formulas count the matrices of
+    groups with rows) less rows and output, over one matrix's."""
+    rows, (e, k, n) = r.shapes[0][0], r.shapes[1]
+    matrices = r.bytes - rows * (k + n) * r.itemsize
+    return max(1, min(e, round(matrices / (k * n * r.itemsize))))
 
 
 def grouped_key(r: count.OpRecord) -> str:
     """What decides a grouped GEMM's speed: its matrices (K x N), element size and rows a group
     with rows: a decode's few (each expert's weights read for one or two tokens: bound by the
-    read, at the rate the grouped kernel reaches on so few rows) or a prefill's many."""
+    read, at the rate the grouped kernel reaches on so few rows, which grows with the groups
+    read side by side: 8 experts of a token, or 52 of 128 for 8 tokens, to a power of two) or a
+    prefill's many."""
     rows, (e, k, n) = r.shapes[0][0], r.shapes[1]
-    per = max(1, round(rows / max(1, min(e, rows))))
-    return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit {per} rows" if per <= DECODE_MAX_Q else \
-        f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill"
+    used = groups_read(r)
+    per = max(1, round(rows / used))
+    if per > DECODE_MAX_Q:
+        return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill"
+    return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit {per} rows " \
+           f"{min(e, 2 ** round(math.log2(used)))} groups"
 
 
 def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
-    """A grouped GEMM of r's kind: at decode GROUPED_REFERENCE_GROUPS groups (at most r's) of
-    its rows a group; at prefill every group with 256 rows. The matrices are a transposed view
-    of (E, N, K), as a model's experts pass their weights."""
+    """A grouped GEMM of r's kind: at decode its groups (a power of two) of its rows a group;
+    at prefill every group with 256 rows. The matrices are a transposed view of (E, N, K), as a
+    model's experts pass their weights."""
     (e, k, n), key = r.shapes[1], grouped_key(r)
     dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
-    groups, per = ((min(e, GROUPED_REFERENCE_GROUPS), int(key.split()[-2]))
-                   if key.endswith(" rows") else (e, 256))
+    words = key.split()
+    groups, per = (int(words[-2]), int(words[-4])) if key.endswith(" groups") else (e, 256)
     a = torch.randn(groups * per, k, device=device, dtype=dtype)
     b = torch.randn(groups, n, k, device=device, dtype=dtype).transpose(-2, -1)
     offs = torch.arange(per, groups * per + 1, per, device=device, dtype=torch.int32)
@@ -349,17 +383,48 @@ def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: st
     return costs
 
 
+def select_key(r: count.OpRecord) -> str:
+    """A top-k's or sort's shape, output and element size: what its kernels step with."""
+    return f"{r.op} {'x'.join(map(str, r.shapes[0]))} -> {r.out_elements} " \
+           f"{8 * (r.in_itemsize or r.itemsize)}-bit"
+
+
+def _select_reference(r: count.OpRecord, device: str) -> Callable | None:
+    """The same top-k or sort on random data of r's shape and element size (integers for 8
+    bytes: a router's expert indices), along the last dimension; None for other select ops."""
+    shape, size = r.shapes[0], r.in_itemsize or r.itemsize
+    x = (torch.randint(0, 1 << 16, shape, device=device) if size == 8 else torch.randn(
+        shape, device=device, dtype={2: torch.bfloat16}.get(size, torch.float32)))
+    if r.op == "topk":
+        k = max(1, r.out_elements // (2 * math.prod(shape[:-1])))  # values and indices
+        return lambda: torch.topk(x, k)
+    return (lambda: torch.sort(x)) if r.op in ("sort", "argsort", "msort") else None
+
+
+def measure_select(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
+    """Each top-k and sort shape in ``records`` not yet timed, timed alone (warm: in a layer its
+    input was just written)."""
+    for r in records:
+        key = select_key(r) if op_class(r) == "select" else None
+        call = _select_reference(r, device) if key and key not in costs.select_s else None
+        if call:
+            costs.select_s[key] = time_call(call, warmup=3, budget_s=0.1, max_reps=100,
+                                            wall=False, device=device, name=key).device_s
+    return costs
+
+
 def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
     """The measured rate of each kind of fused kernel in ``records``: attention
     (measure_attention) and grouped GEMMs (each kind's reference counted and timed, L2 flushed:
     bytes/s at decode, FLOP/s at prefill); and what cuBLAS adds to each GEMM shape
-    (measure_gemm_extra)."""
+    (measure_gemm_extra); and each top-k and sort shape, timed alone (measure_select)."""
     measure_attention(costs, records, device)
     measure_gemm_extra(costs, records, device)
+    measure_select(costs, records, device)
 
     def rate(key: str, refs: list[count.OpRecord], t: float) -> dict:
         (ref,) = [x for x in refs if x.op in GROUPED_OPS]
-        return {"bound": "memory" if key.endswith(" rows") else "compute",
+        return {"bound": "memory" if key.endswith(" groups") else "compute",
                 "flops_per_s": ref.flops / t, "bytes_per_s": ref.bytes / t,
                 "reference": f"{ref.shapes[0][0]} rows in {ref.shapes[2][0]} groups of "
                              f"{'x'.join(map(str, ref.shapes[1][1:]))}"}
@@ -445,6 +510,21 @@ def roll_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     return a.numel() / t.device_s
 
 
+def loop_rate(op: str, device: str, dtype: torch.dtype, elements: int) -> float:
+    """Elements per second of a LOOP_OPS op: a gather of rows (x[idx], 8 output rows per row of
+    a table of 1024 columns, as a router sends each token to 8 experts) or a fill of rows under
+    a broadcast boolean mask (rows x 1024, a mask of rows x 1)."""
+    rows = elements // 1024
+    a = torch.randn(rows // 8 if op == "index" else rows, 1024, device=device, dtype=dtype)
+    if op == "index":
+        idx = torch.randint(0, a.shape[0], (rows,), device=device)
+        fn = lambda: a[idx]  # noqa: E731
+    else:
+        mask = torch.rand(rows, 1, device=device) > 0.5
+        fn = lambda: a.masked_fill(mask, 0.0)  # noqa: E731
+    return rows * 1024 / time_call(fn, warmup=3, budget_s=0.2, device=device, name=op).device_s
+
+
 def hbm_latency_s(device: str) -> float:
     """A decode's norm weight times its rows (640 values times 16 rows), timed with L2 flushed
     before each call and without, the difference (0 off a GPU: a CPU's caches are not flushed
@@ -468,8 +548,12 @@ def graph_gap_s(fn, kernels: int = 256) -> float:
         return [fn() for _ in range(kernels)]
 
     replay = capture_graph(chain)
+    warm_until = time.perf_counter() + 0.05  # an idle GPU's clocks ramp up: gaps shrink with them
+    while time.perf_counter() < warm_until:
+        replay()
+        torch.cuda.synchronize()
     spans = []
-    for _ in range(5):
+    for _ in range(9):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         start.record()
@@ -494,8 +578,10 @@ def measure_op_costs(device: str) -> OpCosts:
     rates = {torch.finfo(dt).bits // 8: generic_rate(device, dt, n) for dt in dtypes}
     copy_rates = {torch.finfo(dt).bits // 8: generic_copy_rate(device, dt, n) for dt in dtypes}
     roll_rates = {torch.finfo(dt).bits // 8: roll_rate(device, dt, n) for dt in dtypes}
+    loops = {op: {torch.finfo(dt).bits // 8: loop_rate(op, device, dt, n) for dt in dtypes}
+             for op in LOOP_OPS}
     gap = (statistics.median(graph_gap_s(ops[c]) for c in CLASSES if c != "select")
            if device == "cuda" else 0.0)  # select launches several kernels a call
     sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
     return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates,
-                   sm_count=sms, hbm_s=hbm_latency_s(device))
+                   sm_count=sms, hbm_s=hbm_latency_s(device), loop_elements_per_s=loops)
