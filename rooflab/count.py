@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_flatten
 
 from rooflab.errors import RooflabError
 from rooflab.formulas import (ALLOC_OPS, BYTE_FORMULAS, FLOP_FORMULAS,  # noqa: F401
-                              NO_FLOP_OPS, NAMED_OPS, OVERWRITE_OPS, POINTWISE, REDUCTIONS,
+                              group_rows, NO_FLOP_OPS, NAMED_OPS, OVERWRITE_OPS, POINTWISE, REDUCTIONS,
                               SDPA_OPS, VIEW_OPS,
                               _named_args, flops_of, register, register_bytes)
 
@@ -51,6 +51,7 @@ class OpRecord:
     # an operand is a module's parameter: at decode the weights stream through L2 once a step,
     # so a small kernel reading one waits on HBM (op_classes' hbm_s)
     reads_weight: bool = False
+    group_rows: tuple = ()  # a grouped GEMM's rows in each group, where its offsets hold data
 
     @property
     def bytes(self) -> int:
@@ -201,7 +202,8 @@ class Counter(TorchDispatchMode):
             shapes, elements, layout_of(ins, outs),
             max((t.element_size() for t in ins if t.numel() > 1), default=0),
             outs[0].element_size() if outs else 0,
-            any(isinstance(t, torch.nn.Parameter) for t in ins)))
+            any(isinstance(t, torch.nn.Parameter) for t in ins),
+            group_rows(args) if packet.__name__ == "_grouped_mm" else ()))
         return out
 
     # --- summaries ---

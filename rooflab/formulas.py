@@ -368,6 +368,16 @@ def _aminmax(args, out):
     return 0, 2 * args[0].numel()  # a comparison an element for each of min and max
 
 
+def group_rows(args) -> tuple[int, ...]:
+    """The rows of each group of a grouped GEMM (2-D rows x 3-D matrices), read from its offsets
+    where they hold data; () on the meta device or without offsets."""
+    offs = args[2] if len(args) > 2 and isinstance(args[2], torch.Tensor) else None
+    if offs is None or offs.device.type == "meta" or args[1].dim() != 3 or args[0].dim() != 2:
+        return ()
+    ends = offs.tolist()
+    return tuple(e - s for s, e in zip([0] + ends[:-1], ends))
+
+
 @register_bytes(*_ops("_grouped_mm"))
 def _grouped_mm_bytes(args, outs):
     """Rows, offsets and output, and only the matrices of groups that have rows (the experts a

@@ -99,26 +99,40 @@ def by_component(family: str) -> Callable[[OpRecord], str]:
     return lambda r: hf.component_of(r.module, family) or f"other ({r.module})"
 
 
-def basis(ceilings, costs: OC.OpCosts) -> dict:
+def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) -> dict:
     """What a prediction rests on, rate by rate, so that it can be told from a fit: the
     ceilings (measured this run, or cached and checked by a probe), the op floors and element
     rates (measured this run), each kind of attention kernel and grouped GEMM (timed this run on
-    a reference shape, or the roofline's ceilings where its reference could not run)."""
+    a reference shape, or the roofline's ceilings where its reference could not run), the GEMM
+    shapes profiled alone and the top-k and sorts timed alone; with ``records``, only the kinds
+    and shapes they hold (costs shared by several models list every model's)."""
+    def used(store: dict, key_of) -> dict:
+        keys = None if records is None else {key_of(r) for r in records}
+        return {k: v for k, v in store.items() if keys is None or k in keys}
+
     def timed(rates: dict[str, dict]) -> dict[str, str]:
         return {k: (f"timed this run on {a['reference']}" if "bound" in a else
                     f"the roofline's ceilings ({a.get('error', 'not measured')})")
                 for k, a in sorted(rates.items())}
 
+    attention = used(costs.attention, lambda r: OC.attention_key(r)
+                     if OC.op_class(r) == "attention" else None)
+    grouped = used(costs.grouped, lambda r: OC.grouped_key(r)
+                   if r.op in OC.GROUPED_OPS and len(r.shapes[1]) == 3 else None)
+    gemms = used(costs.gemm_extra_s, lambda r: OC.gemm_key(r)
+                 if r.op in OC.GEMM_OPS and len(r.shapes[-1]) == 2 else None)
+    selects = used(costs.select_s, lambda r: OC.select_key(r)
+                   if OC.op_class(r) == "select" else None)
     out = {"ceilings": (f"cached from {ceilings.date}, checked by a short probe this run"
                         if ceilings.cached else f"measured this run ({ceilings.date})"),
            "op_costs": f"kernel floors and element rates measured this run on {costs.device}",
-           "attention": timed(costs.attention)}
-    if costs.grouped:
-        out["grouped"] = timed(costs.grouped)
-    if costs.gemm_extra_s:
-        split = sum(s > 0 for s in costs.gemm_extra_s.values())
-        out["gemms"] = (f"{len(costs.gemm_extra_s)} GEMM shapes profiled alone this run, {split} "
+           "attention": timed(attention)}
+    if grouped:
+        out["grouped"] = timed(grouped)
+    if gemms:
+        split = sum(s > 0 for s in gemms.values())
+        out["gemms"] = (f"{len(gemms)} GEMM shapes profiled alone this run, {split} "
                         f"with kernels beside the main one (a split-K's reduction)")
-    if costs.select_s:
-        out["selects"] = f"{len(costs.select_s)} top-k and sort shapes timed alone this run"
+    if selects:
+        out["selects"] = f"{len(selects)} top-k and sort shapes timed alone this run"
     return out

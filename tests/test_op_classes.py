@@ -116,6 +116,39 @@ def test_a_grouped_gemm_kind_counts_the_groups_it_reads():
     assert (OC.groups_read(r8), OC.grouped_key(r8)) == (8, "_grouped_mm 32x16 32-bit 2 rows 8 groups")
 
 
+def test_a_prefill_routed_unevenly_takes_its_groups_rooflines_over_even_ones():
+    """Each group of a grouped GEMM is a GEMM of its own rows (its intensity). The rate measured
+    on even groups (the reference) is scaled by the sum of each group's max(compute, read) as
+    routed over the same for even groups: 1 for even groups, more where small groups wait on
+    their matrices' reads while large ones compute. By hand, a group of g rows at F FLOP/s and
+    B B/s takes max(2 g K N / F, (K N + g (K + N)) 4 / B). Unknown groups (meta): 1."""
+    k = n = 512
+    b, a = torch.randn(8, n, k).transpose(-2, -1), torch.randn(256, k)
+    sizes = (8, 38, 51, 121, 7, 17, 8, 6)  # a model's random router's shares, 256 rows
+    even = torch.arange(32, 257, 32, dtype=torch.int32)
+    uneven = torch.tensor(sizes).cumsum(0).int()
+    r_even, r_uneven = (_one(lambda o=o: torch._grouped_mm(a, b, offs=o)) for o in (even, uneven))
+    assert r_uneven.group_rows == sizes and r_even.group_rows == (32,) * 8
+    assert OC.grouped_key(r_even) == OC.grouped_key(r_uneven)  # one kind, one reference
+    peak, bw = 2e7, 1e6  # on these ceilings 121 rows compute, 6 rows wait on their matrix
+
+    def roof(g):
+        return max(2 * g * k * n / peak, (k * n + g * (k + n)) * 4 / bw)
+    factor = sum(roof(g) for g in sizes) / (8 * roof(32))
+    assert OC.routing_factor(r_uneven, peak, bw) == pytest.approx(factor) and factor > 1.15
+    assert OC.routing_factor(r_even, peak, bw) == pytest.approx(1.0)
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, grouped={
+        OC.grouped_key(r_even): {"bound": "compute", "flops_per_s": 3e7,
+                                 "bytes_per_s": 1.0, "reference": "even"}})
+    assert costs.predict_s(r_even, peak, bw) == pytest.approx(
+        max(r_even.flops / 3e7, r_even.bytes / bw))  # the measured rate, as before
+    assert costs.predict_s(r_uneven, peak, bw) == pytest.approx(
+        costs.predict_s(r_even, peak, bw) * factor)
+    on_meta = [a.to("meta", torch.bfloat16), b.to("meta", torch.bfloat16), even.to("meta")]
+    meta = _one(lambda: torch._grouped_mm(on_meta[0], on_meta[1], offs=on_meta[2]))
+    assert meta.group_rows == () and OC.routing_factor(meta, peak, bw) == 1.0
+
+
 def test_grouped_gemm_is_a_matmul():
     """The experts of a mixture, one grouped GEMM: the matmul class, its floor and roofline."""
     a, b = torch.randn(6, 32), torch.randn(3, 32, 16)
@@ -304,13 +337,14 @@ def test_a_grouped_gemm_kind_is_measured_once_and_replaces_the_ceiling():
     prefill = _one(lambda: torch._grouped_mm(a2, b, offs=offs2))
     assert OC.groups_read(decode) == 4  # the groups with rows: their matrices are read
     assert OC.grouped_key(decode) == "_grouped_mm 32x16 32-bit 1 rows 4 groups"
-    assert OC.grouped_key(prefill) == "_grouped_mm 32x16 32-bit prefill"
+    assert OC.grouped_key(prefill) == "_grouped_mm 32x16 32-bit prefill 64 rows"
     costs = OC.measure_rates(OC.OpCosts("cpu", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}),
                              [decode, decode, prefill], "cpu")
     assert set(costs.grouped) == {OC.grouped_key(decode), OC.grouped_key(prefill)}
     d, p = costs.grouped[OC.grouped_key(decode)], costs.grouped[OC.grouped_key(prefill)]
     assert (d["bound"], p["bound"]) == ("memory", "compute")
     assert d["reference"] == "4 rows in 4 groups of 32x16"  # 4 experts hit, a row each
+    assert p["reference"] == "512 rows in 8 groups of 32x16"  # its average rows, every group
     # the measured rate replaces the copy bandwidth (a slow one: the measured time wins)
     assert costs.predict_s(decode, 1e30, 1e30) == pytest.approx(decode.bytes / d["bytes_per_s"])
     assert costs.predict_s(prefill, 1e30, 1e30) == pytest.approx(

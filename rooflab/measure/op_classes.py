@@ -168,10 +168,13 @@ class OpCosts:
         a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
+        routing = 1.0
         if a and a["bound"] == "compute":
+            if r.op in GROUPED_OPS:
+                routing = routing_factor(r, peak_flops_per_s, bandwidth_bytes_per_s)
             peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
                                                    if cls == "attention" else 1.0)
-        t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
+        t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s) * routing
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
             t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
@@ -328,24 +331,44 @@ def grouped_key(r: count.OpRecord) -> str:
     with rows: a decode's few (each expert's weights read for one or two tokens: bound by the
     read, at the rate the grouped kernel reaches on so few rows, which grows with the groups
     read side by side: 8 experts of a token, or 52 of 128 for 8 tokens, to a power of two) or a
-    prefill's many."""
+    prefill's many, whose average a group picks the kernel's tiles (PyTorch's dispatcher on Hopper
+    takes 64 x 128 tiles where it is at most 128, else 128 x 256: ATen's GroupMM.cu)."""
     rows, (e, k, n) = r.shapes[0][0], r.shapes[1]
     used = groups_read(r)
     per = max(1, round(rows / used))
     if per > DECODE_MAX_Q:
-        return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill"
+        return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill {max(1, rows // e)} rows"
     return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit {per} rows " \
            f"{min(e, 2 ** round(math.log2(used)))} groups"
 
 
+def routing_factor(r: count.OpRecord, peak_flops_per_s: float, bytes_per_s: float) -> float:
+    """How much longer a grouped GEMM's groups take as routed than the same rows routed evenly
+    (its reference), each group on its own roofline: a group's rows are its arithmetic
+    intensity, so a group of few rows waits on its matrix's read while one of many computes,
+    and the kernel, walking the groups' tiles in turn, takes the sum. Mixtral's 2048 rows in 8
+    even groups of 256 all compute; routed 65, 304, 407, 974, 58, 135, 60, 45 (what a model's
+    random router sends), five groups wait on their reads: 1.27x on the H200's ceilings. 1
+    where the groups are unknown (the meta device)."""
+    sizes = r.group_rows
+    if not sizes or not sum(sizes):
+        return 1.0
+    (_, k, n), size = r.shapes[1], r.itemsize
+
+    def roof(g: float) -> float:
+        return max(2 * g * k * n / peak_flops_per_s, (k * n + g * (k + n)) * size / bytes_per_s)
+    return sum(roof(g) for g in sizes if g) / (len(sizes) * roof(sum(sizes) / len(sizes)))
+
+
 def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
-    """A grouped GEMM of r's kind: at decode its groups (a power of two) of its rows a group;
-    at prefill every group with 256 rows. The matrices are a transposed view of (E, N, K), as a
-    model's experts pass their weights."""
+    """A grouped GEMM of r's kind, every group alike: at decode its groups (a power of two) of
+    its rows a group; at prefill all of its groups with its average rows. The matrices are a
+    transposed view of (E, N, K), as a model's experts pass their weights."""
     (e, k, n), key = r.shapes[1], grouped_key(r)
     dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
     words = key.split()
-    groups, per = (int(words[-2]), int(words[-4])) if key.endswith(" groups") else (e, 256)
+    groups, per = ((int(words[-2]), int(words[-4])) if key.endswith(" groups")
+                   else (e, int(words[-2])))
     a = torch.randn(groups * per, k, device=device, dtype=dtype)
     b = torch.randn(groups, n, k, device=device, dtype=dtype).transpose(-2, -1)
     offs = torch.arange(per, groups * per + 1, per, device=device, dtype=torch.int32)

@@ -290,7 +290,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
         if cfg.experts:
             out["experts"] = experts_execution(c.records, cfg, ceil, dtype, costs)
-        out["rests_on"] = PR.basis(ceil, costs)
+        out["rests_on"] = PR.basis(ceil, costs, pre_records + c.records)
         tick()
         ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
                          name="prefill")

@@ -164,7 +164,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
         "device_s": wall.device_s, "device_cv": wall.cv, "device_unstable": wall.unstable,
         "kernel_s": kernel_s,
         "predicted_s": predicted_s, "roofline_s": roofline_s, "op_costs": costs.as_dict(),
-        "rests_on": PR.basis(ceil, costs),
+        "rests_on": PR.basis(ceil, costs, counter.records),
         "predicted_over_kernel": predicted_s / kernel_s if kernel_s else None,
         **overhead(wall.wall_s if wall.wall_s is not None else wall.device_s, kernel_s),
         "launches_per_iter": prof.launches_per_iter,
