@@ -122,7 +122,8 @@ def diagnose(out_dir: str, name: str, shape: str, phase: str = "decode") -> None
     ops = LM.by_op(c.records, ceil, "bf16", costs, prof)
     kernel_s = prof.device_time_us / prof.iters / 1e6
     predicted_s = sum(o["predicted_s"] for o in ops)
-    print(name, shape, phase, f"kernel {kernel_s * 1e3:.2f} ms predicted {predicted_s * 1e3:.2f} ms")
+    print(name, shape, phase, f"kernel {kernel_s * 1e3:.2f} ms",
+          f"predicted {predicted_s * 1e3:.2f} ms")
     for o in sorted(ops, key=lambda o: -abs((o["kernel_s"] or 0) - o["predicted_s"]))[:15]:
         print(f"  {o['op'][:64]:64s} {o['class']:11s} calls {o['calls']:4d} measured "
               f"{(o['kernel_s'] or 0) * 1e6:9.1f} us predicted {o['predicted_s'] * 1e6:9.1f} us")

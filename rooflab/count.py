@@ -28,8 +28,8 @@ from torch.utils._pytree import tree_flatten
 
 from rooflab.errors import RooflabError
 from rooflab.formulas import (ALLOC_OPS, BYTE_FORMULAS, FLOP_FORMULAS,  # noqa: F401
-                              group_rows, NO_FLOP_OPS, NAMED_OPS, OVERWRITE_OPS, POINTWISE, REDUCTIONS,
-                              SDPA_OPS, VIEW_OPS,
+                              group_rows, NO_FLOP_OPS, NAMED_OPS, OVERWRITE_OPS, POINTWISE,
+                              REDUCTIONS, SDPA_OPS, VIEW_OPS,
                               _named_args, flops_of, register, register_bytes)
 
 # --- the mode -------------------------------------------------------------------------------

@@ -29,10 +29,11 @@ runs radix passes that step with its size and bit width: each shape met is timed
 A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
         + max(flops / peak, bytes / copy bandwidth, elements / rate of its class or loop),
-the last term for the generic and indexed classes only; a top-k or sort timed alone, its time. hbm_s is what an operand in HBM adds to a
-small kernel over one in L2 (measured: a weight times rows, L2 flushed and not); at decode a
-layer's weights pass through L2 once a step, so the norm's weight is never there when its small
-multiply reads it (in a layer such a multiply takes its cold time: docs/predictions.md).
+the last term for the generic and indexed classes only; a top-k or sort timed alone takes its
+time. hbm_s is what an operand in HBM adds to a small kernel over one in L2 (measured: a weight
+times rows, L2 flushed and not); at decode a layer's weights pass through L2 once a step, so the
+norm's weight is never there when its small multiply reads it (in a layer such a multiply takes
+its cold time: docs/predictions.md).
 Matmuls and attention are left out: their bandwidth term already reads from HBM.
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
@@ -165,6 +166,8 @@ class OpCosts:
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
+        if cls == "select" and select_key(r) in self.select_s:
+            return self.select_s[select_key(r)]
         a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
@@ -178,8 +181,6 @@ class OpCosts:
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
             t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
-        if cls == "select" and select_key(r) in self.select_s:
-            return self.select_s[select_key(r)]
         own = self.loop_elements_per_s.get(r.op.rstrip("_")) if cls == "generic" else None
         if own:
             t = max(t, r.out_elements / _nearest(own, r.itemsize))
