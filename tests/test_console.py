@@ -87,3 +87,16 @@ def test_the_plain_eta_follows_weighted_steps(monkeypatch):
         now[0] = t
         tick()
     assert buf.getvalue().splitlines()[-1] == "attention: 2/4 in 2 s, about 16 s more at this pace"
+
+
+def test_the_routing_sentence_follows_the_figures_both_ways():
+    """An even spread costs nothing; an uneven one says its factor, whichever way it goes."""
+    even = console.routing_sentence({"largest_over_mean": [1.05, 1.08],
+                                     "routing_factor": [1.0, 1.001]})
+    assert "1.1x the mean" in even and "costs what an even one does" in even
+    uneven = console.routing_sentence({"largest_over_mean": [1.8, 3.8],
+                                       "routing_factor": [1.02, 1.27]})
+    assert "1.8-3.8x the mean" in uneven and "take 1.02-1.27x an even spread's time" in uneven
+    fewer = console.routing_sentence({"largest_over_mean": [4.0, 4.0],
+                                      "routing_factor": [0.9, 0.9]})
+    assert "4.0x the mean" in fewer and "take 0.90x an even spread's time" in fewer

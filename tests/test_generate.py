@@ -106,7 +106,25 @@ def test_a_mixture_generating_says_how_its_experts_ran(capsys):
     assert e["kernels"] >= 4 and e["predicted_s"] > 0 and e["bytes"] >= e["active_bytes"]
     from rooflab.report import console
     console.generation(r)
-    assert "experts at decode: transformers ran them as one grouped GEMM" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "experts at decode: transformers ran them as one grouped GEMM" in printed
+    routing = e["prefill_routing"]  # the prefill's groups, read on the CPU from the offsets
+    assert routing["grouped_ops"] >= 2 and routing["largest_over_mean"][1] >= 1.0
+    assert "experts at prefill: the largest expert's share was" in printed
+
+
+def test_the_prefill_routing_is_read_from_the_grouped_gemms_groups():
+    """The largest group over the mean and the routing factor, lowest and highest over the
+    grouped GEMMs that know their groups; none: None."""
+    a, b = torch.randn(64, 32), torch.randn(4, 64, 32).transpose(-2, -1)
+    with count.Counter() as c:
+        torch._grouped_mm(a, b, offs=torch.tensor([16, 32, 48, 64], dtype=torch.int32))
+        torch._grouped_mm(a, b, offs=torch.tensor([4, 8, 12, 64], dtype=torch.int32))
+    r = GN.experts_routing(c.records, CEIL, "fp32")
+    assert r["grouped_ops"] == 2
+    assert r["largest_over_mean"] == [1.0, 52 * 4 / 64]
+    assert r["routing_factor"][0] == pytest.approx(1.0) and r["routing_factor"][1] >= 1.0
+    assert GN.experts_routing([], CEIL, "fp32") is None
 
 
 def test_mask_decision_under_capture_is_the_warm_ups(monkeypatch):

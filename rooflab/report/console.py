@@ -247,6 +247,21 @@ def experts_run_sentence(e: dict) -> str:
             f"the copy bandwidth" + (f" ({over:.1f}x the active floor)" if over else ""))
 
 
+def routing_sentence(r: dict) -> str:
+    """How evenly a prefill's router spread its rows over the experts, and what that costs
+    against an even spread, from the figures beside it."""
+    (s_lo, s_hi), (f_lo, f_hi) = r["largest_over_mean"], r["routing_factor"]
+    spread = (f"the largest expert's share was {s_lo:.1f}-{s_hi:.1f}x the mean" if s_hi > s_lo
+              else f"the largest expert's share was {s_hi:.1f}x the mean")
+    if 0.995 <= f_lo and f_hi < 1.005:
+        return (f"experts at prefill: {spread}; every group on the same side of its roofline, "
+                f"the spread costs what an even one does")
+    cost = f"{f_lo:.2f}-{f_hi:.2f}x" if f_hi - f_lo >= 0.005 else f"{f_hi:.2f}x"
+    return (f"experts at prefill: {spread}; each group on its own roofline (an expert given few "
+            f"rows waits on its weights' read, one given many computes, one given none is not "
+            f"read), the groups as routed take {cost} an even spread's time (predicted)")
+
+
 def collectives(d: dict) -> None:
     rows = [[r["op"], si(r["message_bytes"], "B"), secs(r["time_s"]),
              si(r["algbw_bytes_per_s"], "B/s"), si(r["busbw_bytes_per_s"], "B/s")]
@@ -328,6 +343,8 @@ def generation(d: dict) -> None:
                   + d["attention_summary"])
     if d.get("experts"):
         out.print(experts_run_sentence(d["experts"]))
+        if d["experts"].get("prefill_routing"):
+            out.print(routing_sentence(d["experts"]["prefill_routing"]))
     ttft = secs(d["ttft_s"]) + (f" eager, {secs(d['ttft_graph_s'])} in a CUDA graph"
                                 if d.get("ttft_graph_s") else "")
     out.print(f"TTFT {ttft}, TPOT {secs(d['tpot_s'])} (a loop of "

@@ -290,6 +290,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
         if cfg.experts:
             out["experts"] = experts_execution(c.records, cfg, ceil, dtype, costs)
+            out["experts"]["prefill_routing"] = experts_routing(pre_records, ceil, dtype)
         out["rests_on"] = PR.basis(ceil, costs, pre_records + c.records)
         tick()
         ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
@@ -354,6 +355,23 @@ def experts_execution(records: list[count.OpRecord], cfg: M.ModelConfig, ceil: C
     return {"how": how, "kernels": len(times), "bytes": sum(t.record.bytes for t in times),
             "predicted_s": sum(t.predicted_s for t in times),
             "active_bytes": active, "active_floor_s": active / ceil.mem_bandwidth_bytes_per_s}
+
+
+def experts_routing(records: list[count.OpRecord], ceil: Ceilings, dtype: str) -> dict | None:
+    """How evenly a prefill's router spread the rows over the experts, from its grouped GEMMs'
+    groups (None where they are unknown: no grouped GEMM, or the meta device): the largest group
+    over the mean, layer by layer, and what the unevenness costs (OC.routing_factor on the
+    roofline's ceilings: each group on its own roofline, as routed over even), lowest and
+    highest."""
+    grouped = [r for r in records if r.op in OC.GROUPED_OPS and r.group_rows and sum(r.group_rows)]
+    if not grouped:
+        return None
+    roof = Roof.from_ceilings(ceil, dtype)
+    skew = [max(r.group_rows) * len(r.group_rows) / sum(r.group_rows) for r in grouped]
+    cost = [OC.routing_factor(r, roof.peak_flops_per_s, roof.mem_bandwidth_bytes_per_s)
+            for r in grouped]
+    return {"largest_over_mean": [min(skew), max(skew)], "routing_factor": [min(cost), max(cost)],
+            "grouped_ops": len(grouped)}
 
 
 ATTN = ("sdpa", "eager", "rooflab")
