@@ -1,9 +1,13 @@
 """The small ops of a decode step, one by one, against rooflab's prediction: where the held-out
 decode layers' gap comes from (docs/predictions.md), measured before the cost model moves.
 
-Three families, each swept over the shapes that decides it, never the held-out layers' own:
+The families, each swept over the shapes that decide it, never the held-out layers' own:
 - GEMVs (M tokens x K) @ (K x N), M 1-64, at equal weight bytes with K < N and K > N (a
   split-K GEMM launches a second kernel);
+- narrow projections (N 256-1,024: a GQA model's k and v), with a bias (addmm) and without:
+  few output tiles to spread a weight's read over the SMs;
+- a dynamic KV cache's append (cat of B x H x (L-1) x 128 and the new B x H x 1 x 128, 2-8 KV
+  heads): a copy of the whole cache at every step;
 - RMSNorm's mean over few rows (8-128) of 1,024-8,192 elements (one program a row?);
 - widening casts and broadcast multiplies of a decode's rows (bf16 -> fp32, x * rms[..., None]),
   a norm's weight times its rows (the weight broadcast down the rows) and RoPE's negated half of
@@ -36,14 +40,26 @@ GEMV = [(m, k, n) for m in (1, 8, 32, 64) for k, n in ((2048, 8192), (8192, 2048
                                                          (1024, 4096), (4096, 1024))]
 REDUCE = [(rows, n) for rows in (8, 32, 128) for n in (1024, 2048, 4096, 8192)]
 ELEMENTWISE = [(rows, n) for rows in (8, 32) for n in (1152, 2048, 4096, 5120)]
+NARROW = [(m, k, n) for m in (8, 32) for k, n in ((1280, 256), (2560, 256), (2560, 512),
+                                                    (3584, 512), (2304, 1024))]
+CACHE = [(b, h, length) for b, length in ((8, 1024), (8, 4096), (32, 512)) for h in (2, 4, 8)]
 
 
-def cases(gemv=GEMV, reduce=REDUCE, elementwise=ELEMENTWISE):
+def cases(gemv=GEMV, reduce=REDUCE, elementwise=ELEMENTWISE, narrow=NARROW, cache=CACHE):
     """(family, shape, a no-argument call) for every row."""
     bf = torch.bfloat16
     for m, k, n in gemv:
         x, w = torch.randn(m, k, device=DEVICE, dtype=bf), torch.randn(n, k, device=DEVICE, dtype=bf)
         yield "gemv", (m, k, n), (lambda x=x, w=w: torch.nn.functional.linear(x, w))
+    for m, k, n in narrow:
+        x, w = torch.randn(m, k, device=DEVICE, dtype=bf), torch.randn(n, k, device=DEVICE, dtype=bf)
+        b = torch.randn(n, device=DEVICE, dtype=bf)
+        yield "narrow", (m, k, n), (lambda x=x, w=w: torch.nn.functional.linear(x, w))
+        yield "narrow+bias", (m, k, n), (lambda x=x, w=w, b=b: torch.nn.functional.linear(x, w, b))
+    for b, h, length in cache:
+        past = torch.randn(b, h, length - 1, 128, device=DEVICE, dtype=bf)
+        new = torch.randn(b, h, 1, 128, device=DEVICE, dtype=bf)
+        yield "cache_cat", (b, h, length), (lambda p=past, n=new: torch.cat((p, n), dim=-2))
     for rows, n in reduce:
         x = torch.randn(rows, 1, n, device=DEVICE)
         yield "mean", (rows, n), (lambda x=x: x.pow(2).mean(-1, keepdim=True))

@@ -166,11 +166,13 @@ def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatc
     roof = Roof("test", 1e11, 1e10)
     costs = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {2: 1e9, 4: 1e9})
     rows = [D.row(f, s, fn, roof, costs) for f, s, fn in D.cases(
-        gemv=[(1, 64, 128)], reduce=[(8, 256)], elementwise=[(8, 128)])]
-    assert [r["family"] for r in rows] == ["gemv", "mean", "widen", "broadcast", "weight",
-                                           "strided"]
+        gemv=[(1, 64, 128)], reduce=[(8, 256)], elementwise=[(8, 128)], narrow=[(8, 64, 32)],
+        cache=[(2, 2, 16)])]
+    assert [r["family"] for r in rows] == ["gemv", "narrow", "narrow+bias", "cache_cat", "mean",
+                                           "widen", "broadcast", "weight", "strided"]
     for r in rows:
         assert r["device_s"] > 0 and r["predicted_s"] >= 1e-6 and r["launches"] >= 1, r
         assert r["warm_s"] > 0 and r["chained_s"] > 0, r
-    assert rows[5]["ops"] == ["neg"] and rows[4]["ops"] == ["mul"]
-    assert rows[0]["ops"] == ["mm"] and rows[2]["ops"] == ["_to_copy"]
+    assert rows[8]["ops"] == ["neg"] and rows[7]["ops"] == ["mul"]
+    assert rows[0]["ops"] == ["mm"] and rows[5]["ops"] == ["_to_copy"]
+    assert rows[1]["ops"] == ["mm"] and rows[2]["ops"] == ["addmm"] and rows[3]["ops"] == ["cat"]
