@@ -104,8 +104,9 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
     ceilings (measured this run, or cached and checked by a probe), the op floors and element
     rates (measured this run), each kind of attention kernel and grouped GEMM (timed this run on
     a reference shape, or the roofline's ceilings where its reference could not run), the GEMM
-    shapes profiled alone and the top-k and sorts timed alone; with ``records``, only the kinds
-    and shapes they hold (costs shared by several models list every model's)."""
+    shapes profiled alone, and the top-k, sorts and few-row reductions timed alone; with
+    ``records``, only the kinds and shapes they hold (costs shared by several models list every
+    model's)."""
     def used(store: dict, key_of) -> dict:
         keys = None if records is None else {key_of(r) for r in records}
         return {k: v for k, v in store.items() if keys is None or k in keys}
@@ -121,8 +122,7 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
                    if r.op in OC.GROUPED_OPS and len(r.shapes[1]) == 3 else None)
     gemms = used(costs.gemm_extra_s, lambda r: OC.gemm_key(r)
                  if r.op in OC.GEMM_OPS and len(r.shapes[-1]) == 2 else None)
-    selects = used(costs.select_s, lambda r: OC.select_key(r)
-                   if OC.op_class(r) == "select" else None)
+    alone = used(costs.alone_s, lambda r: OC.alone_key(r) if OC.timed_alone(r) else None)
     out = {"ceilings": (f"cached from {ceilings.date}, checked by a short probe this run"
                         if ceilings.cached else f"measured this run ({ceilings.date})"),
            "op_costs": f"kernel floors and element rates measured this run on {costs.device}",
@@ -133,6 +133,6 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
         split = sum(s > 0 for s in gemms.values())
         out["gemms"] = (f"{len(gemms)} GEMM shapes profiled alone this run, {split} "
                         f"with kernels beside the main one (a split-K's reduction)")
-    if selects:
-        out["selects"] = f"{len(selects)} top-k and sort shapes timed alone this run"
+    if alone:
+        out["alone"] = f"{len(alone)} top-k, sort and few-row reduction shapes timed alone this run"
     return out

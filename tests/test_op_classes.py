@@ -187,18 +187,24 @@ def test_a_gather_and_a_masked_fill_take_their_own_loops_rate():
     assert costs.predict_s(mul, 1e30, 1e30) == pytest.approx(mul.out_elements / 1e9)
 
 
-def test_a_top_k_or_sort_takes_its_time_alone_at_its_shape():
-    """Each top-k and sort shape is timed once alone (its radix passes step with size and bit
-    width) and predicted at that time; a shape not timed keeps the select floor."""
-    ids = torch.randint(0, 128, (512,))
+def test_a_top_k_sort_or_few_row_reduction_takes_its_time_alone_at_its_shape():
+    """Each top-k, sort and reduction of the last dimension to few rows is timed once alone (its
+    passes step with size and bit width) and predicted at that time; a shape not timed keeps its
+    class's model, and a reduction to many rows, or of another dimension, is never timed alone."""
+    ids, rows, tall = torch.randint(0, 128, (512,)), torch.randn(8, 1, 256), torch.randn(2048, 4)
     topk, sort = _one(lambda: torch.topk(x, 4)), _one(lambda: torch.sort(ids))
-    assert OC.select_key(topk) == "topk 8x16x4x32 -> 4096 32-bit"  # values and indices
-    assert OC.select_key(sort) == "sort 512 -> 1024 64-bit"
-    costs = OC.measure_select(OC.OpCosts("cpu", {c: 3.0 for c in OC.CLASSES}, {4: 1e9}),
-                              [topk, topk, sort], "cpu")
-    assert set(costs.select_s) == {OC.select_key(topk), OC.select_key(sort)}
-    assert all(0 < t < 1.0 for t in costs.select_s.values())
-    assert costs.predict_s(sort, 1e30, 1e30) == costs.select_s[OC.select_key(sort)]
+    norm = _one(lambda: rows.mean(-1, keepdim=True))
+    assert OC.alone_key(topk) == "topk 8x16x4x32 -> 4096 32-bit"  # values and indices
+    assert OC.alone_key(sort) == "sort 512 -> 1024 64-bit"
+    assert OC.alone_key(norm) == "mean 8x1x256 -> 8 32-bit"
+    many, across = _one(lambda: tall.mean(-1)), _one(lambda: rows.mean(0))
+    assert not OC.timed_alone(many) and not OC.timed_alone(across)
+    costs = OC.measure_alone(OC.OpCosts("cpu", {c: 3.0 for c in OC.CLASSES}, {4: 1e9}),
+                             [topk, topk, sort, norm, across], "cpu")
+    assert set(costs.alone_s) == {OC.alone_key(topk), OC.alone_key(sort), OC.alone_key(norm)}
+    assert all(0 < t < 1.0 for t in costs.alone_s.values())
+    assert costs.predict_s(sort, 1e30, 1e30) == costs.alone_s[OC.alone_key(sort)]
+    assert costs.predict_s(norm, 1e30, 1e30) == costs.alone_s[OC.alone_key(norm)]
     other = _one(lambda: torch.topk(x, 2))
     assert costs.predict_s(other, 1e30, 1e30) == pytest.approx(3.0)
 

@@ -97,9 +97,10 @@ def test_the_basis_says_where_each_rate_came_from():
     lin = torch.nn.Linear(64, 16, bias=False).to(torch.bfloat16)
     with count.Counter() as c:
         lin(torch.randn(8, 64, dtype=torch.bfloat16))
-    costs.select_s = {"topk 8x64 -> 32 16-bit": 1e-5}
-    assert PR.basis(CEIL, costs)["selects"] == "1 top-k and sort shapes timed alone this run"
+    costs.alone_s = {"topk 8x64 -> 32 16-bit": 1e-5}
+    assert PR.basis(CEIL, costs)["alone"] == ("1 top-k, sort and few-row reduction shapes timed "
+                                              "alone this run")
     mine = PR.basis(CEIL, costs, c.records)
     assert mine["gemms"] == ("1 GEMM shapes profiled alone this run, 1 with kernels beside the "
                              "main one (a split-K's reduction)")
-    assert mine["attention"] == {} and "grouped" not in mine and "selects" not in mine
+    assert mine["attention"] == {} and "grouped" not in mine and "alone" not in mine

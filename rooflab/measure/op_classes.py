@@ -24,7 +24,9 @@ Two ops take generic loops of their own (LOOP_OPS): a gather of rows (x[idx], ho
 sends tokens to experts) reads nearly at the copy bandwidth, a fill under a broadcast boolean
 mask is slower than the multiply; each has its rate, measured the same way. A top-k or sort
 runs radix passes that step with its size and bit width: each shape met is timed alone
-(measure_select).
+(measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
+reduces each row with a warp or a block whose passes follow the row's length, until a long
+enough row is split over blocks (decode_ops.json: 32 rows of 4,096 take 10.5 us, of 8,192 4.7).
 
 A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
@@ -141,9 +143,9 @@ class OpCosts:
     # (a split-K's reduction: with few output tiles for the SMs it cuts K and sums the parts in
     # a second kernel), profiled on that GEMM alone; GPUs only
     gemm_extra_s: dict[str, float] = field(default_factory=dict)
-    # select_key -> device time of one call of a top-k or sort of that shape, timed alone (their
-    # radix passes step with size and bit width: no one rate describes them); where measured
-    select_s: dict[str, float] = field(default_factory=dict)
+    # alone_key -> device time of one call of a top-k, sort or few-row reduction of that shape,
+    # timed alone (their passes step with size and bit width: no one rate describes them)
+    alone_s: dict[str, float] = field(default_factory=dict)
     # op -> element size -> the rate of an op whose generic loop is a kernel of its own (LOOP_OPS),
     # measured on a reference call; it replaces the broadcast multiply's rate for that op
     loop_elements_per_s: dict[str, dict[int, float]] = field(default_factory=dict)
@@ -166,8 +168,8 @@ class OpCosts:
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
-        if cls == "select" and select_key(r) in self.select_s:
-            return self.select_s[select_key(r)]
+        if timed_alone(r) and alone_key(r) in self.alone_s:
+            return self.alone_s[alone_key(r)]
         a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
@@ -407,33 +409,48 @@ def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: st
     return costs
 
 
-def select_key(r: count.OpRecord) -> str:
-    """A top-k's or sort's shape, output and element size: what its kernels step with."""
+FEW_ROWS = 1024  # a reduction to at most this many rows is timed alone (see the docstring)
+ALONE_REDUCTIONS = {"mean": torch.mean, "sum": torch.sum, "amax": torch.amax}
+
+
+def timed_alone(r: count.OpRecord) -> bool:
+    """A top-k or sort, or a reduction of the last dimension to at most FEW_ROWS rows."""
+    if op_class(r) == "select":
+        return True
+    shape = r.shapes[0] if r.shapes else ()
+    return (r.op in ALONE_REDUCTIONS and len(shape) > 0 and 0 < r.out_elements <= FEW_ROWS
+            and r.out_elements * shape[-1] == math.prod(shape))
+
+
+def alone_key(r: count.OpRecord) -> str:
+    """An op timed alone: its shape, output and element size, what its kernels step with."""
     return f"{r.op} {'x'.join(map(str, r.shapes[0]))} -> {r.out_elements} " \
            f"{8 * (r.in_itemsize or r.itemsize)}-bit"
 
 
-def _select_reference(r: count.OpRecord, device: str) -> Callable | None:
-    """The same top-k or sort on random data of r's shape and element size (integers for 8
-    bytes: a router's expert indices), along the last dimension; None for other select ops."""
+def _alone_reference(r: count.OpRecord, device: str) -> Callable | None:
+    """The same op on random data of r's shape and element size (integers for 8 bytes: a
+    router's expert indices), along the last dimension; None for an op of another kind."""
     shape, size = r.shapes[0], r.in_itemsize or r.itemsize
     x = (torch.randint(0, 1 << 16, shape, device=device) if size == 8 else torch.randn(
         shape, device=device, dtype={2: torch.bfloat16}.get(size, torch.float32)))
     if r.op == "topk":
         k = max(1, r.out_elements // (2 * math.prod(shape[:-1])))  # values and indices
         return lambda: torch.topk(x, k)
+    if r.op in ALONE_REDUCTIONS:
+        return lambda: ALONE_REDUCTIONS[r.op](x, -1, keepdim=True)
     return (lambda: torch.sort(x)) if r.op in ("sort", "argsort", "msort") else None
 
 
-def measure_select(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
-    """Each top-k and sort shape in ``records`` not yet timed, timed alone (warm: in a layer its
-    input was just written)."""
+def measure_alone(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
+    """Each top-k, sort and few-row reduction shape in ``records`` not yet timed, timed alone
+    (warm: in a layer its input was just written)."""
     for r in records:
-        key = select_key(r) if op_class(r) == "select" else None
-        call = _select_reference(r, device) if key and key not in costs.select_s else None
+        key = alone_key(r) if timed_alone(r) else None
+        call = _alone_reference(r, device) if key and key not in costs.alone_s else None
         if call:
-            costs.select_s[key] = time_call(call, warmup=3, budget_s=0.1, max_reps=100,
-                                            wall=False, device=device, name=key).device_s
+            costs.alone_s[key] = time_call(call, warmup=3, budget_s=0.1, max_reps=100,
+                                           wall=False, device=device, name=key).device_s
     return costs
 
 
@@ -441,10 +458,12 @@ def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) ->
     """The measured rate of each kind of fused kernel in ``records``: attention
     (measure_attention) and grouped GEMMs (each kind's reference counted and timed, L2 flushed:
     bytes/s at decode, FLOP/s at prefill); and what cuBLAS adds to each GEMM shape
-    (measure_gemm_extra); and each top-k and sort shape, timed alone (measure_select)."""
+    (measure_gemm_extra); and each top-k and sort shape, timed alone (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
+reduces each row with a warp or a block whose passes follow the row's length, until a long
+enough row is split over blocks (decode_ops.json: 32 rows of 4,096 take 10.5 us, of 8,192 4.7)."""
     measure_attention(costs, records, device)
     measure_gemm_extra(costs, records, device)
-    measure_select(costs, records, device)
+    measure_alone(costs, records, device)
 
     def rate(key: str, refs: list[count.OpRecord], t: float) -> dict:
         (ref,) = [x for x in refs if x.op in GROUPED_OPS]
