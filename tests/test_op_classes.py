@@ -235,9 +235,10 @@ def test_attention_kinds_are_told_apart_by_mask_causality_and_phase():
         {}, {"is_causal": True}, {"attn_mask": torch.zeros(2, 1, 64, 64)}, {"lq": 1},
         {"lq": 16}, {"lq": 17})]
     op = keys[0].split()[0]
+    k = "q 2x4x64x32 k"  # a decode's kind holds its shapes: its reference is the op's own
     assert keys == [f"{op} d32 32-bit {m} {p}" for m, p in (
-        ("none", "prefill"), ("causal", "prefill"), ("mask", "prefill"), ("none", "decode"),
-        ("none", "decode"), ("none", "prefill"))]
+        ("none", "prefill"), ("causal", "prefill"), ("mask", "prefill"),
+        ("none", f"decode 2x4x1x32 {k}"), ("none", f"decode 2x4x16x32 {k}"), ("none", "prefill"))]
 
 
 def test_a_measured_attention_rate_replaces_the_ceiling_of_its_bound():
@@ -302,10 +303,10 @@ def test_attention_rates_are_measured_once_per_kind_on_the_cpu():
     costs = OC.measure_attention(OC.OpCosts("cpu", {}, {}), rs, "cpu")
     assert set(costs.attention) == {OC.attention_key(r) for r in rs} and len(costs.attention) == 3
     for key, a in costs.attention.items():
-        assert a["bound"] == ("memory" if key.endswith("decode") else "compute")
+        assert a["bound"] == ("memory" if " decode " in key else "compute")
         assert a["flops_per_s"] > 0 and a["bytes_per_s"] > 0
-    # the reference is counted by the same rules: a decode reads its 4-head cache of 256 keys
-    assert costs.attention[OC.attention_key(rs[2])]["reference"] == "8x4x1x32 q, 256 keys"
+    # the reference is counted by the same rules: a decode's is its own 4-head cache of 64 keys
+    assert costs.attention[OC.attention_key(rs[2])]["reference"] == "2x4x1x32 q, 64 keys"
 
 
 @pytest.mark.gpu
@@ -318,9 +319,11 @@ def test_attention_rates_on_the_gpu_stay_under_their_ceilings():
     ceil = CE.get("cuda")
     peak = ceil.peak_flops_per_s.get("bf16") or max(ceil.peak_flops_per_s.values())
     records = []
-    for lq, kw in ((1024, {"is_causal": True}), (1024, {}), (1, {})):
-        q = torch.randn(1, 8, lq, 128, device="cuda", dtype=torch.bfloat16)
-        kv = torch.randn(1, 8, 1024, 128, device="cuda", dtype=torch.bfloat16)
+    # a decode's reference is its own shape: 8 x 32 heads of 4,096 keys stream half a GB
+    for b, lq, n, kw in ((1, 1024, 1024, {"is_causal": True}), (1, 1024, 1024, {}),
+                         (8, 1, 4096, {})):
+        q = torch.randn(b, 32 if lq == 1 else 8, lq, 128, device="cuda", dtype=torch.bfloat16)
+        kv = torch.randn(b, q.shape[1], n, 128, device="cuda", dtype=torch.bfloat16)
         records += [r for r in _records(lambda: torch.nn.functional.scaled_dot_product_attention(
             q, kv, kv, **kw)) if OC.op_class(r) == "attention"]
     costs = OC.measure_attention(OC.OpCosts("cuda", {}, {}), records, "cuda")

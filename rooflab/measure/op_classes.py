@@ -44,10 +44,11 @@ while a prefill with an arbitrary (sliding-window) mask at head dim 256 reaches 
 So each kind of attention op met (attention_key: backend op, head dim, element size, mask or
 causal, prefill or decode) gets its own rate, measured once on a reference shape of that kind
 (measure_attention): FLOP/s for a prefill, which replaces the peak, and bytes/s for a decode
-(attention_bytes), which replaces the copy bandwidth. The reference fills the GPU; a prefill of
-fewer programs (one per head and ATTENTION_TILE_ROWS queries) than the GPU has SMs leaves SMs
-idle and gets that fraction of the rate (attention_fill): 4 heads of 512 tokens are 32
-programs on 132 SMs.
+(attention_bytes), which replaces the copy bandwidth. A prefill's reference fills the GPU; a
+prefill of fewer programs (one per head and ATTENTION_TILE_ROWS queries) than the GPU has SMs
+leaves SMs idle and gets that fraction of the rate (attention_fill): 4 heads of 512 tokens are
+32 programs on 132 SMs. A decode's reference is its own shapes: how a decode kernel splits a
+head's keys over programs is its own.
 """
 from __future__ import annotations
 
@@ -206,12 +207,16 @@ DECODE_MAX_Q = 16  # an attention op with at most this many queries per sequence
 
 def attention_key(r: count.OpRecord) -> str:
     """What decides an attention kernel's speed: the backend op, head dim, element size, mask
-    (an attention-bias operand), causal (fewer FLOPs than dense) and phase."""
+    (an attention-bias operand), causal (fewer FLOPs than dense) and phase; for a decode its
+    shapes too (how many programs share the GPU: see _attention_reference)."""
     lq, d = r.shapes[0][-2:]
     _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
     mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
-    phase = "decode" if lq <= DECODE_MAX_Q else "prefill"
-    return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} {phase}"
+    if lq > DECODE_MAX_Q:
+        return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} prefill"
+    shape = lambda s: "x".join(map(str, s))  # noqa: E731
+    return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} decode {shape(r.shapes[0])} q " \
+           f"{shape(r.shapes[1])} k"
 
 
 def attention_bytes(r: count.OpRecord) -> int:
@@ -235,22 +240,24 @@ def attention_fill(r: count.OpRecord, sm_count: int) -> float:
 
 
 def _attention_reference(r: count.OpRecord, device: str) -> Callable:
-    """A call of the same kind as ``r`` on a reference shape, on a GPU: 32 query heads (at least
-    one sequence) of 4096 tokens (prefill), or 512 query heads (enough programs to fill the GPU
-    several times over, as a batched decode does) of r's queries against 4096 cached keys
-    (decode); on a CPU 32 heads of 256 tokens. The same backend is forced; a mask is a float
-    bias of zeros (the kernels read it whatever it holds)."""
+    """A call of the same kind as ``r`` on a reference shape: a prefill's 32 query heads (at
+    least one sequence) of 4096 tokens on a GPU, 256 on a CPU; a decode's own shapes (a decode
+    kernel splits each head's keys over programs by rules of its own, and a decode of 8 x 16
+    heads leaves SMs idle that 512 heads fill: 3-5 us a layer on the H200, docs/predictions.md).
+    The same backend is forced; a mask is a float bias of zeros (the kernels read it whatever it
+    holds)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q_shape, k_shape = r.shapes[0], r.shapes[1]
     heads, kv_heads, d = q_shape[-3], k_shape[-3], q_shape[-1]
     key = attention_key(r)
     gpu = torch.device(device).type == "cuda"  # "cuda:1" on a tensor-parallel rank
-    n = 4096 if gpu else 256
-    decode = key.endswith("decode")
-    lq = q_shape[-2] if decode else n
-    batch = max(1, (512 if decode and gpu else 32) // heads)
     dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+    if " decode " in key:
+        batch, lq, n = math.prod(q_shape[:-3]), q_shape[-2], k_shape[-2]
+    else:
+        n = lq = 4096 if gpu else 256
+        batch = max(1, 32 // heads)
     q = torch.randn(batch, heads, lq, d, device=device, dtype=dtype)
     k, v = (torch.randn(batch, kv_heads, n, d, device=device, dtype=dtype) for _ in range(2))
     mask = (torch.zeros(batch, 1, lq, n, device=device, dtype=dtype) if " mask " in key
@@ -296,7 +303,7 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
         if len(refs) != 1:  # the reference fell back to separate matmuls and a softmax
             return {"error": "the reference ran no fused attention kernel"}
         ref = refs[0]
-        return {"bound": "memory" if key.endswith("decode") else "compute",
+        return {"bound": "memory" if " decode " in key else "compute",
                 "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
                 "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
     key_of = lambda r: attention_key(r) if op_class(r) == "attention" else None  # noqa: E731
