@@ -31,8 +31,8 @@ enough row is split over blocks (decode_ops.json: 32 rows of 4,096 take 10.5 us,
 A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
         + max(flops / peak, bytes / copy bandwidth, elements / rate of its class or loop),
-the last term for the generic and indexed classes only; a top-k or sort timed alone takes its
-time. hbm_s is what an operand in HBM adds to a small kernel over one in L2 (measured: a weight
+the last term for the generic and indexed classes only; an op timed alone (a top-k, sort or
+few-row reduction) takes its time. hbm_s is what an operand in HBM adds to a small kernel over one in L2 (measured: a weight
 times rows, L2 flushed and not); at decode a layer's weights pass through L2 once a step, so the
 norm's weight is never there when its small multiply reads it (in a layer such a multiply takes
 its cold time: docs/predictions.md).
