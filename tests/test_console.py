@@ -93,7 +93,7 @@ def test_the_routing_sentence_follows_the_figures_both_ways():
     """An even spread costs nothing; an uneven one says its factor, whichever way it goes."""
     even = console.routing_sentence({"largest_over_mean": [1.05, 1.08],
                                      "routing_factor": [1.0, 1.001]})
-    assert "1.1x the mean" in even and "costs what an even one does" in even
+    assert "1.1x the mean" in even and "take what an even spread does (1.00x" in even
     uneven = console.routing_sentence({"largest_over_mean": [1.8, 3.8],
                                        "routing_factor": [1.02, 1.27]})
     assert "1.8-3.8x the mean" in uneven and "take 1.02-1.27x an even spread's time" in uneven

@@ -254,8 +254,8 @@ def routing_sentence(r: dict) -> str:
     spread = (f"the largest expert's share was {s_lo:.1f}-{s_hi:.1f}x the mean" if s_hi > s_lo
               else f"the largest expert's share was {s_hi:.1f}x the mean")
     if 0.995 <= f_lo and f_hi < 1.005:
-        return (f"experts at prefill: {spread}; every group on the same side of its roofline, "
-                f"the spread costs what an even one does")
+        return (f"experts at prefill: {spread}; as routed the groups take what an even spread "
+                f"does (1.00x, predicted)")
     cost = f"{f_lo:.2f}-{f_hi:.2f}x" if f_hi - f_lo >= 0.005 else f"{f_hi:.2f}x"
     return (f"experts at prefill: {spread}; each group on its own roofline (an expert given few "
             f"rows waits on its weights' read, one given many computes, one given none is not "
