@@ -26,16 +26,16 @@ mask is slower than the multiply; each has its rate, measured the same way. A to
 runs radix passes that step with its size and bit width: each shape met is timed alone
 (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
 reduces each row with a warp or a block whose passes follow the row's length, until a long
-enough row is split over blocks (decode_ops.json: 32 rows of 4,096 take 10.5 us, of 8,192 4.7).
+enough row is split over blocks (docs/predictions.md).
 
 A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
         + max(flops / peak, bytes / copy bandwidth, elements / rate of its class or loop),
 the last term for the generic and indexed classes only; an op timed alone (a top-k, sort or
-few-row reduction) takes its time. hbm_s is what an operand in HBM adds to a small kernel over one in L2 (measured: a weight
-times rows, L2 flushed and not); at decode a layer's weights pass through L2 once a step, so the
-norm's weight is never there when its small multiply reads it (in a layer such a multiply takes
-its cold time: docs/predictions.md).
+few-row reduction) takes its time. hbm_s is what an operand in HBM adds to a small kernel over
+one in L2 (measured: a weight times rows, L2 flushed and not); at decode a layer's weights pass
+through L2 once a step, so the norm's weight is never there when its small multiply reads it
+(in a layer such a multiply takes its cold time: docs/predictions.md).
 Matmuls and attention are left out: their bandwidth term already reads from HBM.
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
@@ -151,8 +151,7 @@ class OpCosts:
     # measured on a reference call; it replaces the broadcast multiply's rate for that op
     loop_elements_per_s: dict[str, dict[int, float]] = field(default_factory=dict)
     # the gap read from one replay's trace, kernel to kernel, recorded beside gap_s (timed by
-    # events): gap_s moved from 0.37 to 0.65 us between runs, and which way of measuring it holds
-    # still is open (docs/predictions.md)
+    # events): which of the two holds still from run to run is open (docs/predictions.md)
     gap_trace_s: float = 0.0
 
     def as_dict(self) -> dict:
@@ -201,6 +200,11 @@ class OpCosts:
         return self.floor(r) + cold + t + extra
 
 
+def _dtype(itemsize: int) -> torch.dtype:
+    """The floating dtype a reference call takes for an op's element size."""
+    return {2: torch.bfloat16, 4: torch.float32}.get(itemsize, torch.float16)
+
+
 def _nearest(rates: dict[int, float], itemsize: int) -> float:
     """The rate measured for the element size nearest ``itemsize`` (the smaller on a tie)."""
     return rates[min(sorted(rates), key=lambda s: (abs(s - itemsize), s))]
@@ -247,7 +251,7 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
     """A call of the same kind as ``r`` on a reference shape: a prefill's 32 query heads (at
     least one sequence) of 4096 tokens on a GPU, 256 on a CPU; a decode's own shapes (a decode
     kernel splits each head's keys over programs by rules of its own, and a decode of 8 x 16
-    heads leaves SMs idle that 512 heads fill: 3-5 us a layer on the H200, docs/predictions.md).
+    heads leaves SMs idle that 512 heads fill: docs/predictions.md).
     The same backend is forced; a mask is a float bias of zeros (the kernels read it whatever it
     holds)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -256,7 +260,7 @@ def _attention_reference(r: count.OpRecord, device: str) -> Callable:
     heads, kv_heads, d = q_shape[-3], k_shape[-3], q_shape[-1]
     key = attention_key(r)
     gpu = torch.device(device).type == "cuda"  # "cuda:1" on a tensor-parallel rank
-    dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+    dtype = _dtype(r.itemsize)
     if " decode " in key:
         batch, lq, n = math.prod(q_shape[:-3]), q_shape[-2], k_shape[-2]
     else:
@@ -362,8 +366,8 @@ def routing_factor(r: count.OpRecord, peak_flops_per_s: float, bytes_per_s: floa
     intensity, so a group of few rows waits on its matrix's read while one of many computes,
     and the kernel, walking the groups' tiles in turn, takes the sum. Mixtral's 2048 rows in 8
     even groups of 256 all compute; routed 65, 304, 407, 974, 58, 135, 60, 45 (what a model's
-    random router sends), five groups wait on their reads: 1.27x on the H200's ceilings. 1
-    where the groups are unknown (the meta device)."""
+    random router sends), five groups wait on their reads and take longer. 1 where the groups
+    are unknown (the meta device)."""
     sizes = r.group_rows
     if not sizes or not sum(sizes):
         return 1.0
@@ -379,7 +383,7 @@ def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
     its rows a group; at prefill all of its groups with its average rows. The matrices are a
     transposed view of (E, N, K), as a model's experts pass their weights."""
     (e, k, n), key = r.shapes[1], grouped_key(r)
-    dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+    dtype = _dtype(r.itemsize)
     words = key.split()
     groups, per = ((int(words[-2]), int(words[-4])) if key.endswith(" groups")
                    else (e, int(words[-2])))
@@ -410,7 +414,7 @@ def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: st
         if key is None or key in costs.gemm_extra_s:
             continue
         (m, k), (_, n) = r.shapes[-2], r.shapes[-1]
-        dtype = {2: torch.bfloat16, 4: torch.float32}.get(r.itemsize, torch.float16)
+        dtype = _dtype(r.itemsize)
         a, w = (torch.randn(*s, device=device, dtype=dtype) for s in ((m, k), (n, k)))
         bias = torch.randn(n, device=device, dtype=dtype)
         fn = (lambda: torch.addmm(bias, a, w.t())) if r.op == "addmm" else (lambda: a @ w.t())
@@ -444,7 +448,7 @@ def _alone_reference(r: count.OpRecord, device: str) -> Callable | None:
     router's expert indices), along the last dimension; None for an op of another kind."""
     shape, size = r.shapes[0], r.in_itemsize or r.itemsize
     x = (torch.randint(0, 1 << 16, shape, device=device) if size == 8 else torch.randn(
-        shape, device=device, dtype={2: torch.bfloat16}.get(size, torch.float32)))
+        shape, device=device, dtype=_dtype(size)))
     if r.op == "topk":
         k = max(1, r.out_elements // (2 * math.prod(shape[:-1])))  # values and indices
         return lambda: torch.topk(x, k)
@@ -468,10 +472,9 @@ def measure_alone(costs: OpCosts, records: list[count.OpRecord], device: str) ->
 def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
     """The measured rate of each kind of fused kernel in ``records``: attention
     (measure_attention) and grouped GEMMs (each kind's reference counted and timed, L2 flushed:
-    bytes/s at decode, FLOP/s at prefill); and what cuBLAS adds to each GEMM shape
-    (measure_gemm_extra); and each top-k and sort shape, timed alone (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
-reduces each row with a warp or a block whose passes follow the row's length, until a long
-enough row is split over blocks (decode_ops.json: 32 rows of 4,096 take 10.5 us, of 8,192 4.7)."""
+    bytes/s at decode, FLOP/s at prefill); what cuBLAS adds to each GEMM shape
+    (measure_gemm_extra); and each top-k, sort and few-row reduction, timed alone
+    (measure_alone)."""
     measure_attention(costs, records, device)
     measure_gemm_extra(costs, records, device)
     measure_alone(costs, records, device)
