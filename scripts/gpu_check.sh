@@ -12,8 +12,8 @@
 #          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
 #          SDPA and under rooflab's kernels, same weights; ATTN_MODELS, ATTN_SHAPES narrow it),
 #          generate_moe (three mixtures of
-#          experts generating, predicted against measured; generate_mixtral: the largest
-#          alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
+#          experts generating, predicted against measured; MOE_MODELS, MOE_SHAPES narrow or
+#          widen it; generate_mixtral: the largest alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
 #          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode"),
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
@@ -64,7 +64,7 @@ has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$c
 has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn" \
   "${ATTN_MODELS:-Llama-3.1-8B,Qwen3-8B}" "${ATTN_SHAPES:-1x512,8x4096,64x512}" sdpa,rooflab
 has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
-  Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B 1x1024,8x1024
+  "${MOE_MODELS:-Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B}" "${MOE_SHAPES:-1x1024,8x1024}"
 has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cur/mixtral" \
   Mixtral-8x7B 1x1024,8x1024
 has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --diagnose \
