@@ -15,6 +15,7 @@
 #          experts generating, predicted against measured; MOE_MODELS, MOE_SHAPES narrow or
 #          widen it; generate_mixtral: the largest alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
 #          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode"),
+#          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
@@ -69,6 +70,7 @@ has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cu
   Mixtral-8x7B 1x1024,8x1024
 has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --diagnose \
   ${DIAGNOSE:-Mixtral-8x7B 1x1024 prefill}
+has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"

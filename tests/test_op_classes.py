@@ -118,37 +118,36 @@ def test_a_grouped_gemm_kind_counts_the_groups_it_reads():
     assert OC.grouped_key(r8) == "_grouped_mm 32x16 32-bit 2 rows 8 groups"
 
 
-def test_a_prefill_routed_unevenly_takes_its_groups_rooflines_over_even_ones():
-    """Each group of a grouped GEMM is a GEMM of its own rows (its intensity). The rate measured
-    on even groups (the reference) is scaled by the sum of each group's max(compute, read) as
-    routed over the same for even groups: 1 for even groups, more where small groups wait on
-    their matrices' reads while large ones compute. By hand, a group of g rows at F FLOP/s and
-    B B/s takes max(2 g K N / F, (K N + g (K + N)) 4 / B). Unknown groups (meta): 1."""
-    k = n = 512
-    b, a = torch.randn(8, n, k).transpose(-2, -1), torch.randn(256, k)
-    sizes = (8, 38, 51, 121, 7, 17, 8, 6)  # a model's random router's shares, 256 rows
-    even = torch.arange(32, 257, 32, dtype=torch.int32)
+def test_a_prefill_routed_unevenly_takes_the_waves_of_its_tiles_over_even_ones():
+    """The grouped kernel computes whole output tiles, a group's last one partly empty, in waves
+    over the SMs. By hand, 2048 rows routed 65, 304, 407, 974, 58, 135, 60, 45 are 1 + 3 + 4 + 8
+    + 1 + 2 + 1 + 1 = 21 row tiles of 128 (16 when even, 256 a group); with N = 1024 (4 column
+    tiles of 256) on 8 SMs that is 84 tiles in 11 waves against 64 in 8. The rate measured on
+    even groups is scaled by 11/8, never below the read of the matrices. Unknown groups
+    (meta): 1."""
+    k, n = 8, 1024
+    b, a = torch.randn(8, n, k).transpose(-2, -1), torch.randn(2048, k)
+    sizes = (65, 304, 407, 974, 58, 135, 60, 45)
+    even = torch.arange(256, 2049, 256, dtype=torch.int32)
     uneven = torch.tensor(sizes).cumsum(0).int()
     r_even, r_uneven = (_one(lambda o=o: torch._grouped_mm(a, b, offs=o)) for o in (even, uneven))
-    assert r_uneven.group_rows == sizes and r_even.group_rows == (32,) * 8
+    assert r_uneven.group_rows == sizes and r_even.group_rows == (256,) * 8
     assert OC.grouped_key(r_even) == OC.grouped_key(r_uneven)  # one kind, one reference
-    peak, bw = 2e7, 1e6  # on these ceilings 121 rows compute, 6 rows wait on their matrix
-
-    def roof(g):
-        return max(2 * g * k * n / peak, (k * n + g * (k + n)) * 4 / bw)
-    factor = sum(roof(g) for g in sizes) / (8 * roof(32))
-    assert OC.routing_factor(r_uneven, peak, bw) == pytest.approx(factor) and factor > 1.15
-    assert OC.routing_factor(r_even, peak, bw) == pytest.approx(1.0)
-    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, grouped={
+    assert OC.grouped_tile(r_even) == (128, 256, 1)
+    assert OC.routing_factor(r_uneven, 8) == 11 / 8 and OC.routing_factor(r_even, 8) == 1.0
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, sm_count=8, grouped={
         OC.grouped_key(r_even): {"bound": "compute", "flops_per_s": 3e7,
                                  "bytes_per_s": 1.0, "reference": "even"}})
-    assert costs.predict_s(r_even, peak, bw) == pytest.approx(
-        max(r_even.flops / 3e7, r_even.bytes / bw))  # the measured rate, as before
-    assert costs.predict_s(r_uneven, peak, bw) == pytest.approx(
-        costs.predict_s(r_even, peak, bw) * factor)
+    peak, bw = 1e12, 1e12
+    assert costs.predict_s(r_even, peak, bw) == pytest.approx(r_even.flops / 3e7)
+    assert costs.predict_s(r_uneven, peak, bw) == pytest.approx(r_uneven.flops / 3e7 * 11 / 8)
+    assert costs.predict_s(r_uneven, peak, 1.0) == pytest.approx(r_uneven.bytes)  # the read
+    a_few, offs_few = a[:512], even // 4
+    few = _one(lambda: torch._grouped_mm(a_few, b, offs=offs_few))  # 64 rows a group
+    assert OC.grouped_tile(few) == (64, 128, 2)  # ping-pong: two tiles an SM
     on_meta = [a.to("meta", torch.bfloat16), b.to("meta", torch.bfloat16), even.to("meta")]
     meta = _one(lambda: torch._grouped_mm(on_meta[0], on_meta[1], offs=on_meta[2]))
-    assert meta.group_rows == () and OC.routing_factor(meta, peak, bw) == 1.0
+    assert meta.group_rows == () and OC.routing_factor(meta, 8) == 1.0
 
 
 def test_grouped_gemm_is_a_matmul():

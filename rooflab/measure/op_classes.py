@@ -177,13 +177,11 @@ class OpCosts:
         a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
-        routing = 1.0
         if a and a["bound"] == "compute":
-            if r.op in GROUPED_OPS:
-                routing = routing_factor(r, peak_flops_per_s, bandwidth_bytes_per_s)
-            peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
-                                                   if cls == "attention" else 1.0)
-        t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s) * routing
+            peak_flops_per_s = a["flops_per_s"] * (
+                attention_fill(r, self.sm_count) if cls == "attention" else
+                1 / routing_factor(r, self.sm_count) if r.op in GROUPED_OPS else 1.0)
+        t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
             t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
@@ -360,22 +358,30 @@ def grouped_key(r: count.OpRecord) -> str:
            f"{min(e, 2 ** round(math.log2(used)))} groups"
 
 
-def routing_factor(r: count.OpRecord, peak_flops_per_s: float, bytes_per_s: float) -> float:
-    """How much longer a grouped GEMM's groups take as routed than the same rows routed evenly
-    (its reference), each group on its own roofline: a group's rows are its arithmetic
-    intensity, so a group of few rows waits on its matrix's read while one of many computes,
-    and the kernel, walking the groups' tiles in turn, takes the sum. Mixtral's 2048 rows in 8
-    even groups of 256 all compute; routed 65, 304, 407, 974, 58, 135, 60, 45 (what a model's
-    random router sends), five groups wait on their reads and take longer. 1 where the groups
-    are unknown (the meta device)."""
+def grouped_tile(r: count.OpRecord) -> tuple[int, int, int]:
+    """The output tile (rows x columns) PyTorch's grouped GEMM computes on Hopper, and how many an
+    SM runs side by side (ATen's GroupMM.cu): 64 x 128 in a ping-pong schedule (two an SM) where
+    a group's average rows or N is at most 128, else 128 x 256 cooperative (one an SM)."""
+    rows, (e, _, n) = r.shapes[0][0], r.shapes[1]
+    return (64, 128, 2) if rows // e <= 128 or n <= 128 else (128, 256, 1)
+
+
+def routing_factor(r: count.OpRecord, sm_count: int) -> float:
+    """How much longer a compute-bound grouped GEMM takes as routed than with its rows spread
+    evenly (its reference): the kernel computes whole tiles (grouped_tile), a group's last one
+    partly empty, in waves over the SMs, so its time follows the waves of tiles. Mixtral's 2048
+    rows in 8 groups of 256 are 16 row tiles; routed 65, 304, 407, 974, 58, 135, 60, 45 they are
+    21, and gate+up's 28,672 columns (112 column tiles) take 18 waves on 132 SMs, not 14. A
+    group given no rows has no tiles. 1 where the groups are unknown (the meta device)."""
     sizes = r.group_rows
     if not sizes or not sum(sizes):
         return 1.0
-    (_, k, n), size = r.shapes[1], r.itemsize
+    tm, tn, per_sm = grouped_tile(r)
+    slots, columns = per_sm * max(1, sm_count), math.ceil(r.shapes[1][2] / tn)
 
-    def roof(g: float) -> float:
-        return max(2 * g * k * n / peak_flops_per_s, (k * n + g * (k + n)) * size / bytes_per_s)
-    return sum(roof(g) for g in sizes if g) / (len(sizes) * roof(sum(sizes) / len(sizes)))
+    def waves(groups) -> int:
+        return math.ceil(sum(math.ceil(g / tm) for g in groups) * columns / slots)
+    return waves(sizes) / waves([max(1, sum(sizes) // len(sizes))] * len(sizes))
 
 
 def _grouped_reference(r: count.OpRecord, device: str) -> Callable:

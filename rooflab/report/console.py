@@ -257,9 +257,9 @@ def routing_sentence(r: dict) -> str:
         return (f"experts at prefill: {spread}; as routed the groups take what an even spread "
                 f"does (1.00x, predicted)")
     cost = f"{f_lo:.2f}-{f_hi:.2f}x" if f_hi - f_lo >= 0.005 else f"{f_hi:.2f}x"
-    return (f"experts at prefill: {spread}; each group on its own roofline (an expert given few "
-            f"rows waits on its weights' read, one given many computes, one given none is not "
-            f"read), the groups as routed take {cost} an even spread's time (predicted)")
+    return (f"experts at prefill: {spread}; the grouped kernel computes whole tiles in waves "
+            f"over the SMs (a group's last tile partly empty, a group given no rows none), and "
+            f"the groups as routed take {cost} an even spread's time (predicted)")
 
 
 def collectives(d: dict) -> None:
