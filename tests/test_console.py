@@ -90,13 +90,17 @@ def test_the_plain_eta_follows_weighted_steps(monkeypatch):
 
 
 def test_the_routing_sentence_follows_the_figures_both_ways():
-    """An even spread costs nothing; an uneven one says its factor, whichever way it goes."""
-    even = console.routing_sentence({"largest_over_mean": [1.05, 1.08],
-                                     "routing_factor": [1.0, 1.001]})
-    assert "1.1x the mean" in even and "take what an even spread does (1.00x" in even
+    """A spread within a tenth of the reference's draw is priced; a more uneven one says it is
+    not."""
+    even = console.routing_sentence({"largest_over_mean": [1.05, 1.18],
+                                     "reference_largest_over_mean": 1.11})
+    assert "1.1-1.2x the mean; no more uneven than" in even and "(1.1x)" in even
+    assert "not priced" not in even
     uneven = console.routing_sentence({"largest_over_mean": [1.8, 3.8],
-                                       "routing_factor": [1.02, 1.27]})
-    assert "1.8-3.8x the mean" in uneven and "take 1.02-1.27x an even spread's time" in uneven
-    fewer = console.routing_sentence({"largest_over_mean": [4.0, 4.0],
-                                      "routing_factor": [0.9, 0.9]})
-    assert "4.0x the mean" in fewer and "take 0.90x an even spread's time" in fewer
+                                       "reference_largest_over_mean": 1.11})
+    assert "1.8-3.8x the mean; more uneven than" in uneven
+    assert uneven.endswith("(1.1x), and the difference is not priced")
+    one = console.routing_sentence({"largest_over_mean": [1.3, 1.32],
+                                    "reference_largest_over_mean": 1.25})
+    assert "share was 1.3x the mean; no more uneven" in one
+

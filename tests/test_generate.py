@@ -115,19 +115,19 @@ def test_a_mixture_generating_says_how_its_experts_ran(capsys):
 
 
 def test_the_prefill_routing_is_read_from_the_grouped_gemms_groups():
-    """The largest group over the mean and the routing factor, lowest and highest over the
-    grouped GEMMs that know their groups; none: None. By hand (64 x 128 tiles, two at a time on
-    one SM): 4 groups of 16 rows are 4 tiles, 2 waves, as even; 4, 4, 4, 200 rows are
-    1 + 1 + 1 + 4 = 7 tiles, 4 waves, against 2 for 53 rows a group."""
+    """The largest group over the mean, lowest and highest over the grouped GEMMs that know
+    their groups, beside the reference's uniform draw of the same rows; none: None."""
     a, b = torch.randn(224, 32), torch.randn(4, 64, 32).transpose(-2, -1)
     with count.Counter() as c:
         torch._grouped_mm(a[:64], b, offs=torch.tensor([16, 32, 48, 64], dtype=torch.int32))
         torch._grouped_mm(a[:212], b, offs=torch.tensor([4, 8, 12, 212], dtype=torch.int32))
-    r = GN.experts_routing(c.records, 1)
+    r = GN.experts_routing(c.records)
     assert r["grouped_ops"] == 2
     assert r["largest_over_mean"] == [1.0, 200 * 4 / 212]
-    assert r["routing_factor"] == [1.0, 4 / 2]
-    assert GN.experts_routing([], 1) is None
+    draws = [OC.uniform_draw(n, 4) for n in (64, 212)]
+    assert all(sum(d) == n and len(d) == 4 for d, n in zip(draws, (64, 212)))
+    assert r["reference_largest_over_mean"] == max(max(d) * 4 / sum(d) for d in draws)
+    assert GN.experts_routing([]) is None
 
 
 def test_mask_decision_under_capture_is_the_warm_ups(monkeypatch):

@@ -118,36 +118,33 @@ def test_a_grouped_gemm_kind_counts_the_groups_it_reads():
     assert OC.grouped_key(r8) == "_grouped_mm 32x16 32-bit 2 rows 8 groups"
 
 
-def test_a_prefill_routed_unevenly_takes_the_waves_of_its_tiles_over_even_ones():
-    """The grouped kernel computes whole output tiles, a group's last one partly empty, in waves
-    over the SMs. By hand, 2048 rows routed 65, 304, 407, 974, 58, 135, 60, 45 are 1 + 3 + 4 + 8
-    + 1 + 2 + 1 + 1 = 21 row tiles of 128 (16 when even, 256 a group); with N = 1024 (4 column
-    tiles of 256) on 8 SMs that is 84 tiles in 11 waves against 64 in 8. The rate measured on
-    even groups is scaled by 11/8, never below the read of the matrices. Unknown groups
-    (meta): 1."""
-    k, n = 8, 1024
+def test_a_prefills_reference_routes_its_rows_as_a_uniform_router_draws_them():
+    """A prefill's grouped GEMM of any routing is one kind (its matrices and average rows a
+    group), timed on the same rows spread as a seeded uniform draw: not exactly even groups,
+    which no router produces. Its rate prices every routing of the kind. Unknown groups (meta)
+    are the same kind."""
+    k, n = 8, 64
     b, a = torch.randn(8, n, k).transpose(-2, -1), torch.randn(2048, k)
     sizes = (65, 304, 407, 974, 58, 135, 60, 45)
     even = torch.arange(256, 2049, 256, dtype=torch.int32)
     uneven = torch.tensor(sizes).cumsum(0).int()
     r_even, r_uneven = (_one(lambda o=o: torch._grouped_mm(a, b, offs=o)) for o in (even, uneven))
     assert r_uneven.group_rows == sizes and r_even.group_rows == (256,) * 8
-    assert OC.grouped_key(r_even) == OC.grouped_key(r_uneven)  # one kind, one reference
-    assert OC.grouped_tile(r_even) == (128, 256, 1)
-    assert OC.routing_factor(r_uneven, 8) == 11 / 8 and OC.routing_factor(r_even, 8) == 1.0
-    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, sm_count=8, grouped={
-        OC.grouped_key(r_even): {"bound": "compute", "flops_per_s": 3e7,
-                                 "bytes_per_s": 1.0, "reference": "even"}})
-    peak, bw = 1e12, 1e12
-    assert costs.predict_s(r_even, peak, bw) == pytest.approx(r_even.flops / 3e7)
-    assert costs.predict_s(r_uneven, peak, bw) == pytest.approx(r_uneven.flops / 3e7 * 11 / 8)
-    assert costs.predict_s(r_uneven, peak, 1.0) == pytest.approx(r_uneven.bytes)  # the read
-    a_few, offs_few = a[:512], even // 4
-    few = _one(lambda: torch._grouped_mm(a_few, b, offs=offs_few))  # 64 rows a group
-    assert OC.grouped_tile(few) == (64, 128, 2)  # ping-pong: two tiles an SM
+    key = OC.grouped_key(r_even)
+    assert key == OC.grouped_key(r_uneven) == "_grouped_mm 8x64 32-bit prefill 256 rows"
+    draw = OC.uniform_draw(2048, 8)
+    assert draw == OC.uniform_draw(2048, 8) and sum(draw) == 2048 and len(draw) == 8
+    assert draw != [256] * 8 and max(draw) < 2 * 256  # uneven as a uniform router is, no more
+    ref = _one(OC._grouped_reference(r_even, "cpu"))
+    assert ref.group_rows == tuple(draw) and ref.shapes[1] == (8, k, n)
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, grouped={
+        key: {"bound": "compute", "flops_per_s": 3e7, "bytes_per_s": 1.0, "reference": "draw"}})
+    for r in (r_even, r_uneven):
+        assert costs.predict_s(r, 1e12, 1e12) == pytest.approx(r.flops / 3e7)
+    assert costs.predict_s(r_uneven, 1e12, 1.0) == pytest.approx(r_uneven.bytes)  # the read
     on_meta = [a.to("meta", torch.bfloat16), b.to("meta", torch.bfloat16), even.to("meta")]
     meta = _one(lambda: torch._grouped_mm(on_meta[0], on_meta[1], offs=on_meta[2]))
-    assert meta.group_rows == () and OC.routing_factor(meta, 8) == 1.0
+    assert meta.group_rows == () and OC.grouped_key(meta) == key.replace("32-bit", "16-bit")
 
 
 def test_grouped_gemm_is_a_matmul():
@@ -355,7 +352,7 @@ def test_a_grouped_gemm_kind_is_measured_once_and_replaces_the_ceiling():
     d, p = costs.grouped[OC.grouped_key(decode)], costs.grouped[OC.grouped_key(prefill)]
     assert (d["bound"], p["bound"]) == ("memory", "compute")
     assert d["reference"] == "4 rows in 4 groups of 32x16"  # 4 experts hit, a row each
-    assert p["reference"] == "512 rows in 8 groups of 32x16"  # its average rows, every group
+    assert p["reference"] == "512 rows in 8 groups of 32x16, a uniform router's draw"
     # the measured rate replaces the copy bandwidth (a slow one: the measured time wins)
     assert costs.predict_s(decode, 1e30, 1e30) == pytest.approx(decode.bytes / d["bytes_per_s"])
     assert costs.predict_s(prefill, 1e30, 1e30) == pytest.approx(

@@ -178,9 +178,8 @@ class OpCosts:
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
         if a and a["bound"] == "compute":
-            peak_flops_per_s = a["flops_per_s"] * (
-                attention_fill(r, self.sm_count) if cls == "attention" else
-                1 / routing_factor(r, self.sm_count) if r.op in GROUPED_OPS else 1.0)
+            peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
+                                                   if cls == "attention" else 1.0)
         t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
@@ -358,44 +357,33 @@ def grouped_key(r: count.OpRecord) -> str:
            f"{min(e, 2 ** round(math.log2(used)))} groups"
 
 
-def grouped_tile(r: count.OpRecord) -> tuple[int, int, int]:
-    """The output tile (rows x columns) PyTorch's grouped GEMM computes on Hopper, and how many an
-    SM runs side by side (ATen's GroupMM.cu): 64 x 128 in a ping-pong schedule (two an SM) where
-    a group's average rows or N is at most 128, else 128 x 256 cooperative (one an SM)."""
-    rows, (e, _, n) = r.shapes[0][0], r.shapes[1]
-    return (64, 128, 2) if rows // e <= 128 or n <= 128 else (128, 256, 1)
-
-
-def routing_factor(r: count.OpRecord, sm_count: int) -> float:
-    """How much longer a compute-bound grouped GEMM takes as routed than with its rows spread
-    evenly (its reference): the kernel computes whole tiles (grouped_tile), a group's last one
-    partly empty, in waves over the SMs, so its time follows the waves of tiles. Mixtral's 2048
-    rows in 8 groups of 256 are 16 row tiles; routed 65, 304, 407, 974, 58, 135, 60, 45 they are
-    21, and gate+up's 28,672 columns (112 column tiles) take 18 waves on 132 SMs, not 14. A
-    group given no rows has no tiles. 1 where the groups are unknown (the meta device)."""
-    sizes = r.group_rows
-    if not sizes or not sum(sizes):
-        return 1.0
-    tm, tn, per_sm = grouped_tile(r)
-    slots, columns = per_sm * max(1, sm_count), math.ceil(r.shapes[1][2] / tn)
-
-    def waves(groups) -> int:
-        return math.ceil(sum(math.ceil(g / tm) for g in groups) * columns / slots)
-    return waves(sizes) / waves([max(1, sum(sizes) // len(sizes))] * len(sizes))
+def uniform_draw(rows: int, groups: int) -> list[int]:
+    """Rows a group as a uniform router sends them (a seeded multinomial draw): the spread a
+    prefill's reference is timed at. Exactly even groups are a best case no router produces: on
+    the H200 any other spread of the same rows took 1.13-1.48x as long at Mixtral's and Qwen3's
+    shapes (benchmarks/grouped_routing.py; docs/predictions.md)."""
+    gen = torch.Generator().manual_seed(0)
+    return torch.multinomial(torch.ones(groups), rows, True, generator=gen).bincount(
+        minlength=groups).tolist()
 
 
 def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
-    """A grouped GEMM of r's kind, every group alike: at decode its groups (a power of two) of
-    its rows a group; at prefill all of its groups with its average rows. The matrices are a
-    transposed view of (E, N, K), as a model's experts pass their weights."""
+    """A grouped GEMM of r's kind: at decode its groups (a power of two) of its rows a group,
+    every group alike; at prefill its average rows a group over all of its groups, spread as a
+    uniform router draws them (uniform_draw). The matrices are a transposed view of (E, N, K),
+    as a model's experts pass their weights."""
     (e, k, n), key = r.shapes[1], grouped_key(r)
     dtype = _dtype(r.itemsize)
     words = key.split()
-    groups, per = ((int(words[-2]), int(words[-4])) if key.endswith(" groups")
-                   else (e, int(words[-2])))
-    a = torch.randn(groups * per, k, device=device, dtype=dtype)
+    if key.endswith(" groups"):
+        groups, per = int(words[-2]), int(words[-4])
+        sizes = [per] * groups
+    else:
+        groups = e
+        sizes = uniform_draw(e * int(words[-2]), e)
+    a = torch.randn(sum(sizes), k, device=device, dtype=dtype)
     b = torch.randn(groups, n, k, device=device, dtype=dtype).transpose(-2, -1)
-    offs = torch.arange(per, groups * per + 1, per, device=device, dtype=torch.int32)
+    offs = torch.tensor(sizes).cumsum(0).to(device=device, dtype=torch.int32)
     return lambda: torch._grouped_mm(a, b, offs=offs)
 
 
@@ -490,7 +478,8 @@ def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) ->
         return {"bound": "memory" if key.endswith(" groups") else "compute",
                 "flops_per_s": ref.flops / t, "bytes_per_s": ref.bytes / t,
                 "reference": f"{ref.shapes[0][0]} rows in {ref.shapes[2][0]} groups of "
-                             f"{'x'.join(map(str, ref.shapes[1][1:]))}"}
+                             f"{'x'.join(map(str, ref.shapes[1][1:]))}"
+                             + ("" if key.endswith(" groups") else ", a uniform router's draw")}
     key_of = lambda r: (grouped_key(r) if r.op in GROUPED_OPS  # noqa: E731
                         and len(r.shapes[1]) == 3 else None)
     _measure_kinds(costs.grouped, records, key_of, _grouped_reference, rate, device, "grouped")

@@ -290,7 +290,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         out["attention_summary"] = OC.attention_summary(costs.as_dict().get("attention", {}))
         if cfg.experts:
             out["experts"] = experts_execution(c.records, cfg, ceil, dtype, costs)
-            out["experts"]["prefill_routing"] = experts_routing(pre_records, costs.sm_count)
+            out["experts"]["prefill_routing"] = experts_routing(pre_records)
         out["rests_on"] = PR.basis(ceil, costs, pre_records + c.records)
         tick()
         ttft = time_call(gen.prefill, warmup=2, budget_s=0.5, max_reps=20, device=device,
@@ -357,18 +357,21 @@ def experts_execution(records: list[count.OpRecord], cfg: M.ModelConfig, ceil: C
             "active_bytes": active, "active_floor_s": active / ceil.mem_bandwidth_bytes_per_s}
 
 
-def experts_routing(records: list[count.OpRecord], sm_count: int) -> dict | None:
+def experts_routing(records: list[count.OpRecord]) -> dict | None:
     """How evenly a prefill's router spread the rows over the experts, from its grouped GEMMs'
     groups (None where they are unknown: no grouped GEMM, or the meta device): the largest group
-    over the mean, layer by layer, and what the unevenness costs (OC.routing_factor: the waves
-    of tiles as routed over even), lowest and highest."""
+    over the mean, lowest and highest over the layers, beside the same for the uniform router's
+    draw the prediction's reference is timed at (OC.uniform_draw), highest over the shapes."""
     grouped = [r for r in records if r.op in OC.GROUPED_OPS and r.group_rows and sum(r.group_rows)]
     if not grouped:
         return None
-    skew = [max(r.group_rows) * len(r.group_rows) / sum(r.group_rows) for r in grouped]
-    cost = [OC.routing_factor(r, sm_count) for r in grouped]
-    return {"largest_over_mean": [min(skew), max(skew)], "routing_factor": [min(cost), max(cost)],
-            "grouped_ops": len(grouped)}
+
+    def skew(sizes) -> float:
+        return max(sizes) * len(sizes) / sum(sizes)
+    skews = [skew(r.group_rows) for r in grouped]
+    draws = {(sum(r.group_rows), len(r.group_rows)) for r in grouped}
+    return {"largest_over_mean": [min(skews), max(skews)], "reference_largest_over_mean":
+            max(skew(OC.uniform_draw(n, e)) for n, e in draws), "grouped_ops": len(grouped)}
 
 
 ATTN = ("sdpa", "eager", "rooflab")
