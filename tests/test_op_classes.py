@@ -147,6 +147,34 @@ def test_a_prefills_reference_routes_its_rows_as_a_uniform_router_draws_them():
     assert meta.group_rows == () and OC.grouped_key(meta) == key.replace("32-bit", "16-bit")
 
 
+def test_a_prefill_reference_nearer_the_memory_roof_prices_the_matrices_a_routing_reads():
+    """Few rows a group (Qwen3-30B-A3B's 64 at a prefill of 1,024 tokens) leave the grouped
+    kernel nearer the memory roof than the compute roof: its time is the read of the matrices of
+    groups given rows, at the reference's bytes/s, so a routing that leaves experts empty reads
+    less. Nearer the compute roof, its FLOP/s holds whatever the routing reads."""
+    k, n = 8, 64
+    b, a = torch.randn(8, n, k).transpose(-2, -1), torch.randn(512, k)
+    all_used = torch.arange(64, 513, 64, dtype=torch.int32)
+    half_used = torch.tensor([128, 256, 384, 512, 512, 512, 512, 512], dtype=torch.int32)
+    r_all, r_half = (_one(lambda o=o: torch._grouped_mm(a, b, offs=o))
+                     for o in (all_used, half_used))
+    assert OC.grouped_key(r_all) == OC.grouped_key(r_half)
+    assert r_half.bytes < r_all.bytes and r_half.flops == r_all.flops
+    peak, bw = 1e12, 1e10
+
+    def costs(flops_per_s, bytes_per_s):
+        return OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e12}, grouped={
+            OC.grouped_key(r_all): {"bound": "compute", "flops_per_s": flops_per_s,
+                                    "bytes_per_s": bytes_per_s, "reference": "draw"}})
+    read = costs(0.2 * peak, 0.7 * bw)  # 20% of the compute roof, 70% of the memory roof
+    for r in (r_all, r_half):
+        assert read.predict_s(r, peak, bw) == pytest.approx(r.bytes / (0.7 * bw))
+    peak, bw = 1e10, 1e12  # where these few FLOPs, not their bytes, take the time
+    compute = costs(0.7 * peak, 0.2 * bw)
+    for r in (r_all, r_half):
+        assert compute.predict_s(r, peak, bw) == pytest.approx(r.flops / (0.7 * peak))
+
+
 def test_grouped_gemm_is_a_matmul():
     """The experts of a mixture, one grouped GEMM: the matmul class, its floor and roofline."""
     a, b = torch.randn(6, 32), torch.randn(3, 32, 16)

@@ -177,6 +177,9 @@ class OpCosts:
         a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
+        if a and r.op in GROUPED_OPS and a["bound"] == "compute" and \
+                a["bytes_per_s"] / bandwidth_bytes_per_s > a["flops_per_s"] / peak_flops_per_s:
+            a = {**a, "bound": "memory"}  # a prefill's few rows a group: its read bounds it
         if a and a["bound"] == "compute":
             peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
                                                    if cls == "attention" else 1.0)
