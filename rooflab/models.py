@@ -407,6 +407,13 @@ def _attention(cfg: ModelConfig, ph: Phase, layer_type: str, dt: str,
     ]
 
 
+def kv_per_token(cfg: ModelConfig) -> int:
+    """Elements a layer caches per token: K and V of every KV head, or latent attention's latent
+    and rotated key (transformers caches the latent and expands it at every step)."""
+    return (cfg.kv_lora_rank + cfg.qk_rope_dim if cfg.kv_lora_rank
+            else 2 * cfg.kv_heads * cfg.head_dim)
+
+
 def _latent_attention(cfg: ModelConfig, ph: Phase, dt: str, p: Precision | None) -> list[C.Cost]:
     """DeepSeek-V2's multi-head latent attention as transformers runs it: q projected (through
     a low-rank q_a/q_b pair where the config has one); one linear to a latent of kv_lora_rank
@@ -612,9 +619,7 @@ def model_costs(cfg: ModelConfig, ph: Phase, precision: Precision | None = None)
     kv_bytes, ke = 0, C.elem_bytes(precision.kv if precision else dt)
     for lt in cfg.layer_types:
         pos = min(ph.kv_len, cfg.sliding_window) if lt == "sliding" else ph.kv_len
-        per_token = (cfg.kv_lora_rank + cfg.qk_rope_dim if cfg.kv_lora_rank  # the latent
-                     else 2 * cfg.kv_heads * cfg.head_dim)
-        kv_bytes += ph.batch * per_token * pos * ke
+        kv_bytes += ph.batch * kv_per_token(cfg) * pos * ke
     return {
         "layers_by_type": {lt: {"count": n, **c.as_dict()} for lt, (n, c) in per_type.items()},
         "parts": [layers, emb, final, head],

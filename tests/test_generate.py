@@ -45,6 +45,22 @@ def test_memory_prediction_exact():
     assert m["total_bytes"] == m["weights_bytes"] + m["kv_cache_bytes"] + m["activation_bytes"]
 
 
+def test_memory_prediction_of_latent_attention_and_experts():
+    """DeepSeek-V2-Lite caches a latent of 512 and a rotated key of 64 a token and layer (27
+    layers), not every head's K and V; a mixture's prefill transient is its experts' routed rows
+    (k a token, H + 4 I_e each) where they outweigh a dense MLP's 3 I."""
+    ds = M.load("DeepSeek-V2-Lite")
+    m = GN.predicted_memory(ds, batch=8, seq=4096, new_tokens=32, dtype="bf16")
+    assert m["kv_cache_bytes"] == 27 * 8 * 4128 * (512 + 64) * 2
+    logits = 8 * ds.vocab * (2 + 4)
+    routed = 6 * (2048 + 4 * 1408)  # above the dense first layer's 3 x 10,944
+    assert m["activation_bytes"] == 8 * 4096 * (routed + 4 * 2048) * 2 + logits
+    qwen = M.load("Qwen3-30B-A3B")  # no dense layer: the experts' rows alone
+    m = GN.predicted_memory(qwen, batch=64, seq=1024, new_tokens=32, dtype="bf16")
+    assert m["activation_bytes"] == 64 * 1024 * (8 * (2048 + 4 * 768) + 4 * 2048) * 2 + \
+        64 * qwen.vocab * 6
+
+
 def test_prefill_lm_head_last_or_all_positions():
     cfg = M.from_hf_dict(TINY, "tiny")
     for keep, rows in (("last", 1), ("all", 12)):

@@ -50,17 +50,22 @@ class DoesNotFit(RooflabError):
 
 def predicted_memory(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int, dtype: str,
                      lm_head: str = "last") -> dict:
-    """Bytes: weights (every parameter), the static KV cache (sliding layers keep a window), and
-    the largest prefill transient: the MLP's gate, up and product (3 x B*L*I), four hidden-size
-    tensors of the residual stream, and the logits kept (in the dtype and again in fp32)."""
+    """Bytes: weights (every parameter), the static KV cache (sliding layers keep a window; latent
+    attention caches its latent), and the largest prefill transient: four hidden-size tensors of
+    the residual stream, the logits kept (in the dtype and again in fp32) and the largest MLP's:
+    a dense one's gate, up and product (3 x I a token), or the experts' routed rows, k a token
+    (transformers' grouped path holds the rows gathered (H), gate+up and its masked copy (2 x 2
+    I_e): H + 4 I_e a row)."""
     e = C.elem_bytes(dtype)
     max_len = seq + new_tokens
-    kv = sum(2 * batch * cfg.kv_heads * cfg.head_dim * e *
+    kv = sum(batch * M.kv_per_token(cfg) * e *
              (min(max_len, cfg.sliding_window) if lt == "sliding" and cfg.sliding_window
               else max_len) for lt in cfg.layer_types)
     rows = batch * seq
     logits = batch * (seq if lm_head == "all" else 1) * cfg.vocab * (e + 4)
-    activations = rows * (3 * cfg.intermediate + 4 * cfg.hidden) * e + logits
+    dense = 3 * cfg.intermediate if not cfg.experts or cfg.dense_layers else 0
+    routed = cfg.experts_per_token * (cfg.hidden + 4 * cfg.expert_intermediate)
+    activations = rows * (max(dense, routed) + 4 * cfg.hidden) * e + logits
     weights = M.param_count(cfg) * e
     return {"weights_bytes": weights, "kv_cache_bytes": kv, "activation_bytes": activations,
             "total_bytes": weights + kv + activations}
