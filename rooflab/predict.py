@@ -104,7 +104,7 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
     ceilings (measured this run, or cached and checked by a probe), the op floors and element
     rates (measured this run), each kind of attention kernel and grouped GEMM (timed this run on
     a reference shape, or the roofline's ceilings where its reference could not run), the GEMM
-    shapes profiled alone, and the top-k, sorts and few-row reductions timed alone; with
+    shapes profiled alone, and the top-k, sorts, few-row reductions and GEMMs timed alone; with
     ``records``, only the kinds and shapes they hold (costs shared by several models list every
     model's)."""
     def used(store: dict, key_of) -> dict:
@@ -134,5 +134,6 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
         out["gemms"] = (f"{len(gemms)} GEMM shapes profiled alone this run, {split} "
                         f"with kernels beside the main one (a split-K's reduction)")
     if alone:
-        out["alone"] = f"{len(alone)} top-k, sort and few-row reduction shapes timed alone this run"
+        out["alone"] = (f"{len(alone)} top-k, sort, few-row reduction and few-row GEMM shapes "
+                        f"timed alone this run")
     return out

@@ -233,6 +233,26 @@ def test_a_top_k_sort_or_few_row_reduction_takes_its_time_alone_at_its_shape():
     assert costs.predict_s(other, 1e30, 1e30) == pytest.approx(3.0)
 
 
+def test_a_few_row_gemm_is_timed_alone_on_a_gpu_at_its_shape():
+    """A GEMM of at most GEMM_FEW_ROWS rows (a decode's projection) is one kind per shape
+    (gemm_key), its reference the same GEMM as a linear passes it (a bias for addmm); on a GPU
+    it is timed alone and predicted at that time, on a CPU it keeps the matmul model. A GEMM of
+    more rows is never timed alone."""
+    lin = torch.nn.Linear(64, 16).to(torch.bfloat16)
+    x8, x128 = torch.randn(8, 64, dtype=torch.bfloat16), torch.randn(128, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        few, many = _one(lambda: lin(x8)), _one(lambda: lin(x128))
+    assert few.op == "addmm" and OC.timed_alone(few) and not OC.timed_alone(many)
+    assert OC.alone_key(few) == OC.gemm_key(few) == "addmm 8x64 @ 64x16 16-bit"
+    ref = _one(OC._alone_reference(few, "cpu"))
+    assert (ref.op, ref.shapes, ref.flops, ref.bytes) == (few.op, few.shapes, few.flops, few.bytes)
+    base = OC.OpCosts("cpu", {c: 1e-6 for c in OC.CLASSES}, {4: 1e9, 2: 1e9})
+    assert OC.measure_alone(base, [few], "cpu").alone_s == {}  # cuBLAS's, not a CPU's
+    model = base.predict_s(few, 1e12, 1e12)
+    base.alone_s[OC.alone_key(few)] = 7e-6
+    assert base.predict_s(few, 1e12, 1e12) == 7e-6 != model
+
+
 @pytest.mark.gpu
 def test_measured_on_the_gpu():
     costs = OC.measure_op_costs("cuda")

@@ -98,8 +98,8 @@ def test_the_basis_says_where_each_rate_came_from():
     with count.Counter() as c:
         lin(torch.randn(8, 64, dtype=torch.bfloat16))
     costs.alone_s = {"topk 8x64 -> 32 16-bit": 1e-5}
-    assert PR.basis(CEIL, costs)["alone"] == ("1 top-k, sort and few-row reduction shapes timed "
-                                              "alone this run")
+    assert PR.basis(CEIL, costs)["alone"] == ("1 top-k, sort, few-row reduction and few-row "
+                                              "GEMM shapes timed alone this run")
     mine = PR.basis(CEIL, costs, c.records)
     assert mine["gemms"] == ("1 GEMM shapes profiled alone this run, 1 with kernels beside the "
                              "main one (a split-K's reduction)")

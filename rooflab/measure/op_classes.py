@@ -26,13 +26,15 @@ mask is slower than the multiply; each has its rate, measured the same way. A to
 runs radix passes that step with its size and bit width: each shape met is timed alone
 (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
 reduces each row with a warp or a block whose passes follow the row's length, until a long
-enough row is split over blocks (docs/predictions.md).
+enough row is split over blocks; and on a GPU a GEMM of few rows (a decode's projections),
+whose weight's read cuBLAS spreads over as many SMs as it has output tiles
+(docs/predictions.md).
 
 A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
         + max(flops / peak, bytes / copy bandwidth, elements / rate of its class or loop),
-the last term for the generic and indexed classes only; an op timed alone (a top-k, sort or
-few-row reduction) takes its time. hbm_s is what an operand in HBM adds to a small kernel over
+the last term for the generic and indexed classes only; an op timed alone (a top-k, sort,
+few-row reduction or few-row GEMM) takes its time. hbm_s is what an operand in HBM adds to a small kernel over
 one in L2 (measured: a weight times rows, L2 flushed and not); at decode a layer's weights pass
 through L2 once a step, so the norm's weight is never there when its small multiply reads it
 (in a layer such a multiply takes its cold time: docs/predictions.md).
@@ -144,8 +146,8 @@ class OpCosts:
     # (a split-K's reduction: with few output tiles for the SMs it cuts K and sums the parts in
     # a second kernel), profiled on that GEMM alone; GPUs only
     gemm_extra_s: dict[str, float] = field(default_factory=dict)
-    # alone_key -> device time of one call of a top-k, sort or few-row reduction of that shape,
-    # timed alone (their passes step with size and bit width: no one rate describes them)
+    # alone_key -> device time of one call of a top-k, sort, few-row reduction or (on a GPU)
+    # few-row GEMM of that shape, timed alone (no one rate describes them: measure_alone)
     alone_s: dict[str, float] = field(default_factory=dict)
     # op -> element size -> the rate of an op whose generic loop is a kernel of its own (LOOP_OPS),
     # measured on a reference call; it replaces the broadcast multiply's rate for that op
@@ -422,12 +424,18 @@ def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: st
 
 
 FEW_ROWS = 1024  # a reduction to at most this many rows is timed alone (see the docstring)
+GEMM_FEW_ROWS = 64  # a GEMM of at most this many rows (a decode's projection), on a GPU
 ALONE_REDUCTIONS = {"mean": torch.mean, "sum": torch.sum, "amax": torch.amax}
 
 
+def _few_row_gemm(r: count.OpRecord) -> bool:
+    return r.op in GEMM_OPS and len(r.shapes[-1]) == 2 and r.shapes[-2][0] <= GEMM_FEW_ROWS
+
+
 def timed_alone(r: count.OpRecord) -> bool:
-    """A top-k or sort, or a reduction of the last dimension to at most FEW_ROWS rows."""
-    if op_class(r) == "select":
+    """A top-k or sort, a reduction of the last dimension to at most FEW_ROWS rows, or a GEMM
+    of at most GEMM_FEW_ROWS rows."""
+    if op_class(r) == "select" or _few_row_gemm(r):
         return True
     shape = r.shapes[0] if r.shapes else ()
     return (r.op in ALONE_REDUCTIONS and len(shape) > 0 and 0 < r.out_elements <= FEW_ROWS
@@ -435,14 +443,23 @@ def timed_alone(r: count.OpRecord) -> bool:
 
 
 def alone_key(r: count.OpRecord) -> str:
-    """An op timed alone: its shape, output and element size, what its kernels step with."""
+    """An op timed alone: its shape, output and element size, what its kernels step with (a
+    GEMM: gemm_key)."""
+    if r.op in GEMM_OPS:
+        return gemm_key(r)
     return f"{r.op} {'x'.join(map(str, r.shapes[0]))} -> {r.out_elements} " \
            f"{8 * (r.in_itemsize or r.itemsize)}-bit"
 
 
 def _alone_reference(r: count.OpRecord, device: str) -> Callable | None:
     """The same op on random data of r's shape and element size (integers for 8 bytes: a
-    router's expert indices), along the last dimension; None for an op of another kind."""
+    router's expert indices), along the last dimension; a GEMM as a linear passes it (x @ W^T,
+    a bias for addmm); None for an op of another kind."""
+    if _few_row_gemm(r):
+        (m, k), (_, n) = r.shapes[-2], r.shapes[-1]
+        a, w, bias = (torch.randn(*s, device=device, dtype=_dtype(r.itemsize))
+                      for s in ((m, k), (n, k), (n,)))
+        return (lambda: torch.addmm(bias, a, w.t())) if r.op == "addmm" else (lambda: a @ w.t())
     shape, size = r.shapes[0], r.in_itemsize or r.itemsize
     x = (torch.randint(0, 1 << 16, shape, device=device) if size == 8 else torch.randn(
         shape, device=device, dtype=_dtype(size)))
@@ -456,13 +473,18 @@ def _alone_reference(r: count.OpRecord, device: str) -> Callable | None:
 
 def measure_alone(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
     """Each top-k, sort and few-row reduction shape in ``records`` not yet timed, timed alone
-    (warm: in a layer its input was just written)."""
+    (warm: in a layer its input was just written); on a GPU each few-row GEMM shape too, L2
+    flushed (a layer's weight is read from HBM), as cuBLAS spreads a narrow weight's read over
+    few SMs: a decode's k or v projection of N 256-1,024 took 1.2-1.9x a GEMV's time at its
+    bytes (docs/predictions.md)."""
+    gpu = torch.device(device).type == "cuda"
     for r in records:
-        key = alone_key(r) if timed_alone(r) else None
+        key = alone_key(r) if timed_alone(r) and (gpu or r.op not in GEMM_OPS) else None
         call = _alone_reference(r, device) if key and key not in costs.alone_s else None
         if call:
-            costs.alone_s[key] = time_call(call, warmup=3, budget_s=0.1, max_reps=100,
-                                           wall=False, device=device, name=key).device_s
+            costs.alone_s[key] = time_call(
+                call, warmup=3, budget_s=0.1, max_reps=100, flush_l2=r.op in GEMM_OPS,
+                wall=False, device=device, name=key).device_s
     return costs
 
 
@@ -470,7 +492,7 @@ def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) ->
     """The measured rate of each kind of fused kernel in ``records``: attention
     (measure_attention) and grouped GEMMs (each kind's reference counted and timed, L2 flushed:
     bytes/s at decode, FLOP/s at prefill); what cuBLAS adds to each GEMM shape
-    (measure_gemm_extra); and each top-k, sort and few-row reduction, timed alone
+    (measure_gemm_extra); and each top-k, sort, few-row reduction and few-row GEMM, timed alone
     (measure_alone)."""
     measure_attention(costs, records, device)
     measure_gemm_extra(costs, records, device)
