@@ -39,6 +39,27 @@ def routings(rows: int, e: int) -> dict[str, list[int]]:
     return out
 
 
+def timed(k: int, n: int, e: int, rows: int, device: str, dtype=torch.bfloat16) -> list[dict]:
+    """One projection (matrices K x N, e of them) over rows routed each way: device time, over
+    the even routing's and over the uniform draw's (rooflab's reference)."""
+    w = torch.randn(e, n, k, device=device, dtype=dtype).transpose(-2, -1)
+    a = torch.randn(rows, k, device=device, dtype=dtype)
+    out = []
+    for how, sizes in routings(rows, e).items():
+        offs = torch.tensor(sizes, device=device).cumsum(0).int()
+        t = time_call(lambda o=offs: torch._grouped_mm(a, w, offs=o), warmup=3, budget_s=0.05,
+                      max_reps=50, flush_l2=device == "cuda", wall=False, device=device,
+                      name=how).device_s
+        out.append({"k": k, "n": n, "rows": rows, "routing": how,
+                    "largest_over_mean": max(sizes) * e / rows,
+                    "groups_used": sum(1 for g in sizes if g), "device_s": t})
+    times = {r["routing"]: r["device_s"] for r in out}
+    for r in out:
+        r["over_even"] = r["device_s"] / times["even"]
+        r["over_reference"] = r["device_s"] / times["uniform draw"]
+    return out
+
+
 def main(out_dir: str) -> None:
     torch.manual_seed(0)
     rows_out = []
@@ -46,24 +67,9 @@ def main(out_dir: str) -> None:
         cfg = M.load(name)
         e, h, i = cfg.experts, cfg.hidden, cfg.expert_intermediate or cfg.intermediate
         for proj, (k, n) in (("gate+up", (h, 2 * i)), ("down", (i, h))):
-            w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
             for tokens in TOKENS:
-                rows = tokens * cfg.experts_per_token
-                a = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
-                times = {}
-                for how, sizes in routings(rows, e).items():
-                    offs = torch.tensor(sizes, device="cuda").cumsum(0).int()
-                    fn = (lambda x=a[:sum(sizes)], o=offs: torch._grouped_mm(x, w, offs=o))
-                    times[how] = time_call(fn, warmup=3, budget_s=0.05, max_reps=50,
-                                           flush_l2=True, wall=False, device="cuda",
-                                           name=how).device_s
-                    rows_out.append({
-                        "model": name, "proj": proj, "tokens": tokens, "rows": rows, "k": k,
-                        "n": n, "routing": how, "largest_over_mean": max(sizes) * e / rows,
-                        "groups_used": sum(1 for g in sizes if g), "device_s": times[how]})
-                for row in rows_out[-len(times):]:
-                    row["over_even"] = row["device_s"] / times["even"]
-                    row["over_reference"] = row["device_s"] / times["uniform draw"]
+                for row in timed(k, n, e, tokens * cfg.experts_per_token, "cuda"):
+                    rows_out.append({"model": name, "proj": proj, "tokens": tokens, **row})
                     print(f"{name:17s} {proj:7s} {tokens:5d} {row['routing']:14s} "
                           f"{row['device_s'] * 1e6:8.1f} us  over even {row['over_even']:5.2f}x"
                           f"  over the reference {row['over_reference']:5.2f}x", flush=True)

@@ -176,3 +176,22 @@ def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatc
     assert rows[8]["ops"] == ["neg"] and rows[7]["ops"] == ["mul"]
     assert rows[0]["ops"] == ["mm"] and rows[5]["ops"] == ["_to_copy"]
     assert rows[1]["ops"] == ["mm"] and rows[2]["ops"] == ["addmm"] and rows[3]["ops"] == ["cat"]
+
+
+def test_grouped_routing_times_each_routing_against_even_and_the_reference(monkeypatch):
+    """grouped_routing.py on a CPU at a small shape: the six routings of the same rows (even;
+    tile edges crossed; rooflab's uniform draw; Dirichlet 10, 2, 0.5), each timed and over the
+    even routing's and the draw's time."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import grouped_routing as G
+    from rooflab.measure import op_classes as OC
+    ways = G.routings(512, 8)
+    assert list(ways) == ["even", "edges crossed", "uniform draw", "dirichlet 10",
+                          "dirichlet 2", "dirichlet 0.5"]
+    assert all(len(s) == 8 and sum(s) == 512 for s in ways.values())
+    assert ways["even"] == [64] * 8 and ways["edges crossed"][:2] == [63, 65]
+    assert ways["uniform draw"] == OC.uniform_draw(512, 8)
+    rows = G.timed(16, 32, 8, 512, "cpu", torch.float32)
+    assert [r["routing"] for r in rows] == list(ways)
+    assert all(r["device_s"] > 0 for r in rows)
+    assert rows[0]["over_even"] == 1.0 and rows[2]["over_reference"] == 1.0
