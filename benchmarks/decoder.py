@@ -1,7 +1,8 @@
 """A decoder layer measured against its prediction: gemma-3-270m-it and a 7B-class layer, prefill
 (B=8, L=2048) and decode (B=1, 16, 64; kv_len 4096), eager and in a CUDA graph. With --heldout,
 the configs of tests/data/heldout/ (never tuned on), every layer type, at prefill B=4 x 1024 and
-B=1 x 4096 and decode B=8 (cache 2048) and B=32 (cache 1024), written apart (decoder_heldout).
+B=1 x 4096 and decode B=1 (cache 8192), 8 (2048), 32 (1024) and 64 (512), written apart
+(decoder_heldout).
 With --moe, one layer of each mixture of experts (Qwen3-30B-A3B, DeepSeek-V2-Lite with its
 latent attention, Mixtral-8x7B) at prefill B=1 x 1024 and decode B=1 and 8 (cache 1024), its
 experts one grouped GEMM as the whole model runs them (decoder_moe).
@@ -35,8 +36,8 @@ def cases(heldout: bool, moe: bool = False):
     if not heldout:
         phases = [M.Phase.prefill(8, 2048)] + [M.Phase.decode(b, 4096) for b in (1, 16, 64)]
         return [(M.load(n), "full", phases) for n in ("gemma-3-270m-it", "Mistral-7B")]
-    phases = [M.Phase.prefill(4, 1024), M.Phase.prefill(1, 4096), M.Phase.decode(8, 2048),
-              M.Phase.decode(32, 1024)]
+    phases = [M.Phase.prefill(4, 1024), M.Phase.prefill(1, 4096), M.Phase.decode(1, 8192),
+              M.Phase.decode(8, 2048), M.Phase.decode(32, 1024), M.Phase.decode(64, 512)]
     return [(cfg, lt, phases) for cfg in map(M.load, sorted(glob.glob(f"{HELDOUT}/*.json")))
             for lt in sorted(set(cfg.layer_types))]
 

@@ -56,4 +56,7 @@ def test_the_layer_benchmark_takes_every_held_out_config_and_layer_type(monkeypa
     cases = mod.cases(heldout=True)
     assert {c.name for c, _, _ in cases} == {M.load(str(p)).name for p in HELDOUT}
     assert ("heldout-gemma3-1152", "sliding") in {(c.name, lt) for c, lt, _ in cases}
-    assert all(len(phases) == 4 for _, _, phases in cases)
+    for _, _, phases in cases:  # decode over the range: B 1-64, caches 512-8192
+        decode = {(ph.batch, ph.kv_len) for ph in phases if ph.kind == "decode"}
+        assert len(phases) == 6 and {b for b, _ in decode} == {1, 8, 32, 64}
+        assert min(kv for _, kv in decode) == 512 and max(kv for _, kv in decode) == 8192
