@@ -34,10 +34,10 @@ A counted op (count.OpRecord) is predicted to take
     floor[class or generic kind] (+ hbm_s where it reads a weight)
         + max(flops / peak, bytes / copy bandwidth, elements / rate of its class or loop),
 the last term for the generic and indexed classes only; an op timed alone (a top-k, sort,
-few-row reduction or few-row GEMM) takes its time. hbm_s is what an operand in HBM adds to a small kernel over
-one in L2 (measured: a weight times rows, L2 flushed and not); at decode a layer's weights pass
-through L2 once a step, so the norm's weight is never there when its small multiply reads it
-(in a layer such a multiply takes its cold time: docs/predictions.md).
+few-row reduction or few-row GEMM) takes its time. hbm_s is what an operand in HBM adds to a
+small kernel over one in L2 (measured: a weight times rows, L2 flushed and not); at decode a
+layer's weights pass through L2 once a step, so the norm's weight is never there when its small
+multiply reads it (in a layer such a multiply takes its cold time: docs/predictions.md).
 Matmuls and attention are left out: their bandwidth term already reads from HBM.
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
@@ -365,8 +365,9 @@ def grouped_key(r: count.OpRecord) -> str:
 def uniform_draw(rows: int, groups: int) -> list[int]:
     """Rows a group as a uniform router sends them (a seeded multinomial draw): the spread a
     prefill's reference is timed at. Exactly even groups are a best case no router produces: on
-    the H200 any other spread of the same rows took 1.13-1.48x as long at Mixtral's and Qwen3's
-    shapes (benchmarks/grouped_routing.py; docs/predictions.md)."""
+    the H200 the draw took 1.06-1.51x their time at 8,192 tokens and Mixtral's 1,024, as long
+    where 64-96 rows a group wait on their read (benchmarks/grouped_routing.py;
+    docs/predictions.md)."""
     gen = torch.Generator().manual_seed(0)
     return torch.multinomial(torch.ones(groups), rows, True, generator=gen).bincount(
         minlength=groups).tolist()
