@@ -25,7 +25,7 @@
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,decoder_moe,decode_ops,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
+parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 cur=$out/current
