@@ -408,6 +408,11 @@ def _graphs(gen: Generation, seq: int, new_tokens: int, device: str, out: dict) 
         g = time_call(replay, warmup=2, budget_s=0.3, max_reps=100, device=device,
                       name="decode step (graph)")
         out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
+        # the replay's own kernels (the eager profile's can run slower or faster than the
+        # graph's: docs/predictions.md), so that the gap is the replay's less its kernels
+        prof = P.profile(replay, iters=3, warmup=1, device=device)
+        out["decode"].update(graph_kernel_s=prof.device_time_us / prof.iters / 1e6,
+                             graph_launches=prof.launches_per_iter)
         with constants_made_once():
             adv = capture_graph(gen.advance)
         gen.rewind(seq)
