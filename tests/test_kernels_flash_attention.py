@@ -207,9 +207,11 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4),
-                                   (1, 2, 512, 1024, 256, 2), (1, 8, 128, 128, 128, 8)])
+                                   (1, 2, 512, 1024, 256, 2), (1, 8, 128, 128, 128, 8),
+                                   (4, 8, 256, 256, 128, 2)])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64}])
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64}, {"OWN_BLOCKS": True},
+                                 {"OWN_BLOCKS": True, "BLOCK_N": 64}])
 def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape

@@ -44,7 +44,7 @@ if F9.gluon is not None:
     @gluon.jit
     def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, W: gl.constexpr):
+                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, W: gl.constexpr):
         q_desc, k_desc, v_desc, o_desc, LSE = descs
         q_smem, k_smem, v_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
@@ -62,7 +62,7 @@ if F9.gluon is not None:
     @gluon.jit
     def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, W: gl.constexpr):
+                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of the program's 128
         q_desc, k_desc, v_desc, o_desc, LSE = descs
         q_smem, k_smem, v_smem = smem
@@ -80,8 +80,11 @@ if F9.gluon is not None:
         offs_m = first + gl.arange(0, BLOCK_M, layout=row_s)
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         mask_from = (first + delta) // BLOCK_N
+        mine = n_blocks
         if not CAUSAL:
             mask_from = n_blocks
+        elif OWN_BLOCKS:  # only the blocks up to these rows' diagonal (warpgroup 0 stops first)
+            mine = gl.cdiv(gl.minimum(first + BLOCK_M + delta, n_kv), BLOCK_N)
         q = q_smem.index(W)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
         mbarrier.wait(bar_q.index(W), 0)
@@ -98,7 +101,7 @@ if F9.gluon is not None:
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
 
-        for j in range(1, n_blocks):
+        for j in range(1, mine):
             slot = j % STAGES
             prev = (j - 1) % STAGES
             mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
@@ -115,11 +118,18 @@ if F9.gluon is not None:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-        last = (n_blocks - 1) % STAGES
-        mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // STAGES) & 1)
+        last = (mine - 1) % STAGES
+        mbarrier.wait(v_ready.index(last), ((mine - 1) // STAGES) & 1)
         acc = warpgroup_mma_wait(0, deps=[warpgroup_mma(p_op, v_smem.index(last), acc,
                                                         is_async=True)])
         mbarrier.arrive(v_empty.index(last), count=1)
+        for j in range(mine, n_blocks):  # the other warpgroup's blocks: released unread, each
+            slot = j % STAGES             # once landed (an early arrival would free a slot the
+            phase = (j // STAGES) & 1     # other warpgroup still reads)
+            mbarrier.wait(k_ready.index(slot), phase)
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            mbarrier.wait(v_ready.index(slot), phase)
+            mbarrier.arrive(v_empty.index(slot), count=1)
         l_o = gl.convert_layout(l_i, row_o)
         acc = acc / l_o[:, None]
         lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
@@ -132,7 +142,8 @@ if F9.gluon is not None:
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -154,18 +165,21 @@ if F9.gluon is not None:
         bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, 0)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, 1)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, 0))], [4, 1], [CONSUMER_REGS, 24])
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 0))], [4, 1], [CONSUMER_REGS, 24])
 
 
 def config(head_dim: int) -> dict:
     """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
-    program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8)."""
+    program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8).
+    OWN_BLOCKS (causal): each warpgroup computes only the blocks up to its own rows' diagonal,
+    not all of its program's; awaiting its A/B on short causal rows
+    (docs/kernels/flash_attention_sm90.md)."""
     return {"BLOCK_M": 64, "BLOCK_N": 128 if head_dim <= 128 else 64, "STAGES": 2,
-            "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "OWN_BLOCKS": False, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
