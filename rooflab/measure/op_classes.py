@@ -51,6 +51,12 @@ prefill of fewer programs (one per head and ATTENTION_TILE_ROWS queries) than th
 leaves SMs idle and gets that fraction of the rate (attention_fill): 4 heads of 512 tokens are
 32 programs on 132 SMs. A decode's reference is its own shapes: how a decode kernel splits a
 head's keys over programs is its own.
+
+A mixture's grouped GEMM is measured the same way (grouped_key): at decode, bytes/s on as many
+groups as it reads; at prefill, on its average rows a group spread as a uniform router draws
+them (uniform_draw). A prefill reference nearer the memory roof than the compute roof (a few
+rows a group) prices an op by the matrices its routing reads, at the reference's bytes/s; one
+nearer the compute roof by its FLOPs, at the reference's FLOP/s.
 """
 from __future__ import annotations
 
