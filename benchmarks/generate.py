@@ -4,7 +4,8 @@ bf16, a static KV cache, 32 new tokens, eager and CUDA graph). With attention im
 named (sdpa,rooflab), each shape runs under each on the same weights, and the last position's
 logits of a forward over the prompt are compared with the first's; beside them, as the yardstick
 of what two correct kernels differ by, the logits under SDPA's flash backend against its cuDNN one.
-Usage: python benchmarks/generate.py OUT_DIR [model,model,...] [BxL,BxL,...] [attn,attn,...]
+Usage: python benchmarks/generate.py OUT_DIR [model,...] [BxL,BxL,...] [attn,attn,...]
+       (a model: a preset's name or a config.json's path)
        (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)
        python benchmarks/generate.py OUT_DIR --diagnose MODEL BxL prefill|decode
        (one step op by op against its prediction: OUT_DIR/diagnose.json)"""

@@ -7,7 +7,8 @@
 # Usage: scripts/gpu_check.sh OUT [parts]   (no parts: a full run, the tests and every benchmark;
 # far longer than one device call's 10 minutes, so a remote run names a few parts a call)
 #   parts: any of tests,kernel_tests,measure,timer,fusion,kernels,l2,generate,decode_attn,decoder,
-#          decoder_heldout (the held-out configs, never tuned on), decoder_moe (one layer of
+#          decoder_heldout (the held-out configs, never tuned on; generate_heldout: the same
+#          configs as whole models generating, HELDOUT_SHAPES), decoder_moe (one layer of
 #          each mixture of experts, MLA included), attn_classes (rooflab's
 #          kernels on every class of input, beside SDPA), generate_attn (the 8B models under
 #          SDPA and under rooflab's kernels, same weights; ATTN_MODELS, ATTN_SHAPES narrow it),
@@ -25,7 +26,7 @@
 #          generate_gemma and generate_8b split generate (all three models take about 7 min)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
-parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
+parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 cur=$out/current
@@ -66,6 +67,8 @@ has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn
   "${ATTN_MODELS:-Llama-3.1-8B,Qwen3-8B}" "${ATTN_SHAPES:-1x512,8x4096,64x512}" sdpa,rooflab
 has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
   "${MOE_MODELS:-Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B}" "${MOE_SHAPES:-1x1024,8x1024}"
+has generate_heldout && run generate_heldout python3 benchmarks/generate.py "$cur/heldout" \
+  "$(ls tests/data/heldout/*.json | paste -sd, -)" "${HELDOUT_SHAPES:-1x4096,8x1024,64x512}"
 has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cur/mixtral" \
   Mixtral-8x7B 1x1024,8x1024
 has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --diagnose \
