@@ -16,11 +16,13 @@ Each row: the device time a call with L2 flushed first (cold) and not (warm), an
 CUDA graph of the same op eight times over (chained: how op_classes measures a floor), the kernels
 it launched (names), and the prediction from its counted op on the run's measured ceilings and
 op costs: which of the three the layers' small kernels take is what the floors must be measured
-as.
+as. Where rooflab predicts an op at its time alone (a few-row reduction or GEMM), that prediction
+is this row's measurement again; `predicted_model_s` is the cost model without those times.
 Usage: python benchmarks/decode_ops.py OUT_DIR   (-> decode_ops.json)
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import torch
@@ -80,14 +82,19 @@ def row(family: str, shape: tuple, fn, roof: Roof, costs: OC.OpCosts) -> dict:
         c = count.count(fn)
     OC.measure_rates(costs, c.records, DEVICE)  # a GEMM's extra kernels, as a layer's prediction
     times = PR.op_times(c.records, roof, costs)
+    # the same without the shapes timed alone (few-row reductions and GEMMs are predicted at
+    # their time alone, which this row times again): what the model says of them
+    model = PR.op_times(c.records, roof, dataclasses.replace(costs, alone_s={}))
     t, warm = (time_call(fn, warmup=5, budget_s=0.05, max_reps=200, flush_l2=cold, wall=False,
                          device=DEVICE) for cold in (True, False))
     prof = P.profile(fn, iters=3, warmup=1, device=DEVICE)
     r = {"family": family, "shape": shape, "device_s": t.device_s, "cv": t.cv,
          "warm_s": warm.device_s, "chained_s": OC.tiny_kernel_s(fn, DEVICE) / prof.launches_per_iter
          if prof.launches_per_iter else None,
-         "predicted_s": sum(x.predicted_s for x in times), "ops": [x.record.op for x in times],
-         "ops_counted": len(times), "launches": prof.launches_per_iter,
+         "predicted_s": sum(x.predicted_s for x in times),
+         "predicted_model_s": sum(x.predicted_s for x in model),
+         "ops": [x.record.op for x in times], "ops_counted": len(times),
+         "launches": prof.launches_per_iter,
          "kernels": [k.name[:100] for k in prof.kernels]}
     r["predicted_over_measured"] = r["predicted_s"] / r["device_s"] if r["device_s"] else None
     return r

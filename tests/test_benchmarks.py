@@ -172,6 +172,7 @@ def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatc
                                            "widen", "broadcast", "weight", "strided"]
     for r in rows:
         assert r["device_s"] > 0 and r["predicted_s"] >= 1e-6 and r["launches"] >= 1, r
+        assert r["predicted_model_s"] >= 1e-6, r  # the model alone, no shape timed alone
         assert r["warm_s"] > 0 and r["chained_s"] > 0, r
     assert rows[8]["ops"] == ["neg"] and rows[7]["ops"] == ["mul"]
     assert rows[0]["ops"] == ["mm"] and rows[5]["ops"] == ["_to_copy"]
