@@ -103,4 +103,7 @@ def test_the_routing_sentence_follows_the_figures_both_ways():
     one = console.routing_sentence({"largest_over_mean": [1.3, 1.32],
                                     "reference_largest_over_mean": 1.25})
     assert "share was 1.3x the mean; no more uneven" in one
+    few = console.routing_sentence({"largest_over_mean": [2.0, 4.0],
+                                    "reference_largest_over_mean": None})
+    assert few.endswith("2.0-4.0x the mean; a few rows a group, priced as a decode's")
 

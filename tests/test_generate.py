@@ -132,7 +132,8 @@ def test_a_mixture_generating_says_how_its_experts_ran(capsys):
 
 def test_the_prefill_routing_is_read_from_the_grouped_gemms_groups():
     """The largest group over the mean, lowest and highest over the grouped GEMMs that know
-    their groups, beside the reference's uniform draw of the same rows; none: None."""
+    their groups, beside the reference's uniform draw of the same rows where the rows a group
+    are a prefill's (a decode's few have an even reference: None); no grouped GEMM: None."""
     a, b = torch.randn(224, 32), torch.randn(4, 64, 32).transpose(-2, -1)
     with count.Counter() as c:
         torch._grouped_mm(a[:64], b, offs=torch.tensor([16, 32, 48, 64], dtype=torch.int32))
@@ -140,10 +141,13 @@ def test_the_prefill_routing_is_read_from_the_grouped_gemms_groups():
     r = GN.experts_routing(c.records)
     assert r["grouped_ops"] == 2
     assert r["largest_over_mean"] == [1.0, 200 * 4 / 212]
-    draws = [OC.uniform_draw(n, 4) for n in (64, 212)]
-    assert all(sum(d) == n and len(d) == 4 for d, n in zip(draws, (64, 212)))
-    assert r["reference_largest_over_mean"] == max(max(d) * 4 / sum(d) for d in draws)
+    draw = OC.uniform_draw(212, 4)  # 53 rows a group: a prefill's (16 are a decode's)
+    assert sum(draw) == 212 and len(draw) == 4
+    assert r["reference_largest_over_mean"] == max(draw) * 4 / 212
     assert GN.experts_routing([]) is None
+    with count.Counter() as c:  # 8 rows over 4 groups: a decode's few rows, an even reference
+        torch._grouped_mm(a[:8], b, offs=torch.tensor([2, 4, 6, 8], dtype=torch.int32))
+    assert GN.experts_routing(c.records)["reference_largest_over_mean"] is None
 
 
 def test_mask_decision_under_capture_is_the_warm_ups(monkeypatch):

@@ -253,6 +253,8 @@ def routing_sentence(r: dict) -> str:
     (lo, hi), ref = r["largest_over_mean"], r["reference_largest_over_mean"]
     spread = (f"the largest expert's share was {lo:.1f}-{hi:.1f}x the mean" if hi - lo >= 0.05
               else f"the largest expert's share was {hi:.1f}x the mean")
+    if ref is None:  # a decode's few rows a group: priced on even groups, as a decode is
+        return f"experts at prefill: {spread}; a few rows a group, priced as a decode's"
     more = hi > 1.1 * ref
     return (f"experts at prefill: {spread}; {'more' if more else 'no more'} uneven than the "
             f"uniform router's draw the prediction's grouped GEMMs were timed at ({ref:.1f}x)"

@@ -366,7 +366,8 @@ def experts_routing(records: list[count.OpRecord]) -> dict | None:
     """How evenly a prefill's router spread the rows over the experts, from its grouped GEMMs'
     groups (None where they are unknown: no grouped GEMM, or the meta device): the largest group
     over the mean, lowest and highest over the layers, beside the same for the uniform router's
-    draw the prediction's reference is timed at (OC.uniform_draw), highest over the shapes."""
+    draw a prefill's reference is timed at (OC.uniform_draw), highest over the shapes (None where
+    every group took a decode's few rows: their reference is even)."""
     grouped = [r for r in records if r.op in OC.GROUPED_OPS and r.group_rows and sum(r.group_rows)]
     if not grouped:
         return None
@@ -374,9 +375,11 @@ def experts_routing(records: list[count.OpRecord]) -> dict | None:
     def skew(sizes) -> float:
         return max(sizes) * len(sizes) / sum(sizes)
     skews = [skew(r.group_rows) for r in grouped]
-    draws = {(sum(r.group_rows), len(r.group_rows)) for r in grouped}
+    draws = {(sum(r.group_rows), len(r.group_rows)) for r in grouped
+             if " prefill " in OC.grouped_key(r)}
     return {"largest_over_mean": [min(skews), max(skews)], "reference_largest_over_mean":
-            max(skew(OC.uniform_draw(n, e)) for n, e in draws), "grouped_ops": len(grouped)}
+            max((skew(OC.uniform_draw(n, e)) for n, e in draws), default=None),
+            "grouped_ops": len(grouped)}
 
 
 ATTN = ("sdpa", "eager", "rooflab")
