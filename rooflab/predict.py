@@ -116,13 +116,10 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
                     f"the roofline's ceilings ({a.get('error', 'not measured')})")
                 for k, a in sorted(rates.items())}
 
-    attention = used(costs.attention, lambda r: OC.attention_key(r)
-                     if OC.op_class(r) == "attention" else None)
-    grouped = used(costs.grouped, lambda r: OC.grouped_key(r)
-                   if r.op in OC.GROUPED_OPS and len(r.shapes[1]) == 3 else None)
-    gemms = used(costs.gemm_extra_s, lambda r: OC.gemm_key(r)
-                 if r.op in OC.GEMM_OPS and len(r.shapes[-1]) == 2 else None)
-    alone = used(costs.alone_s, lambda r: OC.alone_key(r) if OC.timed_alone(r) else None)
+    attention = used(costs.attention, OC.attention_kind)
+    grouped = used(costs.grouped, OC.grouped_kind)
+    gemms = used(costs.gemm_extra_s, OC.gemm_kind)
+    alone = used(costs.alone_s, OC.alone_kind)
     out = {"ceilings": (f"cached from {ceilings.date}, checked by a short probe this run"
                         if ceilings.cached else f"measured this run ({ceilings.date})"),
            "op_costs": f"kernel floors and element rates measured this run on {costs.device}",

@@ -180,8 +180,8 @@ class OpCosts:
     def predict_s(self, r: count.OpRecord, peak_flops_per_s: float,
                   bandwidth_bytes_per_s: float) -> float:
         cls = op_class(r)
-        if timed_alone(r) and alone_key(r) in self.alone_s:
-            return self.alone_s[alone_key(r)]
+        if alone_kind(r) in self.alone_s:
+            return self.alone_s[alone_kind(r)]
         a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
@@ -204,7 +204,7 @@ class OpCosts:
         if cls == "indexed" and self.indexed_elements_per_s:
             t = max(t, r.out_elements / _nearest(self.indexed_elements_per_s, r.itemsize))
         cold = self.hbm_s if r.reads_weight and cls not in ("matmul", "attention") else 0.0
-        extra = self.gemm_extra_s.get(gemm_key(r), 0.0) if r.op in GEMM_OPS else 0.0
+        extra = self.gemm_extra_s.get(gemm_kind(r), 0.0)
         return self.floor(r) + cold + t + extra
 
 
@@ -233,6 +233,11 @@ def attention_key(r: count.OpRecord) -> str:
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} decode {shape(r.shapes[0])} q " \
            f"{shape(r.shapes[1])} k"
+
+
+def attention_kind(r: count.OpRecord) -> str | None:
+    """r's key in OpCosts.attention, None for an op of another class."""
+    return attention_key(r) if op_class(r) == "attention" else None
 
 
 def attention_bytes(r: count.OpRecord) -> int:
@@ -322,8 +327,7 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
         return {"bound": "memory" if " decode " in key else "compute",
                 "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
                 "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
-    key_of = lambda r: attention_key(r) if op_class(r) == "attention" else None  # noqa: E731
-    _measure_kinds(costs.attention, records, key_of, _attention_reference, rate, device,
+    _measure_kinds(costs.attention, records, attention_kind, _attention_reference, rate, device,
                    "attention")
     return costs
 
@@ -356,7 +360,7 @@ def grouped_key(r: count.OpRecord) -> str:
     """What decides a grouped GEMM's speed: its matrices (K x N), element size and rows a group
     with rows: a decode's few (each expert's weights read for one or two tokens: bound by the
     read, at the rate the grouped kernel reaches on so few rows, which grows with the groups
-    read side by side: 8 experts of a token, or 52 of 128 for 8 tokens, to a power of two) or a
+    read side by side: a token's k experts, more for several tokens, to a power of two) or a
     prefill's many, whose average a group picks the kernel's tiles (PyTorch's dispatcher on Hopper
     takes 64 x 128 tiles where it is at most 128, else 128 x 256: ATen's GroupMM.cu)."""
     rows, (e, k, n) = r.shapes[0][0], r.shapes[1]
@@ -368,12 +372,15 @@ def grouped_key(r: count.OpRecord) -> str:
            f"{min(e, 2 ** round(math.log2(used)))} groups"
 
 
+def grouped_kind(r: count.OpRecord) -> str | None:
+    """r's key in OpCosts.grouped, None for an op that is no grouped GEMM of 3-D matrices."""
+    return grouped_key(r) if r.op in GROUPED_OPS and len(r.shapes[1]) == 3 else None
+
+
 def uniform_draw(rows: int, groups: int) -> list[int]:
     """Rows a group as a uniform router sends them (a seeded multinomial draw): the spread a
-    prefill's reference is timed at. Exactly even groups are a best case no router produces: on
-    the H200 the draw took 1.06-1.51x their time at 8,192 tokens and Mixtral's 1,024, as long
-    where 64-96 rows a group wait on their read (benchmarks/grouped_routing.py;
-    docs/predictions.md)."""
+    prefill's reference is timed at. Exactly even groups are a best case no router produces
+    (their rows fill whole tiles: docs/predictions.md)."""
     gen = torch.Generator().manual_seed(0)
     return torch.multinomial(torch.ones(groups), rows, True, generator=gen).bincount(
         minlength=groups).tolist()
@@ -408,23 +415,31 @@ def gemm_key(r: count.OpRecord) -> str:
            f"{8 * r.itemsize}-bit"
 
 
+def gemm_kind(r: count.OpRecord) -> str | None:
+    """r's key in OpCosts.gemm_extra_s, None for an op that is no 2-D GEMM."""
+    return gemm_key(r) if r.op in GEMM_OPS and len(r.shapes[-1]) == 2 else None
+
+
+def _gemm_reference(r: count.OpRecord, device: str) -> Callable:
+    """The GEMM r is, alone: random x, a weight's transpose as a linear passes it, a bias for
+    addmm."""
+    (m, k), (_, n) = r.shapes[-2], r.shapes[-1]
+    a, w, bias = (torch.randn(*s, device=device, dtype=_dtype(r.itemsize))
+                  for s in ((m, k), (n, k), (n,)))
+    return (lambda: torch.addmm(bias, a, w.t())) if r.op == "addmm" else (lambda: a @ w.t())
+
+
 def measure_gemm_extra(costs: OpCosts, records: list[count.OpRecord], device: str) -> OpCosts:
-    """For each GEMM shape in ``records`` not yet seen, on a GPU: the same GEMM alone (random
-    x, a weight's transpose as a linear passes it, a bias for addmm) profiled, and the device
-    time of every kernel but its longest, per call: what a split-K adds to the read of its
-    weights."""
+    """For each GEMM shape in ``records`` not yet seen, on a GPU: the same GEMM alone
+    (_gemm_reference) profiled, and the device time of every kernel but its longest, per call:
+    what a split-K adds to the read of its weights."""
     if torch.device(device).type != "cuda":
         return costs
     for r in records:
-        key = gemm_key(r) if r.op in GEMM_OPS and len(r.shapes[-1]) == 2 else None
+        key = gemm_kind(r)
         if key is None or key in costs.gemm_extra_s:
             continue
-        (m, k), (_, n) = r.shapes[-2], r.shapes[-1]
-        dtype = _dtype(r.itemsize)
-        a, w = (torch.randn(*s, device=device, dtype=dtype) for s in ((m, k), (n, k)))
-        bias = torch.randn(n, device=device, dtype=dtype)
-        fn = (lambda: torch.addmm(bias, a, w.t())) if r.op == "addmm" else (lambda: a @ w.t())
-        prof = P.profile(fn, iters=3, warmup=2, device=device)
+        prof = P.profile(_gemm_reference(r, device), iters=3, warmup=2, device=device)
         main = max((x.total_us for x in prof.kernels), default=0.0)
         costs.gemm_extra_s[key] = max(0.0, prof.device_time_us - main) / prof.iters / 1e6
     return costs
@@ -436,7 +451,7 @@ ALONE_REDUCTIONS = {"mean": torch.mean, "sum": torch.sum, "amax": torch.amax}
 
 
 def _few_row_gemm(r: count.OpRecord) -> bool:
-    return r.op in GEMM_OPS and len(r.shapes[-1]) == 2 and r.shapes[-2][0] <= GEMM_FEW_ROWS
+    return gemm_kind(r) is not None and r.shapes[-2][0] <= GEMM_FEW_ROWS
 
 
 def timed_alone(r: count.OpRecord) -> bool:
@@ -458,15 +473,17 @@ def alone_key(r: count.OpRecord) -> str:
            f"{8 * (r.in_itemsize or r.itemsize)}-bit"
 
 
+def alone_kind(r: count.OpRecord) -> str | None:
+    """r's key in OpCosts.alone_s, None for an op that is not timed alone."""
+    return alone_key(r) if timed_alone(r) else None
+
+
 def _alone_reference(r: count.OpRecord, device: str) -> Callable | None:
     """The same op on random data of r's shape and element size (integers for 8 bytes: a
-    router's expert indices), along the last dimension; a GEMM as a linear passes it (x @ W^T,
-    a bias for addmm); None for an op of another kind."""
+    router's expert indices), along the last dimension; a GEMM as _gemm_reference makes it;
+    None for an op of another kind."""
     if _few_row_gemm(r):
-        (m, k), (_, n) = r.shapes[-2], r.shapes[-1]
-        a, w, bias = (torch.randn(*s, device=device, dtype=_dtype(r.itemsize))
-                      for s in ((m, k), (n, k), (n,)))
-        return (lambda: torch.addmm(bias, a, w.t())) if r.op == "addmm" else (lambda: a @ w.t())
+        return _gemm_reference(r, device)
     shape, size = r.shapes[0], r.in_itemsize or r.itemsize
     x = (torch.randint(0, 1 << 16, shape, device=device) if size == 8 else torch.randn(
         shape, device=device, dtype=_dtype(size)))
@@ -482,11 +499,10 @@ def measure_alone(costs: OpCosts, records: list[count.OpRecord], device: str) ->
     """Each top-k, sort and few-row reduction shape in ``records`` not yet timed, timed alone
     (warm: in a layer its input was just written); on a GPU each few-row GEMM shape too, L2
     flushed (a layer's weight is read from HBM), as cuBLAS spreads a narrow weight's read over
-    few SMs: a decode's k or v projection of N 256-1,024 took 1.2-1.9x a GEMV's time at its
-    bytes (docs/predictions.md)."""
+    few SMs (docs/predictions.md)."""
     gpu = torch.device(device).type == "cuda"
     for r in records:
-        key = alone_key(r) if timed_alone(r) and (gpu or r.op not in GEMM_OPS) else None
+        key = alone_kind(r) if gpu or r.op not in GEMM_OPS else None
         call = _alone_reference(r, device) if key and key not in costs.alone_s else None
         if call:
             costs.alone_s[key] = time_call(
@@ -512,9 +528,8 @@ def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) ->
                 "reference": f"{ref.shapes[0][0]} rows in {ref.shapes[2][0]} groups of "
                              f"{'x'.join(map(str, ref.shapes[1][1:]))}"
                              + ("" if key.endswith(" groups") else ", a uniform router's draw")}
-    key_of = lambda r: (grouped_key(r) if r.op in GROUPED_OPS  # noqa: E731
-                        and len(r.shapes[1]) == 3 else None)
-    _measure_kinds(costs.grouped, records, key_of, _grouped_reference, rate, device, "grouped")
+    _measure_kinds(costs.grouped, records, grouped_kind, _grouped_reference, rate, device,
+                   "grouped")
     return costs
 
 

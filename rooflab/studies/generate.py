@@ -239,9 +239,10 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str,
     return {**PR.total(groups), "groups": groups}
 
 
-def _kernel_s(fn, device: str) -> float:
+def _kernels(fn, device: str) -> tuple[float, float]:
+    """A call's kernel time (the profiler's) and its kernel launches."""
     prof = P.profile(fn, iters=3, warmup=1, device=device)
-    return prof.device_time_us / prof.iters / 1e6
+    return prof.device_time_us / prof.iters / 1e6, prof.launches_per_iter
 
 
 def _loop_s(fn, n: int, device: str) -> float:
@@ -306,7 +307,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
         tick()
         # the kernels' own time, from the profiler: the figure that stays meaningful where a
         # step is bound by the host (its device time then counts the host's time too)
-        kernels = {name: _kernel_s(fn, device)
+        kernels = {name: _kernels(fn, device)[0]
                    for name, fn in (("prefill", gen.prefill), ("decode", gen.step))}
         tick()
         gen.rewind(seq)
@@ -413,9 +414,8 @@ def _graphs(gen: Generation, seq: int, new_tokens: int, device: str, out: dict) 
         out["decode"].update(graph_wall_s=g.wall_s, graph_device_s=g.device_s)
         # the replay's own kernels (the eager profile's can run slower or faster than the
         # graph's: docs/predictions.md), so that the gap is the replay's less its kernels
-        prof = P.profile(replay, iters=3, warmup=1, device=device)
-        out["decode"].update(graph_kernel_s=prof.device_time_us / prof.iters / 1e6,
-                             graph_launches=prof.launches_per_iter)
+        kernel_s, launches = _kernels(replay, device)
+        out["decode"].update(graph_kernel_s=kernel_s, graph_launches=launches)
         with constants_made_once():
             adv = capture_graph(gen.advance)
         gen.rewind(seq)
