@@ -129,8 +129,23 @@ def build_layer(cfg: ModelConfig, layer_type: str = "full", device="meta", dtype
     torch.manual_seed(0)
     with _made_in(device, dtype or torch_dtype(cfg.dtype)):
         layer = layer_cls(config, 0)
+        if device != "meta":
+            _init_as_model(layer, config, _classes(cfg.family, causal_lm=True)[1])
     layer = layer.to(dtype or torch_dtype(cfg.dtype)).eval()
     return layer, config
+
+
+def _init_as_model(layer, config, model_cls) -> None:
+    """Initialises ``layer`` as its model would: HF initialises weights in the model's
+    ``_init_weights``, not in the layers, so a layer made alone keeps torch.empty's contents in
+    the parameters made that way (a router's: every token then goes to the same experts)."""
+    pre = next(c for c in model_cls.__mro__ if c.__name__.endswith("PreTrainedModel")
+               and "_init_weights" in vars(c))
+    owner = object.__new__(pre)  # _init_weights reads only self.config
+    owner.__dict__["config"] = config
+    with torch.no_grad():
+        for module in layer.modules():
+            pre._init_weights(owner, module)
 
 
 def _rope_angles(theta: float, d: int, positions: torch.Tensor) -> torch.Tensor:

@@ -85,6 +85,20 @@ def test_moe_layers_count_on_the_meta_device(family):
     assert not c.unsupported_ops()
 
 
+@pytest.mark.parametrize("family", [*FAMILIES, "deepseek_v2"])
+def test_a_layer_made_alone_is_initialised_as_in_its_model(family):
+    """HF initialises a router's and the experts' weights in the model, not the layer: left
+    as torch.empty made them, a measured layer sent every token to the same experts."""
+    pytest.importorskip("transformers")
+    from rooflab import hf
+    cfg = M.from_hf_dict(DEEPSEEK if family == "deepseek_v2" else FAMILIES[family], "tiny")
+    layer, _ = hf.build_layer(cfg, "full", "cpu", torch.float32)
+    model, _ = hf.build_model(cfg, "cpu", torch.float32)
+    in_model = dict(model.model.layers[-1].named_parameters())
+    for name, p in layer.named_parameters():
+        assert torch.isfinite(p).all(), name
+        assert p.std().item() == pytest.approx(in_model[name].std().item(), rel=0.25, abs=1e-6), name
+
 def test_experts_hit_under_uniform_routing():
     cfg = M.load("Qwen3-30B-A3B")
     assert M.experts_hit(cfg, 1) == pytest.approx(8)      # one token: its k experts
