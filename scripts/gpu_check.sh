@@ -23,7 +23,8 @@
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
 #          gpu_tests: only the other tests that use the GPU (marked gpu or on_device);
-#          generate_gemma and generate_8b split generate (all three models take about 7 min)
+#          generate_gemma and generate_8b split generate (all three models take about 7 min;
+#          GEN_SHAPES narrows them)
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -59,9 +60,9 @@ has l2 && run l2 python3 benchmarks/l2_bandwidth.py "$cur"
 has timer && run timer python3 benchmarks/timer_agreement.py "$cur"
 has generate && run generate python3 benchmarks/generate.py "$cur"
 has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$cur/gemma" \
-  gemma-3-270m-it
+  gemma-3-270m-it "${GEN_SHAPES:-}"
 has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
-  Llama-3.1-8B,Qwen3-8B
+  Llama-3.1-8B,Qwen3-8B "${GEN_SHAPES:-}"
 has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
 has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn" \
   "${ATTN_MODELS:-Llama-3.1-8B,Qwen3-8B}" "${ATTN_SHAPES:-1x512,8x4096,64x512}" sdpa,rooflab

@@ -215,7 +215,7 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
 def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape
-    cfg = {**F9W.config(d), **cfg}
+    cfg = {**F9W.config(d, causal, n_kv), **cfg}
     q = torch.empty(b, h, n_q, d, device="cuda", dtype=torch.bfloat16)
     k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=torch.bfloat16)
     why = F9W.usable(q, k, k, causal, cfg)

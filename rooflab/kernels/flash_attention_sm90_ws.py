@@ -172,19 +172,19 @@ if F9.gluon is not None:
                          BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 0))], [4, 1], [CONSUMER_REGS, 24])
 
 
-def config(head_dim: int) -> dict:
+def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
     """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8).
-    OWN_BLOCKS (causal): each warpgroup computes only the blocks up to its own rows' diagonal,
-    not all of its program's; awaiting its A/B on short causal rows
-    (docs/kernels/flash_attention_sm90.md)."""
-    return {"BLOCK_M": 64, "BLOCK_N": 128 if head_dim <= 128 else 64, "STAGES": 2,
-            "OWN_BLOCKS": False, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+    A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
+    only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's."""
+    short = causal and 0 < n_kv <= 512
+    return {"BLOCK_M": 64, "BLOCK_N": 64 if short or head_dim > 128 else 128, "STAGES": 2,
+            "OWN_BLOCKS": short, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not."""
-    c = cfg or config(q.shape[-1])
+    c = cfg or config(q.shape[-1], causal, k.shape[2])
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out)
 
 
@@ -193,7 +193,7 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
-    c = dict(cfg or config(d))
+    c = dict(cfg or config(d, causal, n_kv))
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
