@@ -261,7 +261,7 @@ def test_measured_on_the_gpu():
     assert costs.floor_s["matmul"] > costs.floor_s["elementwise"]
     assert costs.floor_s["attention"] > costs.floor_s["elementwise"]
     assert 0 <= costs.hbm_s < 20e-6  # an HBM round trip or two
-    assert 0 < costs.gap_s < 5e-6 and 0 < costs.gap_trace_s < 5e-6  # a launch, two ways
+    assert 0 < costs.gap_s < 5e-6  # a launch
     assert all(1e10 < r < 1e13 for r in costs.generic_elements_per_s.values())
     assert all(1e10 < r < 1e13 for r in costs.generic_copy_elements_per_s.values())
     assert all(1e10 < r < 1e13 for rates in costs.loop_elements_per_s.values()

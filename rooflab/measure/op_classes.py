@@ -158,9 +158,6 @@ class OpCosts:
     # op -> element size -> the rate of an op whose generic loop is a kernel of its own (LOOP_OPS),
     # measured on a reference call; it replaces the broadcast multiply's rate for that op
     loop_elements_per_s: dict[str, dict[int, float]] = field(default_factory=dict)
-    # the gap read from one replay's trace, kernel to kernel, recorded beside gap_s (timed by
-    # events): which of the two holds still from run to run is open (docs/predictions.md)
-    gap_trace_s: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -638,34 +635,18 @@ def hbm_latency_s(device: str) -> float:
     return max(0.0, cold - warm)
 
 
-def graph_gap_s(fn, kernels: int = 256) -> tuple[float, float]:
+def graph_gap_s(fn, kernels: int = 256) -> float:
     """Per kernel, the idle time between two kernels of a CUDA-graph replay of ``kernels`` tiny
-    kernels, two ways: the replay timed by a pair of events (the span, gaps included) less the
-    kernels' own time (the profiler's), and one replay's trace read kernel to kernel (its idle
-    time over its gaps). (The timer would time so short a call by CUPTI, which leaves the gaps
-    out by design.)"""
-    def chain():
-        return [fn() for _ in range(kernels)]
-
-    replay = capture_graph(chain)
+    kernels, read from one replay's trace kernel to kernel. (Timing the replay by a pair of
+    events, less its kernels profiled in other replays, moved 0.36-0.59 us from run to run where
+    whole models' own replays show 0.24-0.35: docs/predictions.md.)"""
+    replay = capture_graph(lambda: [fn() for _ in range(kernels)])
     warm_until = time.perf_counter() + 0.05  # an idle GPU's clocks ramp up first
     while time.perf_counter() < warm_until:
         replay()
         torch.cuda.synchronize()
-    spans = []
-    for _ in range(9):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        replay()
-        end.record()
-        torch.cuda.synchronize()
-        spans.append(start.elapsed_time(end) / 1e3)
-    busy = P.profile(replay, iters=3, warmup=1, device="cuda")
-    events = max(0.0, statistics.median(spans) - busy.device_time_us / busy.iters / 1e6) / kernels
     one = P.profile(replay, iters=1, warmup=1, device="cuda")
-    trace = one.timeline["idle_us"] / max(1, one.launches - 1) / 1e6
-    return events, trace
+    return one.timeline["idle_us"] / max(1, one.launches - 1) / 1e6
 
 
 def measure_op_costs(device: str) -> OpCosts:
@@ -683,10 +664,8 @@ def measure_op_costs(device: str) -> OpCosts:
     roll_rates = {torch.finfo(dt).bits // 8: roll_rate(device, dt, n) for dt in dtypes}
     loops = {op: {torch.finfo(dt).bits // 8: loop_rate(op, device, dt, n) for dt in dtypes}
              for op in LOOP_OPS}
-    gaps = ([graph_gap_s(ops[c]) for c in CLASSES if c != "select"]  # select launches several
-            if device == "cuda" else [(0.0, 0.0)])  # kernels a call
-    gap, gap_trace = (statistics.median(g[i] for g in gaps) for i in (0, 1))
+    gap = (statistics.median(graph_gap_s(ops[c]) for c in CLASSES if c != "select")
+           if device == "cuda" else 0.0)  # (a select launches several kernels a call)
     sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
     return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates,
-                   sm_count=sms, hbm_s=hbm_latency_s(device), loop_elements_per_s=loops,
-                   gap_trace_s=gap_trace)
+                   sm_count=sms, hbm_s=hbm_latency_s(device), loop_elements_per_s=loops)
