@@ -5,9 +5,11 @@ can or cannot overlap more programs. An SM of the H100/H200: 65,536 registers (a
 in steps of 8 a thread), 228 KB of shared memory (1 KB more reserved a program), 64 warps.
 With --gluon, the Gluon kernel of flash_attention_sm90.py instead (variants merged over its
 config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519: every wgmma
-then waits for the one before it, which undoes the kernel's overlap).
+then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
+warp-specialized one of flash_attention_sm90_ws.py.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal]
-           [--gluon] [--variant NAME=JSON ...]   (JSON merged over the config, as in ab_flash.py)
+           [--gluon | --gluon-ws] [--variant NAME=JSON ...]   (JSON merged over the config, as
+           in ab_flash.py)
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from triton.compiler import ASTSource
 
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_attention_sm90 as F9
+from rooflab.kernels import flash_attention_sm90_ws as F9W
 
 from common import variants as parse_variants, write
 
@@ -49,24 +52,27 @@ def compiled(head_dim: int, causal: bool, cfg: dict):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def compiled_gluon(head_dim: int, causal: bool, cfg: dict):
-    """flash_fwd_sm90 compiled for sm_90 (fp16) under ``cfg`` (F9.config's keys)."""
+def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False):
+    """flash_fwd_sm90 (or, ``ws``, flash_fwd_sm90_ws) compiled for sm_90 (fp16) under ``cfg``
+    (its config's keys)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
+    fn = F9W.flash_fwd_sm90_ws if ws else F9.flash_fwd_sm90
     c = dict(cfg)
     options = {"num_warps": c["num_warps"], **({"maxnreg": c.pop("maxnreg")} if "maxnreg" in c
                                                else {})}
     consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, **c}  # num_warps is a kernel argument too
-    names = F9.flash_fwd_sm90.arg_names
+    names = fn.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("q_desc", c["BLOCK_M"]), ("k_desc", c["BLOCK_N"]), ("v_desc", c["BLOCK_N"]),
                     ("o_desc", c["BLOCK_M"])):
         layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], gl.float16)
         sig[n] = f"tensordesc<fp16[{rows}, {head_dim}],{layout!r}>"
-    sig.update(LSE="*fp32", qk_scale="fp32")
-    src = GluonASTSource(fn=F9.flash_fwd_sm90, signature=sig,
+    sig.update(LSE="*fp32", qk_scale="fp32", **({"O": "*fp16"} if "O" in names else {}))
+    pointers = [n for n in ("O", "LSE") if n in names]
+    src = GluonASTSource(fn=fn, signature=sig,
                          constexprs={(names.index(k),): v for k, v in consts.items()},
-                         attrs={(names.index("LSE"),): [["tt.divisibility", 16]]})
+                         attrs={(names.index(n),): [["tt.divisibility", 16]] for n in pointers})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -104,7 +110,9 @@ def main(argv=None) -> None:
     p.add_argument("out_dir")
     p.add_argument("--head-dims", default="64,128,256")
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--gluon", action="store_true")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--gluon", action="store_true")
+    kind.add_argument("--gluon-ws", action="store_true")
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
@@ -114,17 +122,23 @@ def main(argv=None) -> None:
         p.error(f"--head-dims takes integers separated by commas ({e})")
     if FA.INTERPRET:
         p.error("unset TRITON_INTERPRET: this compiles the kernel for a GPU")
-    if a.gluon and F9.GLUON_MISSING:
+    gluon = a.gluon or a.gluon_ws
+    if gluon and F9.GLUON_MISSING:
         p.error(F9.GLUON_MISSING)
     rows = []
     for d in dims:
         for name, over in {"default": {}, **variants}.items():
-            cfg = {**(F9.config(d) if a.gluon else FA.config(d, a.causal)), **over}
+            base = (F9W.config(d, a.causal) if a.gluon_ws else F9.config(d) if a.gluon
+                    else FA.config(d, a.causal))
+            cfg = {**base, **over}
             r = {"head_dim": d, "causal": a.causal, "name": name, "config": cfg}
             try:
-                kernel = (compiled_gluon if a.gluon else compiled)(d, a.causal, cfg)
-                r.update(resources(kernel, cfg["num_warps"]))
-                if a.gluon:
+                kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws) if gluon
+                          else compiled(d, a.causal, cfg))
+                # the warp-specialized program: two consumer warpgroups and a producer warp,
+                # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
+                r.update(resources(kernel, 12 if a.gluon_ws else cfg["num_warps"]))
+                if gluon:
                     r["serialized"] = serialized(kernel)
             except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
                 r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}"
@@ -133,7 +147,8 @@ def main(argv=None) -> None:
                                                   "shared_bytes", "programs_per_sm",
                                                   "limited_by", "serialized", "error")
                                   if k in r}, flush=True)
-    write(a.out_dir, "flash_resources_gluon" if a.gluon else "flash_resources",
+    write(a.out_dir, "flash_resources_gluon_ws" if a.gluon_ws else
+          "flash_resources_gluon" if a.gluon else "flash_resources",
           {"target": "cuda sm_90", "triton": triton.__version__, "rows": rows, "note": __doc__})
 
 

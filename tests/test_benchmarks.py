@@ -136,6 +136,34 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
         assert hand <= by[(d, False, "n64")]["shared_bytes"] <= hand + 2048
 
 
+def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
+    """flash_attention_sm90_ws, whole tiles and RAGGED (a masked tail, stores without TMA past
+    the last row), compiled for sm_90 with no GPU: no spills, no wgmma serialized; its shared
+    memory is the hand count of its tiles (two warpgroups' Q, every stage's K and V)."""
+    triton = pytest.importorskip("triton")
+    if not os.path.exists(triton.knobs.nvidia.ptxas.path):
+        pytest.skip("this Triton has no CUDA tools to compile for a GPU")
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if F9.GLUON_MISSING:
+        pytest.skip(F9.GLUON_MISSING)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    rows = []
+    for causal in ([], ["--causal"]):
+        cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--gluon-ws",
+               "--head-dims", "128,256", *causal, "--variant", 'rag={"RAGGED": true}',
+               "--variant", 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}']
+        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-2000:]
+        rows += json.load(open(tmp_path / "flash_resources_gluon_ws.json"))["rows"]
+    assert len(rows) == 12
+    for r in rows:
+        assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
+        c = r["config"]
+        hand = (2 * c["BLOCK_M"] + 2 * c["STAGES"] * c["BLOCK_N"]) * r["head_dim"] * 2
+        assert hand <= r["shared_bytes"] <= hand + 2048, r
+
+
 @pytest.mark.parametrize("phase,change", [
     ("prefill", {"lq": 40, "lkv": 70}),                               # fewer queries, causal
     ("prefill", {"lq": 37, "lkv": 37, "layout": "blhd"}),              # HF's layout, ragged

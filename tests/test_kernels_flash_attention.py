@@ -229,6 +229,31 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 8, 200, 200, 128, 2), (1, 4, 100, 333, 128, 4),
+                                   (1, 2, 77, 1000, 256, 1), (3, 6, 130, 130, 128, 3),
+                                   (1, 4, 256, 256, 128, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [{"RAGGED": True},
+                                 {"RAGGED": True, "BLOCK_N": 64, "OWN_BLOCKS": True}])
+def test_flash_attention_sm90_ws_takes_ragged_lengths(shape, causal, cfg):
+    """RAGGED: lengths that are not whole tiles (and whole ones, under the same flag). Every
+    output row written (out starts NaN) and none past its head's (the next head's rows are
+    checked with it)."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n_q, n_kv, d, hkv = shape
+    q = torch.empty(b, h, n_q, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=torch.bfloat16)
+    why = F9W.usable(q, k, k, causal, cfg)
+    if why:
+        pytest.skip(f"the Gluon kernel does not take this: {why}")
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_q,
+                  kernel=lambda q, k, v, causal: F9W.flash_attention_sm90_ws(
+                      q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+    assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim; a

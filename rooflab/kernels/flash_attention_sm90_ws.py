@@ -8,7 +8,8 @@ flash_attention_sm90.py's loop (block j's Q K^T and block j-1's P V in flight to
 softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
-empty one (both consumers arrive once their ops that read the slot are done). Scope as flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows.
+empty one (both consumers arrive once their ops that read the slot are done). Scope as
+flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows; with RAGGED, any lengths.
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -20,6 +21,8 @@ import torch
 from rooflab.kernels import flash_attention_sm90 as F9
 
 if F9.gluon is not None:
+    import triton
+
     from rooflab.kernels.flash_attention_sm90 import (
         _load, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma,
         tma_store, warpgroup_mma, warpgroup_mma_wait)
@@ -38,14 +41,25 @@ if F9.gluon is not None:
         if CAUSAL:
             n_blocks = gl.cdiv(gl.minimum(m0 + 2 * BLOCK_M + delta, n_kv), BLOCK_N)
         else:
-            n_blocks = n_kv // BLOCK_N
+            n_blocks = gl.cdiv(n_kv, BLOCK_N)
         return bh, m0, (b * (H // GROUP) + h // GROUP) * n_kv, delta, n_blocks
+
+    @gluon.jit
+    def _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                  RAGGED: gl.constexpr):
+        # a ragged n_kv's last block holds rows past the head's keys: they score -inf (causal
+        # masks them already for every row that is stored)
+        if RAGGED and not CAUSAL:
+            if j == n_blocks - 1:
+                s = gl.where((j * BLOCK_N + offs_n < n_kv)[None, :], s, float("-inf"))
+        return s
 
     @gluon.jit
     def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, W: gl.constexpr):
-        q_desc, k_desc, v_desc, o_desc, LSE = descs
+                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
+                  W: gl.constexpr):
+        q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
         bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
@@ -62,9 +76,10 @@ if F9.gluon is not None:
     @gluon.jit
     def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, W: gl.constexpr):
+                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
+                  W: gl.constexpr):
         # warpgroup W's 64 rows of the program's 128
-        q_desc, k_desc, v_desc, o_desc, LSE = descs
+        q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
         bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
@@ -96,6 +111,7 @@ if F9.gluon is not None:
         s = warpgroup_mma_wait(0, deps=[s_tok])
         mbarrier.arrive(k_empty.index(0), count=1)
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+        s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
         p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
                                       gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -112,6 +128,7 @@ if F9.gluon is not None:
             s = warpgroup_mma_wait(1, deps=[s_tok])
             mbarrier.arrive(k_empty.index(slot), count=1)
             s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+            s = _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
             p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)
             acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
             mbarrier.arrive(v_empty.index(prev), count=1)
@@ -133,16 +150,23 @@ if F9.gluon is not None:
         l_o = gl.convert_layout(l_i, row_o)
         acc = acc / l_o[:, None]
         lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
-        gl.store(LSE + bh.to(gl.int64) * n_q + gl.convert_layout(offs_m, row_o), lse)
-        q.store(acc.to(dtype))                   # this warpgroup's Q buffer holds its O
-        fence_async_shared()
-        tma_store(o_desc, [bh * n_q + first, 0], q)
-        tma.store_wait(pendings=0)
+        rows = gl.convert_layout(offs_m, row_o)
+        gl.store(LSE + bh.to(gl.int64) * n_q + rows, lse, mask=rows < n_q)
+        if RAGGED and first + BLOCK_M > n_q:  # a tile past the head's last row: only its rows
+            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            out = O + (bh.to(gl.int64) * n_q + rows)[:, None] * HEAD_DIM + offs_d[None, :]
+            gl.store(out, acc.to(dtype), mask=(rows < n_q)[:, None])
+        else:
+            q.store(acc.to(dtype))               # this warpgroup's Q buffer holds its O
+            fence_async_shared()
+            tma_store(o_desc, [bh * n_q + first, 0], q)
+            tma.store_wait(pendings=0)
 
     @gluon.jit
-    def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
-                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
+    def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q,
+                          n_kv, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                          OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
@@ -160,32 +184,38 @@ if F9.gluon is not None:
             mbarrier.init(v_ready.index(i), count=1)
             mbarrier.init(k_empty.index(i), count=2)   # both consumers
             mbarrier.init(v_empty.index(i), count=2)
-        descs = (q_desc, k_desc, v_desc, o_desc, LSE)
+        descs = (q_desc, k_desc, v_desc, o_desc, O, LSE)
         smem = (q_smem, k_smem, v_smem)
         bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 0)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 1)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, 0))], [4, 1], [CONSUMER_REGS, 24])
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, 0))], [4, 1],
+            [CONSUMER_REGS, 24])
 
 
 def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
     """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8).
     A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
-    only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's."""
+    only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
+    RAGGED takes lengths that are not whole tiles: the last key block's rows past n_kv are
+    masked and a tile past n_q stores its rows without TMA; awaiting its A/B
+    (docs/kernels/flash_attention_sm90.md)."""
     short = causal and 0 < n_kv <= 512
     return {"BLOCK_M": 64, "BLOCK_N": 64 if short or head_dim > 128 else 128, "STAGES": 2,
-            "OWN_BLOCKS": short, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "OWN_BLOCKS": short, "RAGGED": False, "CONSUMER_REGS": 240, "num_warps": 4,
+            "maxnreg": 168}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not."""
-    c = cfg or config(q.shape[-1], causal, k.shape[2])
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out)
+    c = {**config(q.shape[-1], causal, k.shape[2]), **(cfg or {})}
+    whole = (1, 1) if c.get("RAGGED") else (2 * c["BLOCK_M"], c["BLOCK_N"])  # tiles to fill
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": whole[0], "BLOCK_N": whole[1]}, out)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
@@ -193,13 +223,13 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
-    c = dict(cfg or config(d, causal, n_kv))
+    c = {**config(d, causal, n_kv), **(cfg or {})}
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     desc = F9.desc
-    flash_fwd_sm90_ws[(n_q // (2 * bm), b * h)](
-        desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), lse, scale * F9.LOG2E, h, h // hkv,
-        n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
+    flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), o, lse, scale * F9.LOG2E, h,
+        h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
     return o, lse
