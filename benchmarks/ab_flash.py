@@ -3,14 +3,17 @@
 SDPA's cuDNN and flash backends; medians of alternating rounds; outputs against ``after``.
 
 Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON ...]
-           [--head-dims 64,128] [--rows PY_LIST] [--rounds 3] [--name ab_flash] [--device cuda]
+           [--head-dims 64,128] [--rows PY_LIST] [--layout bhld|blhd] [--rounds 3]
+           [--name ab_flash] [--device cuda]
 A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
 config ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of flash_attention_sm90_ws.py;
 rows they do not take are recorded as their errors.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
-tuples. Without --before there is no ``before``. Each row is written as soon as it is done.
+tuples. --layout blhd lays q, k and v out as transformers' projections leave them, (B, L, H, D)
+in memory seen as (B, H, L, D). Without --before there is no ``before``. Each row is written as
+soon as it is done.
 """
 from __future__ import annotations
 
@@ -65,11 +68,16 @@ def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
                                                                            cfg=cfg)
 
 
-def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
+def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "bhld") -> dict:
     b, h, hkv, n, d, dt, causal = shape
     g = torch.Generator(device=device).manual_seed(n)
-    q = torch.randn(b, h, n, d, device=device, dtype=DT[dt], generator=g)
-    k, v = (torch.randn(b, hkv, n, d, device=device, dtype=DT[dt], generator=g) for _ in range(2))
+
+    def made(heads):
+        if layout == "blhd":
+            return torch.randn(b, n, heads, d, device=device, dtype=DT[dt],
+                               generator=g).transpose(1, 2)
+        return torch.randn(b, heads, n, d, device=device, dtype=DT[dt], generator=g)
+    q, k, v = made(h), made(hkv), made(hkv)
     fns = {"after": lambda: FA.flash_attention(q, k, v, causal)}
     if before is not None:
         fns["before"] = lambda: before.flash_attention(q, k, v, causal)
@@ -86,7 +94,8 @@ def row(shape, before, variants: dict, rounds: int, device: str) -> dict:
             fns[peer] = lambda f=f: f(q, k, v, causal)
     m = alternate(fns, [x for x in fns if x not in ("after", "cudnn", "flash")],
                   fns["after"]()[0].float(), lambda f: flash_s(f, device), rounds)
-    r = {"shape": list(shape), "config": FA.config(d, causal), "errors": m["errors"],
+    r = {"shape": list(shape), "layout": layout, "config": FA.config(d, causal),
+         "errors": m["errors"],
          "max_abs_diff_vs_after": m["max_abs_diff"]}
     times, med = m["all_s"], m["median_s"]
     flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
@@ -99,6 +108,7 @@ def main(argv=None) -> None:
     p = ab_parser(__doc__, "ab_flash")
     p.add_argument("--before")
     p.add_argument("--head-dims")
+    p.add_argument("--layout", choices=("bhld", "blhd"), default="bhld")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     shapes = parse_rows(p, a.rows, FLASH_ROWS, "B, H, Hkv, N, D, dtype, causal")
@@ -112,7 +122,7 @@ def main(argv=None) -> None:
                                                                       "--", KERNEL) else "")
     rows = []
     for shape in shapes:
-        rows.append(row(shape, before, variants, a.rounds, a.device))
+        rows.append(row(shape, before, variants, a.rounds, a.device, a.layout))
         tf = rows[-1]["tflops"]
         print(shape, {x: round(t) for x, t in tf.items()}, rows[-1]["errors"], flush=True)
         write(a.out_dir, a.name, {"after": after, "before": a.before, "variants": variants,

@@ -37,6 +37,14 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
         assert {"after", "before", "qreg"} <= set(r["tflops"])
         assert all(t > 0 for t in r["tflops"].values())
         assert r["time_ratio_over_after"]["after"] == 1.0
+    run = subprocess.run(  # transformers' layout: the same kernels on transposed views
+        [sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--layout", "blhd",
+         "--variant", 'qreg={"Q_REG": true}', "--rows", "[(1, 4, 2, 33, 32, 'bf16', True)]",
+         "--rounds", "1", "--device", device, "--name", "blhd"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (r,) = json.load(open(tmp_path / "blhd.json"))["rows"]
+    assert r["layout"] == "blhd" and r["max_abs_diff_vs_after"]["qreg"] < 1e-2, r
 
 
 def test_ab_decode_default_and_variants(tmp_path, device):
@@ -137,9 +145,10 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
 
 
 def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
-    """flash_attention_sm90_ws, whole tiles and RAGGED (a masked tail, stores without TMA past
-    the last row), compiled for sm_90 with no GPU: no spills, no wgmma serialized; its shared
-    memory is the hand count of its tiles (two warpgroups' Q, every stage's K and V)."""
+    """flash_attention_sm90_ws, whole tiles, RAGGED (a masked tail, stores without TMA past the
+    last row) and STRIDED (transformers' layout), compiled for sm_90 with no GPU: no spills, no
+    wgmma serialized; its shared memory is the hand count of its tiles (two warpgroups' Q,
+    every stage's K and V)."""
     triton = pytest.importorskip("triton")
     if not os.path.exists(triton.knobs.nvidia.ptxas.path):
         pytest.skip("this Triton has no CUDA tools to compile for a GPU")
@@ -152,11 +161,12 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     for causal in ([], ["--causal"]):
         cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--gluon-ws",
                "--head-dims", "128,256", *causal, "--variant", 'rag={"RAGGED": true}',
-               "--variant", 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}']
+               "--variant", 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}',
+               "--variant", 'hf={"RAGGED": true, "STRIDED": true}']
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stderr[-2000:]
         rows += json.load(open(tmp_path / "flash_resources_gluon_ws.json"))["rows"]
-    assert len(rows) == 12
+    assert len(rows) == 16
     for r in rows:
         assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
         c = r["config"]

@@ -254,6 +254,32 @@ def test_flash_attention_sm90_ws_takes_ragged_lengths(shape, causal, cfg):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 256, 4),
+                                   (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
+    """STRIDED: q, k, v and out as transformers passes them, (B, L, H, D) in memory seen as
+    (B, H, L, D); with RAGGED where the lengths are not whole tiles."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n_q, n_kv, d, hkv = shape
+    cfg = {"STRIDED": True, "RAGGED": n_q % 128 != 0 or n_kv % 128 != 0}
+
+    def blhd(t):  # the same values, laid out as transformers' projections leave them
+        return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+    def kernel(q, k, v, causal):
+        out = torch.full((b, n_q, h, d), float("nan"), device="cuda", dtype=q.dtype)
+        q, k, v, out = blhd(q), blhd(k), blhd(v), out.transpose(1, 2)
+        assert F9W.usable(q, k, v, causal, cfg, out) is None
+        return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
+
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=kernel)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+    assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim; a

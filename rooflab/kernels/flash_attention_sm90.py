@@ -185,8 +185,10 @@ def config(head_dim: int) -> dict:
             "num_warps": 4}
 
 
-def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
-    """None where this kernel takes these inputs, else why not (flash_attention.py then runs)."""
+def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
+           strided: bool = False) -> str | None:
+    """None where this kernel takes these inputs, else why not (flash_attention.py then runs).
+    ``strided``: the caller takes other layouts than contiguous and has checked them."""
     if GLUON_MISSING:
         return GLUON_MISSING
     c = cfg or config(q.shape[-1])
@@ -200,7 +202,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
         return "lengths not whole tiles"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
-    if not all(t.is_contiguous() for t in (q, k, v, q if out is None else out)):
+    if not strided and not all(t.is_contiguous() for t in (q, k, v, q if out is None else out)):
         return "not contiguous"
     return None
 

@@ -24,7 +24,7 @@ if F9.gluon is not None:
     import triton
 
     from rooflab.kernels.flash_attention_sm90 import (
-        _load, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma,
+        _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
         tma_store, warpgroup_mma, warpgroup_mma_wait)
 
     @gluon.jit
@@ -35,14 +35,27 @@ if F9.gluon is not None:
         if CAUSAL:  # the longest tiles first
             start_m = gl.num_programs(0) - 1 - start_m
         bh = gl.program_id(1)
-        b, h = bh // H, bh % H
         m0 = start_m * 2 * BLOCK_M
         delta = n_kv - n_q
         if CAUSAL:
             n_blocks = gl.cdiv(gl.minimum(m0 + 2 * BLOCK_M + delta, n_kv), BLOCK_N)
         else:
             n_blocks = gl.cdiv(n_kv, BLOCK_N)
-        return bh, m0, (b * (H // GROUP) + h // GROUP) * n_kv, delta, n_blocks
+        return bh // H, bh % H, m0, delta, n_blocks
+
+    @gluon.jit
+    def _at(b, h, row, heads, n, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
+        # where row ``row`` of head h of batch b starts in its tensor's 2-D view (row, column)
+        if STRIDED:  # (B, L, H, D) in memory, seen as (B * L, H * D): transformers' layout
+            return b * n + row, h * HEAD_DIM
+        else:        # (B, H, L, D) contiguous, seen as (B * H * L, D)
+            return (b * heads + h) * n + row, 0
+
+    @gluon.jit
+    def _load(desc, at, bar, dst):
+        # one tile by TMA from (row, column) ``at``; bar counts its bytes in
+        mbarrier.expect(bar, desc.block_type.nbytes)
+        tma_load(desc, [at[0], at[1]], bar, dst)
 
     @gluon.jit
     def _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
@@ -58,31 +71,33 @@ if F9.gluon is not None:
     def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                  W: gl.constexpr):
+                  STRIDED: gl.constexpr, W: gl.constexpr):
         q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
-        bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+        b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
-            _load(q_desc, bh * n_q + m0 + w * BLOCK_M, bar_q.index(w), q_smem.index(w), True)
+            _load(q_desc, _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM, STRIDED),
+                  bar_q.index(w), q_smem.index(w))
         for j in range(n_blocks):
             slot = j % STAGES
             free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
+            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, n_kv, HEAD_DIM, STRIDED)
             mbarrier.wait(k_empty.index(slot), free)
-            _load(k_desc, kv_row + j * BLOCK_N, k_ready.index(slot), k_smem.index(slot), True)
+            _load(k_desc, at, k_ready.index(slot), k_smem.index(slot))
             mbarrier.wait(v_empty.index(slot), free)
-            _load(v_desc, kv_row + j * BLOCK_N, v_ready.index(slot), v_smem.index(slot), True)
+            _load(v_desc, at, v_ready.index(slot), v_smem.index(slot))
 
     @gluon.jit
     def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                  W: gl.constexpr):
+                  STRIDED: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of the program's 128
         q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
-        bh, m0, kv_row, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+        b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -151,15 +166,24 @@ if F9.gluon is not None:
         acc = acc / l_o[:, None]
         lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
         rows = gl.convert_layout(offs_m, row_o)
-        gl.store(LSE + bh.to(gl.int64) * n_q + rows, lse, mask=rows < n_q)
+        lse_at = LSE + (b * H + h).to(gl.int64) * n_q + rows
+        if RAGGED:
+            gl.store(lse_at, lse, mask=rows < n_q)
+        else:
+            gl.store(lse_at, lse)
         if RAGGED and first + BLOCK_M > n_q:  # a tile past the head's last row: only its rows
             offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            out = O + (bh.to(gl.int64) * n_q + rows)[:, None] * HEAD_DIM + offs_d[None, :]
+            row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, STRIDED)
+            if STRIDED:                      # elements from one row of the view to the next
+                out = O + (row * (H * HEAD_DIM) + col)[:, None] + offs_d[None, :]
+            else:
+                out = O + (row * HEAD_DIM)[:, None] + offs_d[None, :]
             gl.store(out, acc.to(dtype), mask=(rows < n_q)[:, None])
         else:
             q.store(acc.to(dtype))               # this warpgroup's Q buffer holds its O
             fence_async_shared()
-            tma_store(o_desc, [bh * n_q + first, 0], q)
+            tile = _at(b, h, first, H, n_q, HEAD_DIM, STRIDED)
+            tma_store(o_desc, [tile[0], tile[1]], q)
             tma.store_wait(pendings=0)
 
     @gluon.jit
@@ -167,7 +191,8 @@ if F9.gluon is not None:
                           n_kv, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                           OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          STRIDED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -189,11 +214,11 @@ if F9.gluon is not None:
         bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, 0)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, 1)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, 0))], [4, 1],
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -203,19 +228,39 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
     A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
     RAGGED takes lengths that are not whole tiles: the last key block's rows past n_kv are
-    masked and a tile past n_q stores its rows without TMA; awaiting its A/B
-    (docs/kernels/flash_attention_sm90.md)."""
+    masked and a tile past n_q stores its rows without TMA. STRIDED takes q, k, v and out as
+    transformers passes them, (B, L, H, D) in memory seen as (B, H, L, D), by TMA at a column
+    offset. Both await their A/B (docs/kernels/flash_attention_sm90.md)."""
     short = causal and 0 < n_kv <= 512
     return {"BLOCK_M": 64, "BLOCK_N": 64 if short or head_dim > 128 else 128, "STAGES": 2,
-            "OWN_BLOCKS": short, "RAGGED": False, "CONSUMER_REGS": 240, "num_warps": 4,
-            "maxnreg": 168}
+            "OWN_BLOCKS": short, "RAGGED": False, "STRIDED": False, "CONSUMER_REGS": 240,
+            "num_warps": 4, "maxnreg": 168}
+
+
+def _strided(t) -> bool:
+    """(B, H, L, D) ``t`` is a transpose of a contiguous (B, L, H, D): transformers' layout."""
+    return t.transpose(1, 2).is_contiguous() and not t.is_contiguous()
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not."""
     c = {**config(q.shape[-1], causal, k.shape[2]), **(cfg or {})}
     whole = (1, 1) if c.get("RAGGED") else (2 * c["BLOCK_M"], c["BLOCK_N"])  # tiles to fill
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": whole[0], "BLOCK_N": whole[1]}, out)
+    if c.get("STRIDED") and not all(_strided(t) for t in (q, k, v, q if out is None else out)):
+        return "STRIDED takes q, k, v and out in transformers' layout"
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": whole[0], "BLOCK_N": whole[1]}, out,
+                     strided=bool(c.get("STRIDED")))
+
+
+def _desc(t, rows: int, strided: bool):
+    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (see _at), tiles of rows x D."""
+    if not strided:
+        return F9.desc(t, rows)
+    b, h, n, d = t.shape
+    view = t.transpose(1, 2).view(b * n, h * d)
+    el = F9.gl.float16 if t.dtype == torch.float16 else F9.gl.bfloat16
+    layout = F9.gl.NVMMASharedLayout.get_default_for([rows, d], el)
+    return F9.TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, d], layout)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
@@ -225,11 +270,14 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     hkv, n_kv = k.shape[1:3]
     c = {**config(d, causal, n_kv), **(cfg or {})}
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
-    o = torch.empty_like(q) if out is None else out
+    strided = c["STRIDED"]
+    o = (torch.empty_like(q) if not strided else  # O in the layout q came in
+         torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)) \
+        if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    desc = F9.desc
     flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
-        desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), o, lse, scale * F9.LOG2E, h,
-        h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
+        _desc(q, bm, strided), _desc(k, bn, strided), _desc(v, bn, strided),
+        _desc(o, bm, strided), o, lse, scale * F9.LOG2E, h, h // hkv, n_q, n_kv, HEAD_DIM=d,
+        BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
     return o, lse
