@@ -27,8 +27,11 @@ def test_split_layer_equals_the_whole(config, layer_type):
 
 @pytest.mark.slow
 def test_without_the_all_reduces_it_differs():
+    """The control: each rank's partial sums alone. Weights initialised as the model does (std
+    0.02) keep the attention and MLP small beside the residual, so the output moves by a few
+    parts in a thousand, against under 1e-5 with the all-reduces."""
     cfg = M.from_hf_dict(LLAMA, "tiny")
-    assert T.check_split(cfg, "full", M.Phase.prefill(2, 24), tp=2, reduce=False) > 1e-2
+    assert T.check_split(cfg, "full", M.Phase.prefill(2, 24), tp=2, reduce=False) > 1e-3
 
 
 def test_part6_answer_follows_the_numbers():
