@@ -25,6 +25,30 @@ from rooflab.units import si
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
 
 
+def resident_bytes(layer, cfg: M.ModelConfig, phase: M.Phase, layer_type: str,
+                   itemsize: int) -> int:
+    """What a call of the layer reads that is still there at its next call: its weights and,
+    at decode, its KV cache."""
+    weights = sum(p.numel() * p.element_size() for p in layer.parameters())
+    if phase.kind != "decode":
+        return weights
+    kept = (min(phase.kv_len, cfg.sliding_window) if layer_type == "sliding" and
+            cfg.sliding_window else phase.kv_len)
+    return weights + phase.batch * kept * M.kv_per_token(cfg) * itemsize
+
+
+def l2_sentence(row: dict) -> str:
+    """Said where a layer timed in a loop runs from L2: a model's step, reading every layer in
+    turn, evicts a layer's weights before its next step, so the prediction (from HBM) sits
+    above the measurement there."""
+    l2, kept = row.get("l2_bytes"), row.get("resident_bytes")
+    if not l2 or kept is None or kept > l2:
+        return ""
+    return (f"its weights and cache ({si(kept, 'B')}) fit in the {si(l2, 'B')} L2, so timed in "
+            "a loop it reads them from L2; in a model, whose step reads every layer in turn, "
+            "they come from memory, as the prediction has them")
+
+
 def _component_names(layer, family: str) -> dict[str, str]:
     names = {}
     for path, _ in layer.named_modules():
@@ -122,6 +146,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     """One configuration: wall time, profiled kernel time and the prediction, per component."""
     tdtype = torch_dtype(dtype or cfg.dtype)
     layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
+    kept = resident_bytes(layer, cfg, phase, layer_type, tdtype.itemsize)
     call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
                       layer=layer)
     costs = costs or OC.measure_op_costs(device)
@@ -171,6 +196,8 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
         "kernels_counted": sum(d["kernels"] for d in per.values()),
         "timeline": prof.timeline, "components": comps, "ops": ops,
         "ops_matched_s": sum(o["kernel_s"] or 0 for o in ops), "notes": prof.notes,
-        "trace_path": prof.trace_path,
+        "trace_path": prof.trace_path, "resident_bytes": kept,
+        "l2_bytes": torch.cuda.get_device_properties(device).L2_cache_size
+        if device == "cuda" else None,
     }
 
