@@ -113,11 +113,9 @@ def test_flash_resources_compiles_for_hopper_without_a_gpu(tmp_path):
     assert bad.stderr.strip().splitlines()[-1].startswith("flash_resources.py: error: --variant")
 
 
-def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
-    """The Gluon FlashAttention, compiled for sm_90 by the installed Triton with no GPU: no
-    spills, and ptxas keeps its wgmma ops in flight (it does not serialize them) at every head
-    dim, causal too; its default tiles fit at least two programs an SM; its shared memory is
-    the hand count of its tiles (Q's, and every stage's K and V)."""
+def _gluon_compiled(tmp_path, kind: str, head_dims: str, variants: list[str]) -> list[dict]:
+    """flash_resources.py's rows for a Gluon kernel (--gluon or --gluon-ws), causal and not,
+    each variant NAME=JSON beside the default; skips where this Triton cannot build for sm_90."""
     triton = pytest.importorskip("triton")
     if not os.path.exists(triton.knobs.nvidia.ptxas.path):
         pytest.skip("this Triton has no CUDA tools to compile for a GPU")
@@ -128,12 +126,22 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
     env["PYTHONPATH"] = ROOT
     rows = []
     for causal in ([], ["--causal"]):
-        cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--gluon",
-               "--head-dims", "64,128,256", *causal,
-               "--variant", 'n64={"BLOCK_N": 64}']
+        cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), kind,
+               "--head-dims", head_dims, *causal,
+               *[x for v in variants for x in ("--variant", v)]]
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stderr[-2000:]
-        rows += json.load(open(tmp_path / "flash_resources_gluon.json"))["rows"]
+        name = "flash_resources_gluon_ws" if kind == "--gluon-ws" else "flash_resources_gluon"
+        rows += json.load(open(tmp_path / f"{name}.json"))["rows"]
+    return rows
+
+
+def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
+    """The Gluon FlashAttention, compiled for sm_90 by the installed Triton with no GPU: no
+    spills, and ptxas keeps its wgmma ops in flight (it does not serialize them) at every head
+    dim, causal too; its default tiles fit at least two programs an SM; its shared memory is
+    the hand count of its tiles (Q's, and every stage's K and V)."""
+    rows = _gluon_compiled(tmp_path, "--gluon", "64,128,256", ['n64={"BLOCK_N": 64}'])
     by = {(r["head_dim"], r["causal"], r["name"]): r for r in rows}
     for (d, causal, name), r in by.items():
         assert "error" not in r, r
@@ -149,30 +157,15 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     last row) and STRIDED (transformers' layout), compiled for sm_90 with no GPU: no spills, no
     wgmma serialized; its shared memory is the hand count of its tiles (two warpgroups' Q,
     every stage's K and V)."""
-    triton = pytest.importorskip("triton")
-    if not os.path.exists(triton.knobs.nvidia.ptxas.path):
-        pytest.skip("this Triton has no CUDA tools to compile for a GPU")
-    from rooflab.kernels import flash_attention_sm90 as F9
-    if F9.GLUON_MISSING:
-        pytest.skip(F9.GLUON_MISSING)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = ROOT
-    rows = []
-    for causal in ([], ["--causal"]):
-        cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--gluon-ws",
-               "--head-dims", "128,256", *causal, "--variant", 'rag={"RAGGED": true}',
-               "--variant", 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}',
-               "--variant", 'hf={"RAGGED": true, "STRIDED": true}']
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-        assert run.returncode == 0, run.stderr[-2000:]
-        rows += json.load(open(tmp_path / "flash_resources_gluon_ws.json"))["rows"]
+    rows = _gluon_compiled(tmp_path, "--gluon-ws", "128,256", [
+        'rag={"RAGGED": true}', 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}',
+        'hf={"RAGGED": true, "STRIDED": true}'])
     assert len(rows) == 16
     for r in rows:
         assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
         c = r["config"]
         hand = (2 * c["BLOCK_M"] + 2 * c["STAGES"] * c["BLOCK_N"]) * r["head_dim"] * 2
         assert hand <= r["shared_bytes"] <= hand + 2048, r
-
 
 @pytest.mark.parametrize("phase,change", [
     ("prefill", {"lq": 40, "lkv": 70}),                               # fewer queries, causal

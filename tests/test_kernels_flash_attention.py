@@ -205,14 +205,22 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
     assert e["lse_max_abs_err"] < 1e-3, e
 
 
+WS_WHOLE = [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4), (1, 2, 512, 1024, 256, 2),
+            (1, 8, 128, 128, 128, 8), (4, 8, 256, 256, 128, 2)]
+WS_RAGGED = [(2, 8, 200, 200, 128, 2), (1, 4, 100, 333, 128, 4), (1, 2, 77, 1000, 256, 1),
+             (3, 6, 130, 130, 128, 3), (1, 4, 256, 256, 128, 2)]  # (and whole, under RAGGED)
+WS_CASES = ([(s, c) for s in WS_WHOLE for c in ({}, {"BLOCK_N": 64}, {"OWN_BLOCKS": True},
+                                                {"OWN_BLOCKS": True, "BLOCK_N": 64})]
+            + [(s, c) for s in WS_RAGGED for c in ({"RAGGED": True}, {
+                "RAGGED": True, "BLOCK_N": 64, "OWN_BLOCKS": True})])
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4),
-                                   (1, 2, 512, 1024, 256, 2), (1, 8, 128, 128, 128, 8),
-                                   (4, 8, 256, 256, 128, 2)])
+@pytest.mark.parametrize("shape,cfg", WS_CASES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64}, {"OWN_BLOCKS": True},
-                                 {"OWN_BLOCKS": True, "BLOCK_N": 64}])
 def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
+    """Every output row written (out starts NaN); with RAGGED, lengths that are not whole
+    tiles, and no row written past its head's (the next head's rows are checked with it)."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape
     cfg = {**F9W.config(d, causal, n_kv), **cfg}
@@ -222,31 +230,6 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
     if why:
         pytest.skip(f"the Gluon kernel does not take this: {why}")
     e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
-                  kernel=lambda q, k, v, causal: F9W.flash_attention_sm90_ws(
-                      q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
-    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
-    assert e["lse_max_abs_err"] < 1e-3, e
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(2, 8, 200, 200, 128, 2), (1, 4, 100, 333, 128, 4),
-                                   (1, 2, 77, 1000, 256, 1), (3, 6, 130, 130, 128, 3),
-                                   (1, 4, 256, 256, 128, 2)])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{"RAGGED": True},
-                                 {"RAGGED": True, "BLOCK_N": 64, "OWN_BLOCKS": True}])
-def test_flash_attention_sm90_ws_takes_ragged_lengths(shape, causal, cfg):
-    """RAGGED: lengths that are not whole tiles (and whole ones, under the same flag). Every
-    output row written (out starts NaN) and none past its head's (the next head's rows are
-    checked with it)."""
-    from rooflab.kernels import flash_attention_sm90_ws as F9W
-    b, h, n_q, n_kv, d, hkv = shape
-    q = torch.empty(b, h, n_q, d, device="cuda", dtype=torch.bfloat16)
-    k = torch.empty(b, hkv, n_kv, d, device="cuda", dtype=torch.bfloat16)
-    why = F9W.usable(q, k, k, causal, cfg)
-    if why:
-        pytest.skip(f"the Gluon kernel does not take this: {why}")
-    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_q,
                   kernel=lambda q, k, v, causal: F9W.flash_attention_sm90_ws(
                       q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
