@@ -5,7 +5,8 @@ measure.op_classes' cost on a measured roof: the roofline time on the ceilings (
 measured for its kind of attention kernel), the generic elementwise loop's element rate where
 the op takes that path, plus the measured floor of a tiny kernel of its class. ``roofline_s``
 beside it is the plain roofline (no floors, one bandwidth), to show what the rest adds. A
-whole-model prediction adds ``gap_s``, the host's gap between kernels, once per kernel.
+whole-model prediction adds ``gap_s`` once per kernel: the device's idle time between two kernels
+of a CUDA-graph replay, read from a replay's trace (op_classes.graph_gap_s).
 
 Views group the same op times by a key: by_op (op and shapes, as the profiler names kernels'
 ops), by_module (the module the op ran under), by_layer (layer i, embedding, lm_head, final
