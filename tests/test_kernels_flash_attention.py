@@ -215,12 +215,7 @@ WS_CASES = ([(s, c) for s in WS_WHOLE for c in ({}, {"BLOCK_N": 64}, {"OWN_BLOCK
                 "RAGGED": True, "BLOCK_N": 64, "OWN_BLOCKS": True})])
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape,cfg", WS_CASES)
-@pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
-    """Every output row written (out starts NaN); with RAGGED, lengths that are not whole
-    tiles, and no row written past its head's (the next head's rows are checked with it)."""
+def _ws_matches_fp64(shape, causal, cfg):
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape
     cfg = {**F9W.config(d, causal, n_kv), **cfg}
@@ -234,6 +229,29 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
                       q, k, v, causal, cfg=cfg, out=torch.full_like(q, float("nan"))))
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
     assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,cfg", WS_CASES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
+    """Every output row written (out starts NaN); with RAGGED, lengths that are not whole
+    tiles, and no row written past its head's (the next head's rows are checked with it)."""
+    _ws_matches_fp64(shape, causal, cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,cfg", [
+    *[(s, {"PERSISTENT": True}) for s in WS_WHOLE],
+    ((16, 8, 1024, 1024, 128, 2), {"PERSISTENT": True}),  # 1,024 tiles
+    ((128, 4, 256, 256, 128, 2), {"PERSISTENT": True, "BLOCK_N": 64, "OWN_BLOCKS": True}),
+    *[(s, {"PERSISTENT": True, "RAGGED": True}) for s in WS_RAGGED],
+    ((32, 6, 300, 300, 128, 3), {"PERSISTENT": True, "RAGGED": True})])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, causal, cfg):
+    """PERSISTENT: one program an SM walks every tile (more tiles than SMs in most rows), its
+    barriers' phases carried from tile to tile. Apart from the test above: a wrong phase hangs."""
+    _ws_matches_fp64(shape, causal, cfg)
 
 
 @pytest.mark.gpu
