@@ -8,8 +8,10 @@ flash_attention_sm90.py's loop (block j's Q K^T and block j-1's P V in flight to
 softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
-empty one (both consumers arrive once their ops that read the slot are done). Scope as
-flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows; with RAGGED, any lengths.
+empty one (both consumers arrive once their ops that read the slot are done); PERSISTENT, where
+one program walks many tiles, adds an empty barrier to each Q buffer. Scope as
+flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows; with RAGGED any lengths,
+with STRIDED transformers' layout (config says each variant's part).
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -99,7 +101,7 @@ if F9.gluon is not None:
         b, h, m0, delta, n_blocks = _tile(t, n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL,
                                           PERSISTENT)
         for w in gl.static_range(2):
-            if PERSISTENT:  # the last tile's O has left this Q buffer
+            if PERSISTENT:  # its consumer is done with the last tile's Q
                 mbarrier.wait(q_empty.index(w), (i & 1) ^ 1)
             _load(q_desc, _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM, STRIDED),
                   bar_q.index(w), q_smem.index(w))
