@@ -79,8 +79,9 @@ def test_resident_bytes_are_the_weights_and_the_cache_by_hand():
 
 
 def test_the_l2_sentence_follows_the_sizes_both_ways():
-    row = {"resident_bytes": 16e6, "l2_bytes": 50 * 2**20}
+    row = {"phase": "decode", "resident_bytes": 16e6, "l2_bytes": 50 * 2**20}
     assert "fit in the 52.4 MB L2, so timed in a loop it reads them from L2" in \
         LM.l2_sentence(row)
     assert LM.l2_sentence({**row, "resident_bytes": 500e6}) == ""  # read from memory anyway
     assert LM.l2_sentence({**row, "l2_bytes": None}) == ""         # a CPU: not said
+    assert LM.l2_sentence({**row, "phase": "prefill"}) == ""       # its activations' time

@@ -38,11 +38,11 @@ def resident_bytes(layer, cfg: M.ModelConfig, phase: M.Phase, layer_type: str,
 
 
 def l2_sentence(row: dict) -> str:
-    """Said where a layer timed in a loop runs from L2: a model's step, reading every layer in
-    turn, evicts a layer's weights before its next step, so the prediction (from HBM) sits
-    above the measurement there."""
+    """Said where a decode layer timed in a loop runs from L2. A model's step reads every layer
+    in turn and evicts a layer's weights before its next step, so a prediction that reads them
+    from memory sits above the loop's measurement. (A prefill's time is its activations'.)"""
     l2, kept = row.get("l2_bytes"), row.get("resident_bytes")
-    if not l2 or kept is None or kept > l2:
+    if row.get("phase") != "decode" or not l2 or kept is None or kept > l2:
         return ""
     return (f"its weights and cache ({si(kept, 'B')}) fit in the {si(l2, 'B')} L2, so timed in "
             "a loop it reads them from L2; in a model, whose step reads every layer in turn, "
