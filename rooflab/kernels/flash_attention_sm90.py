@@ -186,9 +186,10 @@ def config(head_dim: int) -> dict:
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
-           strided: bool = False) -> str | None:
+           strided: bool = False, ragged: bool = False) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs).
-    ``strided``: the caller takes other layouts than contiguous and has checked them."""
+    A caller that takes other layouts than contiguous (``strided``, checked by it) or lengths
+    that are not whole tiles (``ragged``) says so."""
     if GLUON_MISSING:
         return GLUON_MISSING
     c = cfg or config(q.shape[-1])
@@ -198,7 +199,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "causal with more queries than keys"
     if q.shape[-1] not in (64, 128, 256) or q.dtype not in (torch.float16, torch.bfloat16):
         return "head dim or dtype"
-    if q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]:
+    if not ragged and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
         return "lengths not whole tiles"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"

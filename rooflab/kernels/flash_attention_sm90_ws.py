@@ -321,11 +321,10 @@ def _strided(t) -> bool:
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not."""
     c = {**config(q.shape[-1], causal, k.shape[2]), **(cfg or {})}
-    whole = (1, 1) if c.get("RAGGED") else (2 * c["BLOCK_M"], c["BLOCK_N"])  # tiles to fill
-    if c.get("STRIDED") and not all(_strided(t) for t in (q, k, v, q if out is None else out)):
+    if c["STRIDED"] and not all(_strided(t) for t in (q, k, v, q if out is None else out)):
         return "STRIDED takes q, k, v and out in transformers' layout"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": whole[0], "BLOCK_N": whole[1]}, out,
-                     strided=bool(c.get("STRIDED")))
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out,
+                     strided=c["STRIDED"], ragged=c["RAGGED"])
 
 
 def _desc(t, rows: int, strided: bool):

@@ -637,9 +637,8 @@ def hbm_latency_s(device: str) -> float:
 
 def graph_gap_s(fn, kernels: int = 256) -> float:
     """Per kernel, the idle time between two kernels of a CUDA-graph replay of ``kernels`` tiny
-    kernels, read from one replay's trace kernel to kernel. (Timing the replay by a pair of
-    events, less its kernels profiled in other replays, moved 0.36-0.59 us from run to run where
-    whole models' own replays show 0.24-0.35: docs/predictions.md.)"""
+    kernels, read from one replay's trace kernel to kernel: the figure a model's own graph
+    replay gives (why not events around the replay: docs/predictions.md)."""
     replay = capture_graph(lambda: [fn() for _ in range(kernels)])
     warm_until = time.perf_counter() + 0.05  # an idle GPU's clocks ramp up first
     while time.perf_counter() < warm_until:
