@@ -15,8 +15,6 @@
 #          generate_moe (three mixtures of
 #          experts generating, predicted against measured; MOE_MODELS, MOE_SHAPES narrow or
 #          widen it; generate_mixtral: the largest alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
-#          ab_ragged, ab_blhd and ab_persistent (the Gluon kernel's RAGGED, STRIDED and
-#          PERSISTENT variants' A/Bs; the last hangs if its barriers are wrong: PART_TIMEOUT),
 #          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode"),
 #          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
 #          decode_ops (a decode's small ops
@@ -79,22 +77,6 @@ has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --di
 has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
-# the warp-specialized FlashAttention's RAGGED, STRIDED and PERSISTENT variants against the
-# default path: docs/kernels/flash_attention_sm90.md, "Awaiting an A/B"
-has ab_ragged && run ab_ragged python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ragged \
-  --variant 'rag={"GLUON_WS": {"RAGGED": true}}' --rows "[(2, 32, 8, 1000, 128, 'bf16', True),
-  (2, 32, 8, 3001, 128, 'bf16', True), (2, 32, 8, 1000, 128, 'bf16', False),
-  (1, 32, 8, 777, 256, 'bf16', True)]"
-has ab_persistent && run ab_persistent python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_flash_persistent --variant 'own={"GLUON_WS": {"BLOCK_N": 64, "OWN_BLOCKS": true}}' \
-  --variant 'pers={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}' \
-  --variant 'pers128={"GLUON_WS": {"PERSISTENT": true}}' --rows "[(128, 32, 8, 256, 128,
-  'bf16', True), (32, 32, 8, 512, 128, 'bf16', True), (8, 32, 8, 2048, 128, 'bf16', True),
-  (2, 32, 8, 4096, 128, 'bf16', False)]"
-has ab_blhd && run ab_blhd python3 benchmarks/ab_flash.py "$cur" --layout blhd \
-  --name ab_flash_blhd --variant 'hf={"GLUON_WS": {"STRIDED": true}}' \
-  --variant 'hfrag={"GLUON_WS": {"STRIDED": true, "RAGGED": true}}' --rows "[(2, 32, 8, 2048,
-  128, 'bf16', True), (2, 32, 8, 1500, 128, 'bf16', True), (8, 32, 8, 1024, 128, 'bf16', False)]"
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

@@ -241,29 +241,14 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,cfg", [
-    *[(s, {"PERSISTENT": True}) for s in WS_WHOLE],
-    ((16, 8, 1024, 1024, 128, 2), {"PERSISTENT": True}),  # 1,024 tiles
-    ((128, 4, 256, 256, 128, 2), {"PERSISTENT": True, "BLOCK_N": 64, "OWN_BLOCKS": True}),
-    *[(s, {"PERSISTENT": True, "RAGGED": True}) for s in WS_RAGGED],
-    ((32, 6, 300, 300, 128, 3), {"PERSISTENT": True, "RAGGED": True})])
-@pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, causal, cfg):
-    """PERSISTENT: one program an SM walks every tile (more tiles than SMs in most rows), its
-    barriers' phases carried from tile to tile. Apart from the test above: a wrong phase hangs."""
-    _ws_matches_fp64(shape, causal, cfg)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 256, 4),
                                    (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
-    """STRIDED: q, k, v and out as transformers passes them, (B, L, H, D) in memory seen as
-    (B, H, L, D); with RAGGED where the lengths are not whole tiles."""
+    """q, k, v and out as transformers passes them, (B, L, H, D) in memory seen as (B, H, L, D),
+    run STRIDED, and RAGGED where the lengths are not whole tiles, from the inputs alone."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape
-    cfg = {"STRIDED": True, "RAGGED": n_q % 128 != 0 or n_kv % 128 != 0}
 
     def blhd(t):  # the same values, laid out as transformers' projections leave them
         return t.transpose(1, 2).contiguous().transpose(1, 2)
@@ -271,8 +256,9 @@ def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
     def kernel(q, k, v, causal):
         out = torch.full((b, n_q, h, d), float("nan"), device="cuda", dtype=q.dtype)
         q, k, v, out = blhd(q), blhd(k), blhd(v), out.transpose(1, 2)
-        assert F9W.usable(q, k, v, causal, cfg, out) is None
-        return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
+        assert F9W.usable(q, k, v, causal, out=out) is None
+        assert F9W.flags(q, k, v, causal, out=out)["STRIDED"]
+        return F9W.flash_attention_sm90_ws(q, k, v, causal, out=out)
 
     e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
                   kernel=kernel)
@@ -283,8 +269,9 @@ def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
-    """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim; a
-    ragged length or an explicit config to the Triton kernel; every answer matches fp64."""
+    """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim, and
+    so do ragged lengths and transformers' layout at head dim 128; ragged lengths at 64 and 256
+    and an explicit config go to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
@@ -296,7 +283,7 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
                             calls.append(name) or real(*a, **k))
     for n, d, cfg, kernel in [(1024, 64, None, FA.GLUON[64]), (1024, 128, None, FA.GLUON[128]),
                               (512, 256, None, FA.GLUON[256]), (1000, 64, None, None),
-                              (1000, 128, None, None)]:
+                              (1000, 128, None, FA.GLUON[128]), (1000, 256, None, None)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
@@ -305,6 +292,11 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
     calls.clear()
     FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config: the Triton kernel
     assert calls == []
+    hf = q.transpose(1, 2).contiguous().transpose(1, 2)  # transformers' layout
+    o, _ = FA.flash_attention(hf, hf, hf, causal)
+    assert calls == [FA.GLUON[128]] and o.stride() == hf.stride()
+    torch.testing.assert_close(o, FA.flash_attention(q, q, q, causal, cfg={})[0], atol=2e-3,
+                               rtol=0)
 
 
 @pytest.mark.gpu
@@ -320,3 +312,27 @@ def test_flash_attention_extra_memory_is_linear():
     assert extra[16384] <= 16384 * 8 * (128 * 2 + 4) * 1.1
 
 
+
+
+def test_the_warp_specialized_kernels_flags_follow_the_inputs():
+    """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys), STRIDED where
+    q, k, v and out all come in transformers' layout; a config's keys win."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+
+    def t(n, heads=8, hf=False):
+        return (torch.empty(2, n, heads, 128).transpose(1, 2) if hf
+                else torch.empty(2, heads, n, 128))
+
+    def flags(q, k, causal=False, cfg=None):
+        f = F9W.flags(q, k, k, causal, cfg)
+        return f["RAGGED"], f["STRIDED"]
+
+    assert flags(t(256), t(256)) == (False, False)
+    assert flags(t(200), t(256)) == (True, False)     # 200 query rows: not whole tiles of 128
+    assert flags(t(256), t(320)) == (True, False)     # 320 keys: not whole blocks of 128
+    assert flags(t(256), t(320), causal=True) == (False, False)  # short causal: 64-key blocks
+    assert flags(t(256), t(1000), causal=True) == (True, False)
+    assert flags(t(256), t(576), causal=True) == (True, False)   # 576 keys: 128-key blocks
+    assert flags(t(256, hf=True), t(256, hf=True)) == (False, True)
+    assert flags(t(256, hf=True), t(256)) == (False, False)  # K and V from a cache: not all
+    assert flags(t(256), t(256), cfg={"RAGGED": True}) == (True, False)

@@ -8,10 +8,8 @@ flash_attention_sm90.py's loop (block j's Q K^T and block j-1's P V in flight to
 softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
-empty one (both consumers arrive once their ops that read the slot are done); PERSISTENT, where
-one program walks many tiles, adds an empty barrier to each Q buffer. Scope as
-flash_attention_sm90.usable says, in tiles of 2 x BLOCK_M query rows; with RAGGED any lengths,
-with STRIDED transformers' layout (config says each variant's part).
+empty one (both consumers arrive once their ops that read the slot are done). Scope as
+flash_attention_sm90.usable says, any lengths (RAGGED) and transformers' layout (STRIDED) too.
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -30,22 +28,13 @@ if F9.gluon is not None:
         tma_store, warpgroup_mma, warpgroup_mma_wait)
 
     @gluon.jit
-    def _tile(t, n_q, n_kv, H, GROUP, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
-        # a tile of 2 x BLOCK_M query rows of one head: its batch, head, first row, the
-        # causal offset and its key blocks. Persistent: tile t, query tiles fastest; else the
-        # program's own
-        if PERSISTENT:
-            n_m = gl.cdiv(n_q, 2 * BLOCK_M)
-            start_m = t % n_m
-            bh = t // n_m
-            if CAUSAL:  # a head's longest tiles first
-                start_m = n_m - 1 - start_m
-        else:
-            start_m = gl.program_id(0)
-            if CAUSAL:  # the longest tiles first
-                start_m = gl.num_programs(0) - 1 - start_m
-            bh = gl.program_id(1)
+    def _tile(n_q, n_kv, H, GROUP, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              CAUSAL: gl.constexpr):
+        # this program's 2 x BLOCK_M query rows: their first row, the K/V rows, the blocks
+        start_m = gl.program_id(0)
+        if CAUSAL:  # the longest tiles first
+            start_m = gl.num_programs(0) - 1 - start_m
+        bh = gl.program_id(1)
         m0 = start_m * 2 * BLOCK_M
         delta = n_kv - n_q
         if CAUSAL:
@@ -69,17 +58,6 @@ if F9.gluon is not None:
         tma_load(desc, [at[0], at[1]], bar, dst)
 
     @gluon.jit
-    def _store_rows(O, o, rows, b, h, H, n_q, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
-        # O's rows ``rows`` (those below n_q) from registers: no shared memory, no TMA box
-        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o.type.layout))
-        row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, STRIDED)
-        if STRIDED:  # elements from one row of the view to the next
-            out = O + (row * (H * HEAD_DIM) + col)[:, None] + offs_d[None, :]
-        else:
-            out = O + (row * HEAD_DIM)[:, None] + offs_d[None, :]
-        gl.store(out, o, mask=(rows < n_q)[:, None])
-
-    @gluon.jit
     def _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
                   RAGGED: gl.constexpr):
         # a ragged n_kv's last block holds rows past the head's keys: they score -inf (causal
@@ -90,61 +68,36 @@ if F9.gluon is not None:
         return s
 
     @gluon.jit
-    def _produce(descs, smem, bars, t, it, i, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
-                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                 CAUSAL: gl.constexpr, STRIDED: gl.constexpr, PERSISTENT: gl.constexpr):
-        # tile t, the program's i-th; its key blocks are the program's it-th on: they pick
-        # the ring's slots and phases. Returns the blocks loaded.
+    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
+                  STRIDED: gl.constexpr, W: gl.constexpr):
         q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
-        bar_q, k_ready, k_empty, v_ready, v_empty, q_empty = bars
-        b, h, m0, delta, n_blocks = _tile(t, n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL,
-                                          PERSISTENT)
+        bar_q, k_ready, k_empty, v_ready, v_empty = bars
+        b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
-            if PERSISTENT:  # its consumer is done with the last tile's Q
-                mbarrier.wait(q_empty.index(w), (i & 1) ^ 1)
             _load(q_desc, _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM, STRIDED),
                   bar_q.index(w), q_smem.index(w))
         for j in range(n_blocks):
-            slot = (it + j) % STAGES
-            free = (((it + j) // STAGES) & 1) ^ 1  # a fresh barrier reads as free at parity 1
+            slot = j % STAGES
+            free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
             at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, n_kv, HEAD_DIM, STRIDED)
             mbarrier.wait(k_empty.index(slot), free)
             _load(k_desc, at, k_ready.index(slot), k_smem.index(slot))
             mbarrier.wait(v_empty.index(slot), free)
             _load(v_desc, at, v_ready.index(slot), v_smem.index(slot))
-        return n_blocks
 
     @gluon.jit
-    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
-                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
-                  RAGGED: gl.constexpr, STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                  W: gl.constexpr):
-        if PERSISTENT:  # tiles pid, pid + programs, ...
-            it = 0
-            i = 0
-            for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-                it += _produce(descs, smem, bars, t, it, i, H, GROUP, n_q, n_kv, HEAD_DIM,
-                               BLOCK_M, BLOCK_N, STAGES, CAUSAL, STRIDED, PERSISTENT)
-                i += 1
-        else:
-            _produce(descs, smem, bars, 0, 0, 0, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                     BLOCK_N, STAGES, CAUSAL, STRIDED, PERSISTENT)
-
-    @gluon.jit
-    def _consume(descs, smem, bars, qk_scale, t, it, i, H, GROUP, n_q, n_kv,
-                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
-                 RAGGED: gl.constexpr, STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                 W: gl.constexpr):
-        # warpgroup W's 64 rows of tile t's 128 (t, it, i as _produce has them); returns the
-        # tile's key blocks
+    def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
+                  STRIDED: gl.constexpr, W: gl.constexpr):
+        # warpgroup W's 64 rows of the program's 128
         q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
-        bar_q, k_ready, k_empty, v_ready, v_empty, q_empty = bars
-        b, h, m0, delta, n_blocks = _tile(t, n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL,
-                                          PERSISTENT)
+        bar_q, k_ready, k_empty, v_ready, v_empty = bars
+        b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -164,15 +117,14 @@ if F9.gluon is not None:
             mine = gl.cdiv(gl.minimum(first + BLOCK_M + delta, n_kv), BLOCK_N)
         q = q_smem.index(W)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-        mbarrier.wait(bar_q.index(W), i & 1)
+        mbarrier.wait(bar_q.index(W), 0)
 
         # block 0
-        slot = it % STAGES
-        mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
-        s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+        mbarrier.wait(k_ready.index(0), 0)
+        s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)
         s = warpgroup_mma_wait(0, deps=[s_tok])
-        mbarrier.arrive(k_empty.index(slot), count=1)
+        mbarrier.arrive(k_empty.index(0), count=1)
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
         s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
         p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
@@ -181,12 +133,12 @@ if F9.gluon is not None:
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
 
         for j in range(1, mine):
-            slot = (it + j) % STAGES
-            prev = (it + j - 1) % STAGES
-            mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
             s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                                   is_async=True)
-            mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
             acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=[s_tok])
             mbarrier.arrive(k_empty.index(slot), count=1)
@@ -197,17 +149,15 @@ if F9.gluon is not None:
             mbarrier.arrive(v_empty.index(prev), count=1)
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
-        if PERSISTENT:  # the tile's last Q K^T is done: its Q buffer may take the next tile's
-            mbarrier.arrive(q_empty.index(W), count=1)
 
-        last = (it + mine - 1) % STAGES
-        mbarrier.wait(v_ready.index(last), ((it + mine - 1) // STAGES) & 1)
+        last = (mine - 1) % STAGES
+        mbarrier.wait(v_ready.index(last), ((mine - 1) // STAGES) & 1)
         acc = warpgroup_mma_wait(0, deps=[warpgroup_mma(p_op, v_smem.index(last), acc,
                                                         is_async=True)])
         mbarrier.arrive(v_empty.index(last), count=1)
         for j in range(mine, n_blocks):  # the other warpgroup's blocks: released unread, each
-            slot = (it + j) % STAGES      # once landed (an early arrival would free a slot the
-            phase = ((it + j) // STAGES) & 1  # other warpgroup still reads)
+            slot = j % STAGES             # once landed (an early arrival would free a slot the
+            phase = (j // STAGES) & 1     # other warpgroup still reads)
             mbarrier.wait(k_ready.index(slot), phase)
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.wait(v_ready.index(slot), phase)
@@ -221,44 +171,28 @@ if F9.gluon is not None:
             gl.store(lse_at, lse, mask=rows < n_q)
         else:
             gl.store(lse_at, lse)
-        if PERSISTENT:  # the Q buffer already holds the next tile's Q
-            _store_rows(O, acc.to(dtype), rows, b, h, H, n_q, HEAD_DIM, STRIDED)
-        elif RAGGED and first + BLOCK_M > n_q:  # a tile past the head's last row: its rows
-            _store_rows(O, acc.to(dtype), rows, b, h, H, n_q, HEAD_DIM, STRIDED)
+        if RAGGED and first + BLOCK_M > n_q:  # a tile past the head's last row: only its rows
+            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, STRIDED)
+            if STRIDED:                      # elements from one row of the view to the next
+                out = O + (row * (H * HEAD_DIM) + col)[:, None] + offs_d[None, :]
+            else:
+                out = O + (row * HEAD_DIM)[:, None] + offs_d[None, :]
+            gl.store(out, acc.to(dtype), mask=(rows < n_q)[:, None])
         else:
             q.store(acc.to(dtype))               # this warpgroup's Q buffer holds its O
             fence_async_shared()
             tile = _at(b, h, first, H, n_q, HEAD_DIM, STRIDED)
             tma_store(o_desc, [tile[0], tile[1]], q)
             tma.store_wait(pendings=0)
-        return n_blocks
-
-    @gluon.jit
-    def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
-                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
-                  RAGGED: gl.constexpr, STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                  W: gl.constexpr):
-        if PERSISTENT:  # the producer's tiles, in its order
-            it = 0
-            i = 0
-            for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-                it += _consume(descs, smem, bars, qk_scale, t, it, i, H, GROUP, n_q, n_kv,
-                               HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                               STRIDED, PERSISTENT, W)
-                i += 1
-        else:
-            _consume(descs, smem, bars, qk_scale, 0, 0, 0, H, GROUP, n_q, n_kv, HEAD_DIM,
-                     BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, PERSISTENT,
-                     W)
 
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q,
-                          n_kv, n_tiles, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                          n_kv, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                           OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                          STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          STRIDED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -270,11 +204,6 @@ if F9.gluon is not None:
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2):
             mbarrier.init(bar_q.index(i), count=1)
-        q_empty = bar_q  # the consumers free a Q buffer for the next tile's (persistent only)
-        if PERSISTENT:
-            q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(2):
-                mbarrier.init(q_empty.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(k_ready.index(i), count=1)
             mbarrier.init(v_ready.index(i), count=1)
@@ -282,17 +211,14 @@ if F9.gluon is not None:
             mbarrier.init(v_empty.index(i), count=2)
         descs = (q_desc, k_desc, v_desc, o_desc, O, LSE)
         smem = (q_smem, k_smem, v_smem)
-        bars = (bar_q, k_ready, k_empty, v_ready, v_empty, q_empty)
+        bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
-            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
-                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED,
-                         PERSISTENT, 0)),
-            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
-                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED,
-                         PERSISTENT, 1)),
-            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
-                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED,
-                         PERSISTENT, 0))], [4, 1],
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 0)),
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 1)),
+            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -301,16 +227,12 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8).
     A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
-    RAGGED takes lengths that are not whole tiles: the last key block's rows past n_kv are
-    masked and a tile past n_q stores its rows without TMA. STRIDED takes q, k, v and out as
-    transformers passes them, (B, L, H, D) in memory seen as (B, H, L, D), by TMA at a column
-    offset. PERSISTENT runs one program an SM over every tile, the producer loading the next
-    tile's Q and K/V while the consumers finish the last. The three await their A/B
-    (docs/kernels/flash_attention_sm90.md)."""
+    RAGGED and STRIDED are off here, for whole tiles of contiguous tensors; flags() sets them
+    from the inputs."""
     short = causal and 0 < n_kv <= 512
     return {"BLOCK_M": 64, "BLOCK_N": 64 if short or head_dim > 128 else 128, "STAGES": 2,
-            "OWN_BLOCKS": short, "RAGGED": False, "STRIDED": False, "PERSISTENT": False,
-            "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "OWN_BLOCKS": short, "RAGGED": False, "STRIDED": False, "CONSUMER_REGS": 240,
+            "num_warps": 4, "maxnreg": 168}
 
 
 def _strided(t) -> bool:
@@ -318,11 +240,24 @@ def _strided(t) -> bool:
     return t.transpose(1, 2).is_contiguous() and not t.is_contiguous()
 
 
+def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
+    """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
+    whole tiles (a masked key tail; a tile past the last row stores without TMA), STRIDED
+    where q, k, v and out come in transformers' layout, (B, L, H, D) in memory seen as
+    (B, H, L, D), read by TMA at the head's column."""
+    c = config(q.shape[-1], causal, k.shape[2])
+    tensors = (q, k, v, q if out is None else out)
+    c.update(RAGGED=bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"]),
+             STRIDED=all(_strided(t) for t in tensors))
+    return {**c, **(cfg or {})}
+
+
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
-    """None where this kernel takes these inputs, else why not."""
-    c = {**config(q.shape[-1], causal, k.shape[2]), **(cfg or {})}
-    if c["STRIDED"] and not all(_strided(t) for t in (q, k, v, q if out is None else out)):
-        return "STRIDED takes q, k, v and out in transformers' layout"
+    """None where this kernel takes these inputs, else why not. Ragged lengths at head dim
+    256 go to the Triton kernel, faster there in the A/B (docs/kernels/flash_attention_sm90.md)."""
+    c = flags(q, k, v, causal, cfg, out)
+    if c["RAGGED"] and q.shape[-1] > 128 and "RAGGED" not in (cfg or {}):
+        return "ragged lengths at head dim 256"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out,
                      strided=c["STRIDED"], ragged=c["RAGGED"])
 
@@ -340,23 +275,20 @@ def _desc(t, rows: int, strided: bool):
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
                             cfg: dict | None = None, out: torch.Tensor | None = None):
-    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
+    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes;
+    without ``out``, O in q's layout."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
-    c = {**config(d, causal, n_kv), **(cfg or {})}
+    if out is None:
+        out = (torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
+               if _strided(q) else torch.empty_like(q))
+    c = flags(q, k, v, causal, cfg, out)
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
     strided = c["STRIDED"]
-    o = (torch.empty_like(q) if not strided else  # O in the layout q came in
-         torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)) \
-        if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    tiles = (triton.cdiv(n_q, 2 * bm), b * h)
-    n_tiles = tiles[0] * tiles[1]
-    grid = (min(n_tiles, torch.cuda.get_device_properties(q.device).multi_processor_count),) \
-        if c["PERSISTENT"] else tiles
-    flash_fwd_sm90_ws[grid](
+    flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
         _desc(q, bm, strided), _desc(k, bn, strided), _desc(v, bn, strided),
-        _desc(o, bm, strided), o, lse, scale * F9.LOG2E, h, h // hkv, n_q, n_kv, n_tiles,
+        _desc(out, bm, strided), out, lse, scale * F9.LOG2E, h, h // hkv, n_q, n_kv,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
-    return o, lse
+    return out, lse
