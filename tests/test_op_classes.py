@@ -211,6 +211,25 @@ def test_a_gather_and_a_masked_fill_take_their_own_loops_rate():
     assert costs.predict_s(mul, 1e30, 1e30) == pytest.approx(mul.out_elements / 1e9)
 
 
+def test_ropes_cat_and_mixed_order_sum_take_their_own_loops_rate():
+    """rotate_half on a head-transposed q (a cat of strided halves) and RoPE's sum of q * cos
+    with rotate_half(q) * sin (operands in different orders) each take their measured rate; a
+    sum under a broadcast keeps the multiply's, a contiguous sum is vectorized."""
+    q = torch.randn(1, 64, 8, 128).transpose(1, 2)
+    x1, neg_x2, dense, cos = q[..., :64], -q[..., 64:], q.contiguous(), torch.randn(1, 1, 64, 128)
+    cat, mixed, bcast, plain = (_one(f) for f in (
+        lambda: torch.cat((neg_x2, x1), dim=-1), lambda: q + dense, lambda: dense + cos,
+        lambda: x + x))
+    assert [OC.path(r) for r in (cat, mixed, bcast, plain)] == [
+        "strided", "strided", "broadcast", "vectorized"]
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9},
+                       loop_elements_per_s={"cat": {4: 5e8}, "add strided": {4: 6e8}})
+    assert costs.predict_s(cat, 1e30, 1e30) == pytest.approx(cat.out_elements / 5e8)
+    assert costs.predict_s(mixed, 1e30, 1e30) == pytest.approx(mixed.out_elements / 6e8)
+    assert costs.predict_s(bcast, 1e30, 1e30) == pytest.approx(bcast.out_elements / 1e9)
+    assert costs.predict_s(plain, 1e30, 1e30) == pytest.approx(plain.bytes / 1e30)
+
+
 def test_a_top_k_sort_or_few_row_reduction_takes_its_time_alone_at_its_shape():
     """Each top-k, sort and reduction of the last dimension to few rows is timed once alone (its
     passes step with size and bit width) and predicted at that time; a shape not timed keeps its

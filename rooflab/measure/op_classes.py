@@ -20,9 +20,11 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   computes each source index with modulo arithmetic and is slower still: it has a rate of its
   own ("indexed").
 
-Two ops take generic loops of their own (LOOP_OPS): a gather of rows (x[idx], how a router
+Four kernels are generic loops of their own (LOOP_OPS): a gather of rows (x[idx], how a router
 sends tokens to experts) reads nearly at the copy bandwidth, a fill under a broadcast boolean
-mask is slower than the multiply; each has its rate, measured the same way. A top-k or sort
+mask is slower than the multiply, and RoPE's rotate_half on a head-transposed q, a cat of two
+strided halves, and its sum of two operands laid out in different orders run at about half and
+two thirds of the multiply's rate; each has its rate, measured the same way. A top-k or sort
 runs radix passes that step with its size and bit width: each shape met is timed alone
 (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
 reduces each row with a warp or a block whose passes follow the row's length, until a long
@@ -92,10 +94,12 @@ COPY_OPS = {"clone", "copy_", "contiguous", "_to_copy"}
 # kernels that compute each element's source index with modulo arithmetic (torch.roll, which a
 # sliding-window cache runs at every step): limited by elements per second, at their own rate
 INDEXED_OPS = {"roll"}
-# ops whose generic loop is a kernel of its own, faster or slower per element than the
-# broadcast multiply: a gather of rows (x[idx]: its index kernel reads a row per output row, at
-# nearly the copy bandwidth) and a fill under a broadcast boolean mask
-LOOP_OPS = ("index", "masked_fill")
+# ops (or op and path) whose generic loop is a kernel of its own, faster or slower per element
+# than the broadcast multiply: a gather of rows (x[idx]: its index kernel reads a row per output
+# row, at nearly the copy bandwidth), a fill under a broadcast boolean mask, a cat of strided
+# parts (a copy into each half of the output: rows of half-width writes) and a sum of operands
+# in different orders (one of them read across its rows)
+LOOP_OPS = ("index", "masked_fill", "cat", "add strided")
 
 
 def op_class(r: count.OpRecord) -> str:
@@ -192,7 +196,9 @@ class OpCosts:
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
             t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
-        own = self.loop_elements_per_s.get(r.op.rstrip("_")) if cls == "generic" else None
+        loops = self.loop_elements_per_s
+        op = r.op.rstrip("_")
+        own = loops.get(f"{op} {path(r)}", loops.get(op)) if cls == "generic" else None
         if own:
             t = max(t, r.out_elements / _nearest(own, r.itemsize))
         elif cls == "generic":
@@ -608,8 +614,20 @@ def roll_rate(device: str, dtype: torch.dtype, elements: int) -> float:
 
 def loop_rate(op: str, device: str, dtype: torch.dtype, elements: int) -> float:
     """Elements per second of a LOOP_OPS op: a gather of rows (x[idx], 8 output rows per row of
-    a table of 1024 columns, as a router sends each token to 8 experts) or a fill of rows under
-    a broadcast boolean mask (rows x 1024, a mask of rows x 1)."""
+    a table of 1024 columns, as a router sends each token to 8 experts), a fill of rows under
+    a broadcast boolean mask (rows x 1024, a mask of rows x 1), or RoPE's on q of 8 heads of
+    128 as transformers leaves it, (1, L, 8, 128) seen as (1, 8, L, 128): cat((-x2, x1), -1) of
+    its halves and (q * cos) + (rotate_half(q) * sin), the first in q's order, the second not."""
+    if op in ("cat", "add strided"):
+        q = torch.randn(1, elements // 1024, 8, 128, device=device, dtype=dtype).transpose(1, 2)
+        if op == "cat":
+            x1, neg_x2 = q[..., :64], -q[..., 64:]
+            fn = lambda: torch.cat((neg_x2, x1), dim=-1)  # noqa: E731
+        else:
+            a, b = q * 2.0, torch.randn(q.shape, device=device, dtype=dtype)
+            fn = lambda: a + b  # noqa: E731
+        return q.numel() / time_call(fn, warmup=3, budget_s=0.2, device=device,
+                                     name=op).device_s
     rows = elements // 1024
     a = torch.randn(rows // 8 if op == "index" else rows, 1024, device=device, dtype=dtype)
     if op == "index":
