@@ -59,8 +59,6 @@ def main(out_dir: str, heldout: bool = False, moe: bool = False) -> None:
                       f"pred {r['predicted_s'] * 1e6:8.1f} us  pred/kernel "
                       f"{r['predicted_over_kernel']:.2f}  (plain roofline "
                       f"{r['roofline_s'] / r['kernel_s']:.2f})")
-                if LM.l2_sentence(r):
-                    print(f"    {LM.l2_sentence(r)}")
                 if not graph:  # per op and shapes: the model checked below the components
                     for o in r["ops"][:6]:
                         print(f"    {o['op'][:60]:60s} {o['class']:11s} pred "

@@ -83,14 +83,14 @@ def flush_write_back() -> dict:
 
     x = torch.rand(32 << 20, device="cuda")
     buf = torch.zeros(T.FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
-    real, out = T._flusher, {}
+    real, out = T.l2_flusher, {}
     try:
         for name, flush in (("zeroing", buf.zero_), ("reading", lambda: buf.sum())):
-            T._flusher = lambda device, flush_l2, flush=flush: flush
+            T.l2_flusher = lambda device, flush_l2, flush=flush: flush
             out[f"after_{name}_s"] = time_call(x.sum, warmup=5, budget_s=0.3, max_reps=300,
                                                flush_l2=True, device="cuda", wall=False).device_s
     finally:
-        T._flusher = real
+        T.l2_flusher = real
     out["do_bench_s"] = do_bench(x.sum, warmup=25, rep=100, return_mode="median") / 1e3
     out["bytes"] = x.numel() * 4
     out["zeroing_over_reading"] = out["after_zeroing_s"] / out["after_reading_s"]

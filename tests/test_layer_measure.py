@@ -63,25 +63,3 @@ def test_prediction_and_explanations_from_counted_ops():
     costs.attention[kind] = {"bound": "compute", "flops_per_s": 2.71e14}
     assert (f"the attention kernel alone, timed on a shape of its kind that fills the device: "
             f"{kind} 271 TFLOP/s" in LM.explain(comp, core, costs, 16, 1e-3, ceil, "bf16"))
-
-
-def test_resident_bytes_are_the_weights_and_the_cache_by_hand():
-    from rooflab import hf
-    cfg = M.load()  # gemma-3-270m-it: 1 KV head of 256, a 512-token window on sliding layers
-    for layer_type in ("full", "sliding"):
-        layer, _ = hf.build_layer(cfg, layer_type, "meta")
-        weights = 2 * (640 * (4 + 1 + 1) * 256 + 4 * 256 * 640 + 3 * 640 * 2048  # bf16 q k v o,
-                       + 4 * 640 + 2 * 256)  # gate up down, four norms of 640, q and k norms
-        assert LM.resident_bytes(layer, cfg, M.Phase.prefill(8, 2048), layer_type, 2) == weights
-        kept = 4096 if layer_type == "full" else cfg.sliding_window
-        assert LM.resident_bytes(layer, cfg, M.Phase.decode(3, 4096), layer_type, 2) == (
-            weights + 3 * kept * 2 * 256 * 2)  # K and V of one head, bf16
-
-
-def test_the_l2_sentence_follows_the_sizes_both_ways():
-    row = {"phase": "decode", "resident_bytes": 16e6, "l2_bytes": 50 * 2**20}
-    assert "fit in the 52.4 MB L2, so timed in a loop it reads them from L2" in \
-        LM.l2_sentence(row)
-    assert LM.l2_sentence({**row, "resident_bytes": 500e6}) == ""  # read from memory anyway
-    assert LM.l2_sentence({**row, "l2_bytes": None}) == ""         # a CPU: not said
-    assert LM.l2_sentence({**row, "phase": "prefill"}) == ""       # its activations' time

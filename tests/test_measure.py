@@ -74,7 +74,7 @@ def test_the_l2_flush_reads_and_leaves_nothing_dirty(monkeypatch):
     real_zeros = torch.zeros
     monkeypatch.setattr(torch, "zeros", lambda *a, **k: seen.append(real_zeros(*a, **k)) or
                         seen[-1])
-    flush = T._flusher("cpu", True)
+    flush = T.l2_flusher("cpu", True)
     (buf,) = seen
     assert buf.numel() * buf.element_size() >= T.FLUSH_BYTES
     buf[0] = 7

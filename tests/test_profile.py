@@ -59,6 +59,18 @@ def test_annotated_modules_on_cpu():
     assert set(r.by_annotation_us) >= {"proj", "act"}
 
 
+def test_what_runs_between_profiled_calls_is_left_out():
+    """An L2 flush before each call (``between``) runs under the UNTIMED range: its ops are in
+    the trace, not in the kernels, the launches or the device time."""
+    x, buf = torch.randn(256, 256), torch.randn(1 << 20)
+    plain = P.profile(lambda: x @ x, iters=2, device="cpu")
+    r = P.profile(lambda: x @ x, iters=2, device="cpu", between=lambda: buf.cumsum(0))
+    assert {k.name for k in r.kernels} == {k.name for k in plain.kernels}
+    assert "aten::cumsum" not in {k.name for k in r.kernels} and r.launches == plain.launches
+    both = P.profile(lambda: (buf.cumsum(0), x @ x), iters=2, device="cpu")  # in the call: timed
+    assert "aten::cumsum" in {k.name for k in both.kernels}
+
+
 def _synthetic_cuda_trace():
     """Two ops on the CPU thread, each launching one kernel (correlation ids 1, 2)."""
     return [

@@ -24,6 +24,7 @@ import torch
 from rooflab.measure.timer import _call, _check, device_of
 
 ANNOTATION_PREFIX = "rooflab::"
+UNTIMED = ANNOTATION_PREFIX + "(untimed)"  # what runs between profiled calls (an L2 flush)
 
 # First match wins. Names are matched lower-cased.
 CATEGORY_RULES: list[tuple[str, re.Pattern]] = [
@@ -233,6 +234,9 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
                    for e in _complete(events, "cuda_runtime") + _complete(events, "cuda_driver")}
         launchers = {id(k): runtime.get(k.get("args", {}).get("correlation")) for k in kernels}
     enclosing = _Enclosing(cpu_ops + annotations)
+    kernels = [k for k in kernels if not (launchers.get(id(k)) and any(
+        r["name"] == UNTIMED for r in enclosing.chain(launchers[id(k)].get("tid"),
+                                                      launchers[id(k)]["ts"])))]
     table: dict[str, list[float]] = defaultdict(list)
     op_kernels: dict[str, set] = defaultdict(set)
     by_ann: dict[str, float] = defaultdict(float)
@@ -310,8 +314,10 @@ def annotate_modules(module: torch.nn.Module, names: dict[str, str]):
 
 
 def profile(fn, *args, iters: int = 3, warmup: int = 2, device: str | None = None,
-            trace_path: str | None = None, name: str = "", **kwargs) -> ProfileResult:
-    """Profile ``iters`` calls of fn after ``warmup`` untimed ones; keep the trace if asked."""
+            trace_path: str | None = None, name: str = "", between=None,
+            **kwargs) -> ProfileResult:
+    """Profile ``iters`` calls of fn after ``warmup`` untimed ones; keep the trace if asked.
+    ``between()`` runs before each call, under the UNTIMED range, whose kernels are left out."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as tprofile
 
@@ -322,6 +328,9 @@ def profile(fn, *args, iters: int = 3, warmup: int = 2, device: str | None = Non
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     with tprofile(activities=acts, record_shapes=True) as prof:
         for _ in range(iters):
+            if between is not None:
+                with torch.profiler.record_function(UNTIMED):
+                    between()
             _call(fn, args, kwargs, name)
         if dev == "cuda":
             torch.cuda.synchronize()

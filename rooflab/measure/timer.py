@@ -252,7 +252,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _flusher(device: str, flush_l2: bool):
+def l2_flusher(device: str, flush_l2: bool):
     """Evict L2 by reading a buffer larger than it. Reading, not writing: a write (zeroing the
     buffer) leaves L2 full of dirty lines, and the timed call then pays for writing them back
     to HBM. On the H200 that added 8 us to a 134 MB read (44.5 us against 36.4 us; 50 MB of
@@ -295,7 +295,7 @@ def time_call(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: flo
         call, args, kwargs = (lambda: replay()), (), {}
     else:
         call = fn
-    flush = _flusher(dev, flush_l2)
+    flush = l2_flusher(dev, flush_l2)
     for _ in range(warmup):
         _call(call, args, kwargs, name)
     issue_s = 1e-3  # the host's time to issue one call (no synchronize), probed when warm

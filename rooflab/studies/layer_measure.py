@@ -1,6 +1,11 @@
 """The real transformers layer, measured: wall time (the one timer), kernel time (the profiler,
 per component through module ranges), and the prediction from counted ops on measured ceilings.
 
+On a GPU each timed call starts with L2 flushed, as a layer runs in a model: a model's step
+reads every layer in turn, so a layer's weights and cache have left L2 by its next step, while a
+lone layer called in a loop would find them there (gemma-3-270m-it's decode layer, 12 MB of
+weights and 4 MB of cache, fits the H200's 50 MB L2).
+
 Prediction: every counted op that moves bytes is one kernel, costed by op_classes: the roofline
 time on this device's measured ceilings, the generic elementwise loop's measured element rate
 where the op takes that path (broadcast, strided, widening), plus the measured floor of a tiny
@@ -18,35 +23,11 @@ from rooflab.measure import op_classes as OC
 from rooflab.measure import profile as P
 from rooflab.measure.ceilings import Ceilings
 from rooflab.measure.dtypes import torch_dtype
-from rooflab.measure.timer import capture_graph, overhead, time_call
+from rooflab.measure.timer import capture_graph, l2_flusher, overhead, time_call
 from rooflab.roofline import Roof
 from rooflab.units import si
 
 MISS = 1.25  # a component whose kernel time is over 1.25x its prediction gets an explanation
-
-
-def resident_bytes(layer, cfg: M.ModelConfig, phase: M.Phase, layer_type: str,
-                   itemsize: int) -> int:
-    """What a call of the layer reads that is still there at its next call: its weights and,
-    at decode, its KV cache."""
-    weights = sum(p.numel() * p.element_size() for p in layer.parameters())
-    if phase.kind != "decode":
-        return weights
-    kept = (min(phase.kv_len, cfg.sliding_window) if layer_type == "sliding" and
-            cfg.sliding_window else phase.kv_len)
-    return weights + phase.batch * kept * M.kv_per_token(cfg) * itemsize
-
-
-def l2_sentence(row: dict) -> str:
-    """Said where a decode layer timed in a loop runs from L2. A model's step reads every layer
-    in turn and evicts a layer's weights before its next step, so a prediction that reads them
-    from memory sits above the loop's measurement. (A prefill's time is its activations'.)"""
-    l2, kept = row.get("l2_bytes"), row.get("resident_bytes")
-    if row.get("phase") != "decode" or not l2 or kept is None or kept > l2:
-        return ""
-    return (f"its weights and cache ({si(kept, 'B')}) fit in the {si(l2, 'B')} L2, so timed in "
-            "a loop it reads them from L2; in a model, whose step reads every layer in turn, "
-            "they come from memory, as the prediction has them")
 
 
 def _component_names(layer, family: str) -> dict[str, str]:
@@ -146,7 +127,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     """One configuration: wall time, profiled kernel time and the prediction, per component."""
     tdtype = torch_dtype(dtype or cfg.dtype)
     layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
-    kept = resident_bytes(layer, cfg, phase, layer_type, tdtype.itemsize)
+    cold = device == "cuda"  # a CPU's caches are not flushed
     call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
                       layer=layer)
     costs = costs or OC.measure_op_costs(device)
@@ -155,13 +136,16 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     OC.measure_rates(costs, counter.records, device)
     with torch.inference_mode():
         wall = time_call(call, warmup=3, budget_s=0.3, device=device, cuda_graph=graph,
-                         name=f"{phase.kind} layer")
+                         flush_l2=cold, name=f"{phase.kind} layer")
+        flush = l2_flusher(device, cold) if cold else None
         if graph:
             fn = capture_graph(call)
-            prof = P.profile(fn, iters=5, warmup=1, device=device, trace_path=trace_path)
+            prof = P.profile(fn, iters=5, warmup=1, device=device, trace_path=trace_path,
+                             between=flush)
         else:
             with P.annotate_modules(layer, _component_names(layer, cfg.family)):
-                prof = P.profile(call, iters=5, warmup=1, device=device, trace_path=trace_path)
+                prof = P.profile(call, iters=5, warmup=1, device=device, trace_path=trace_path,
+                                 between=flush)
     kv_past = (min(phase.kv_len, cfg.sliding_window) if layer_type == "sliding" and
                cfg.sliding_window else phase.kv_len) - 1 if phase.kind == "decode" else 0
     per = predict(counter.records, ceil, dtype or cfg.dtype, costs, cfg.family, kv_past)
@@ -196,8 +180,6 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
         "kernels_counted": sum(d["kernels"] for d in per.values()),
         "timeline": prof.timeline, "components": comps, "ops": ops,
         "ops_matched_s": sum(o["kernel_s"] or 0 for o in ops), "notes": prof.notes,
-        "trace_path": prof.trace_path, "resident_bytes": kept,
-        "l2_bytes": torch.cuda.get_device_properties(device).L2_cache_size
-        if device == "cuda" else None,
+        "trace_path": prof.trace_path, "l2_flushed": cold,
     }
 

@@ -308,7 +308,6 @@ def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
 
 def questions_measured(measured: list[dict], not_measured: list[str], device: str) -> dict:
     """3.3 and the decode-profile bonuses from the real transformers layer."""
-    from rooflab.studies import layer_measure as LM
     if not measured:
         why = "; ".join(not_measured) or "not measured"
         return {k: answer(f"Not run here: {why}.") for k in
@@ -323,9 +322,10 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
                 "same ops slower)" if device != "cuda" and over > 1 else "")
             + ", predicted "
             f"{secs(m['predicted_s'])} ({m['predicted_over_kernel']:.2f} of measured; the plain "
-            f"roofline alone {m['roofline_s'] / m['kernel_s']:.2f})"
-            + "".join(f": {n}" for n in [LM.l2_sentence(m)] if n))
-    out = {"3.3": answer("The real layer, measured: " + "; ".join(lines) + "." + noise(
+            f"roofline alone {m['roofline_s'] / m['kernel_s']:.2f})")
+    cold = (" Each call started with L2 flushed, as a layer runs in a model, whose step reads "
+            "every layer in turn." if any(m.get("l2_flushed") for m in measured) else "")
+    out = {"3.3": answer("The real layer, measured: " + "; ".join(lines) + "." + cold + noise(
         measured, lambda m: f"{m['phase']} {m['mode']} device time", "device_unstable",
         "device_cv"),
                          **{f"{m['phase']}_{m['mode']}_kernel_s": m["kernel_s"] for m in measured},
