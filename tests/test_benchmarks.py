@@ -154,13 +154,14 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
 
 def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     """flash_attention_sm90_ws, whole tiles, RAGGED (a masked tail, stores without TMA past the
-    last row) and STRIDED (transformers' layout), compiled for sm_90 with no GPU: no spills, no
-    wgmma serialized; its shared memory is the hand count of its tiles (two warpgroups' Q,
-    every stage's K and V)."""
+    last row), q, k, v in transformers' layout, and such a q with k, v from a cache, compiled
+    for sm_90 with no GPU: no spills, no wgmma serialized; its shared memory is the hand count
+    of its tiles (two warpgroups' Q, every stage's K and V)."""
     rows = _gluon_compiled(tmp_path, "--gluon-ws", "128,256", [
         'rag={"RAGGED": true}', 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}',
-        'hf={"RAGGED": true, "STRIDED": true}'])
-    assert len(rows) == 16
+        'hf={"RAGGED": true, "Q_STRIDED": true, "KV_STRIDED": true}',
+        'cache={"Q_STRIDED": true}'])
+    assert len(rows) == 20
     for r in rows:
         assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
         c = r["config"]

@@ -257,10 +257,37 @@ def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
         out = torch.full((b, n_q, h, d), float("nan"), device="cuda", dtype=q.dtype)
         q, k, v, out = blhd(q), blhd(k), blhd(v), out.transpose(1, 2)
         assert F9W.usable(q, k, v, causal, out=out) is None
-        assert F9W.flags(q, k, v, causal, out=out)["STRIDED"]
+        f = F9W.flags(q, k, v, causal, out=out)
+        assert f["Q_STRIDED"] and f["KV_STRIDED"]
         return F9W.flash_attention_sm90_ws(q, k, v, causal, out=out)
 
     e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=kernel)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+    assert e["lse_max_abs_err"] < 1e-3, e
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens_first", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first, causal):
+    """q in transformers' layout; k and v the first 512 rows of a 1,024-row cache, heads first
+    (a static cache) or tokens first. The rows past 512 hold NaN: none is read."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n, d, hkv = 2, 8, 512, 128, 2
+
+    def kernel(q, k, v, causal):
+        def cached(t):
+            shape = (b, 1024, hkv, d) if tokens_first else (b, hkv, 1024, d)
+            full = torch.full(shape, float("nan"), device="cuda", dtype=t.dtype)
+            part = (full.transpose(1, 2) if tokens_first else full)[:, :, :n]
+            return part.copy_(t)
+        q = q.transpose(1, 2).contiguous().transpose(1, 2)
+        k, v = cached(k), cached(v)
+        assert F9W.usable(q, k, v, causal) is None and F9W.layout(k) == (tokens_first, 1024)
+        return F9W.flash_attention_sm90_ws(q, k, v, causal)
+
+    e = FA.errors(b, h, n, n, d, hkv, torch.bfloat16, causal, device="cuda", seed=n,
                   kernel=kernel)
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
     assert e["lse_max_abs_err"] < 1e-3, e
@@ -315,8 +342,8 @@ def test_flash_attention_extra_memory_is_linear():
 
 
 def test_the_warp_specialized_kernels_flags_follow_the_inputs():
-    """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys), STRIDED where
-    q, k, v and out all come in transformers' layout; a config's keys win."""
+    """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys); Q_STRIDED and
+    KV_STRIDED where q (and out), k and v come tokens first; a config's keys win."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
 
     def t(n, heads=8, hf=False):
@@ -325,14 +352,32 @@ def test_the_warp_specialized_kernels_flags_follow_the_inputs():
 
     def flags(q, k, causal=False, cfg=None):
         f = F9W.flags(q, k, k, causal, cfg)
-        return f["RAGGED"], f["STRIDED"]
+        return f["RAGGED"], f["Q_STRIDED"], f["KV_STRIDED"]
 
-    assert flags(t(256), t(256)) == (False, False)
-    assert flags(t(200), t(256)) == (True, False)     # 200 query rows: not whole tiles of 128
-    assert flags(t(256), t(320)) == (True, False)     # 320 keys: not whole blocks of 128
-    assert flags(t(256), t(320), causal=True) == (False, False)  # short causal: 64-key blocks
-    assert flags(t(256), t(1000), causal=True) == (True, False)
-    assert flags(t(256), t(576), causal=True) == (True, False)   # 576 keys: 128-key blocks
-    assert flags(t(256, hf=True), t(256, hf=True)) == (False, True)
-    assert flags(t(256, hf=True), t(256)) == (False, False)  # K and V from a cache: not all
-    assert flags(t(256), t(256), cfg={"RAGGED": True}) == (True, False)
+    assert flags(t(256), t(256)) == (False, False, False)
+    assert flags(t(200), t(256)) == (True, False, False)  # 200 query rows: not whole tiles
+    assert flags(t(256), t(320)) == (True, False, False)  # 320 keys: not whole blocks of 128
+    assert flags(t(256), t(320), causal=True) == (False, False, False)  # short: 64-key blocks
+    assert flags(t(256), t(1000), causal=True) == (True, False, False)
+    assert flags(t(256), t(576), causal=True) == (True, False, False)   # 576: 128-key blocks
+    assert flags(t(256, hf=True), t(256, hf=True)) == (False, True, True)
+    assert flags(t(256, hf=True), t(256)) == (False, True, False)  # k, v from a cache
+    assert flags(t(256), t(256), cfg={"RAGGED": True}) == (True, False, False)
+
+
+def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
+    """layout(): a 2-D view of P rows a head (heads first) or a batch (tokens first), P at
+    least the length; a static cache's first rows keep its length as P; anything else, None."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    assert F9W.layout(torch.empty(2, 8, 300, 128)) == (False, 300)
+    assert F9W.layout(torch.empty(2, 300, 8, 128).transpose(1, 2)) == (True, 300)
+    cache = torch.empty(2, 8, 1024, 128)
+    assert F9W.layout(cache[:, :, :512]) == (False, 1024)
+    assert F9W.layout(torch.empty(2, 1024, 8, 128).transpose(1, 2)[:, :, :512]) == (True, 1024)
+    assert F9W.layout(torch.empty(1, 1, 64, 128)) == (False, 64)
+    assert F9W.layout(torch.empty(2, 8, 128, 300).transpose(2, 3)) is None  # D not contiguous
+    assert F9W.layout(cache[:, :4]) is None            # heads from a longer stack of heads
+    assert F9W.layout(torch.empty(2, 8, 64, 256)[..., :128]) is None  # rows of a wider tensor
+    assert F9W.layout(cache[:, :, 1:513]) is None      # its view would run past the storage
+    misaligned = torch.empty(2 * 8 * 64 * 128 + 1)[1:].view(2, 8, 64, 128)  # TMA: 16-byte base
+    assert F9W.layout(misaligned) is None

@@ -9,7 +9,8 @@ softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done). Scope as
-flash_attention_sm90.usable says, any lengths (RAGGED) and transformers' layout (STRIDED) too.
+flash_attention_sm90.usable says, any lengths (RAGGED), and q, k, v in transformers' layout or
+k, v the first rows of a longer cache (layout).
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -44,12 +45,13 @@ if F9.gluon is not None:
         return bh // H, bh % H, m0, delta, n_blocks
 
     @gluon.jit
-    def _at(b, h, row, heads, n, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
-        # where row ``row`` of head h of batch b starts in its tensor's 2-D view (row, column)
-        if STRIDED:  # (B, L, H, D) in memory, seen as (B * L, H * D): transformers' layout
-            return b * n + row, h * HEAD_DIM
-        else:        # (B, H, L, D) contiguous, seen as (B * H * L, D)
-            return (b * heads + h) * n + row, 0
+    def _at(b, h, row, heads, pitch, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
+        # where row ``row`` of head h of batch b starts in its tensor's 2-D view (row, column);
+        # ``pitch`` rows a head (a batch, STRIDED): its length, or a longer cache's
+        if STRIDED:  # (B, P, H, D) in memory, seen as (B * P, H * D): transformers' layout
+            return b * pitch + row, h * HEAD_DIM
+        else:        # (B, H, P, D) in memory, seen as (B * H * P, D)
+            return (b * heads + h) * pitch + row, 0
 
     @gluon.jit
     def _load(desc, at, bar, dst):
@@ -68,21 +70,22 @@ if F9.gluon is not None:
         return s
 
     @gluon.jit
-    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                  STRIDED: gl.constexpr, W: gl.constexpr):
+    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch,
+                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
+                  RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
+                  W: gl.constexpr):
         q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
         b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
-            _load(q_desc, _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM, STRIDED),
+            _load(q_desc, _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED),
                   bar_q.index(w), q_smem.index(w))
         for j in range(n_blocks):
             slot = j % STAGES
             free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
-            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, n_kv, HEAD_DIM, STRIDED)
+            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, kv_pitch, HEAD_DIM, KV_STRIDED)
             mbarrier.wait(k_empty.index(slot), free)
             _load(k_desc, at, k_ready.index(slot), k_smem.index(slot))
             mbarrier.wait(v_empty.index(slot), free)
@@ -92,7 +95,7 @@ if F9.gluon is not None:
     def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                  STRIDED: gl.constexpr, W: gl.constexpr):
+                  Q_STRIDED: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of the program's 128
         q_desc, k_desc, v_desc, o_desc, O, LSE = descs
         q_smem, k_smem, v_smem = smem
@@ -173,8 +176,8 @@ if F9.gluon is not None:
             gl.store(lse_at, lse)
         if RAGGED and first + BLOCK_M > n_q:  # a tile past the head's last row: only its rows
             offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, STRIDED)
-            if STRIDED:                      # elements from one row of the view to the next
+            row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, Q_STRIDED)
+            if Q_STRIDED:                    # elements from one row of the view to the next
                 out = O + (row * (H * HEAD_DIM) + col)[:, None] + offs_d[None, :]
             else:
                 out = O + (row * HEAD_DIM)[:, None] + offs_d[None, :]
@@ -182,17 +185,17 @@ if F9.gluon is not None:
         else:
             q.store(acc.to(dtype))               # this warpgroup's Q buffer holds its O
             fence_async_shared()
-            tile = _at(b, h, first, H, n_q, HEAD_DIM, STRIDED)
+            tile = _at(b, h, first, H, n_q, HEAD_DIM, Q_STRIDED)
             tma_store(o_desc, [tile[0], tile[1]], q)
             tma.store_wait(pendings=0)
 
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q,
-                          n_kv, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                          n_kv, kv_pitch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                           OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                          STRIDED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -214,11 +217,12 @@ if F9.gluon is not None:
         bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 0)),
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 1)),
-            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, STRIDED, 0))], [4, 1],
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 1)),
+            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch, HEAD_DIM,
+                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED,
+                         KV_STRIDED, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -227,50 +231,82 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8).
     A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
-    RAGGED and STRIDED are off here, for whole tiles of contiguous tensors; flags() sets them
-    from the inputs."""
+    RAGGED, Q_STRIDED and KV_STRIDED are off here, for whole tiles of contiguous tensors;
+    flags() sets them from the inputs."""
     short = causal and 0 < n_kv <= 512
     return {"BLOCK_M": 64, "BLOCK_N": 64 if short or head_dim > 128 else 128, "STAGES": 2,
-            "OWN_BLOCKS": short, "RAGGED": False, "STRIDED": False, "CONSUMER_REGS": 240,
-            "num_warps": 4, "maxnreg": 168}
+            "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "KV_STRIDED": False,
+            "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
-def _strided(t) -> bool:
-    """(B, H, L, D) ``t`` is a transpose of a contiguous (B, L, H, D): transformers' layout."""
-    return t.transpose(1, 2).is_contiguous() and not t.is_contiguous()
+def layout(t) -> tuple[bool, int] | None:
+    """How (B, H, L, D) ``t`` lies in memory, as a 2-D view of P rows a head or a batch:
+    (False, P) heads first, (B, H, P, D) with P >= L (contiguous: P = L; a static cache's
+    first L rows: P its length); (True, P) tokens first, (B, P, H, D) seen as (B, H, L, D), as
+    transformers' projections leave q, k and v (P = L) or a cache of that layout holds them;
+    None for any other (the Triton kernel takes strides as they come)."""
+    b, h, n, d = t.shape
+    s0, s1, s2, s3 = t.stride()
+    if t.data_ptr() % 16:  # TMA: an aligned base
+        return None
+    if t.is_contiguous():
+        return False, n
+    if s3 != 1:  # TMA: rows of contiguous elements
+        return None
+    if s2 == d:  # heads first
+        strided, pitch = False, (s1 if h > 1 else s0 if b > 1 else n * d) // d
+        ok = (h == 1 or s1 == pitch * d) and (b == 1 or s0 == h * pitch * d)
+    elif s1 == d and s2 == h * d:  # tokens first
+        strided, pitch = True, s0 // (h * d) if b > 1 else n
+        ok = b == 1 or s0 == pitch * h * d
+    else:
+        return None
+    end = t.storage_offset() + b * h * pitch * d  # the 2-D view's last element, one past
+    if not ok or pitch < n or t.untyped_storage().nbytes() < end * t.element_size():
+        return None
+    return strided, pitch
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
-    whole tiles (a masked key tail; a tile past the last row stores without TMA), STRIDED
-    where q, k, v and out come in transformers' layout, (B, L, H, D) in memory seen as
-    (B, H, L, D), read by TMA at the head's column."""
+    whole tiles (a masked key tail; a tile past the last row stores without TMA), Q_STRIDED
+    where q and out, KV_STRIDED where k and v come tokens first (layout), read by TMA at the
+    head's column."""
     c = config(q.shape[-1], causal, k.shape[2])
-    tensors = (q, k, v, q if out is None else out)
+    q_at, kv_at = layout(q), layout(k)
     c.update(RAGGED=bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"]),
-             STRIDED=all(_strided(t) for t in tensors))
+             Q_STRIDED=bool(q_at and q_at[0]), KV_STRIDED=bool(kv_at and kv_at[0]))
     return {**c, **(cfg or {})}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
-    """None where this kernel takes these inputs, else why not. Ragged lengths at head dim
-    256 go to the Triton kernel, faster there in the A/B (docs/kernels/flash_attention_sm90.md)."""
+    """None where this kernel takes these inputs, else why not: q and out in one layout of
+    their own length, k and v in one layout whose rows past their length are read only where
+    the keys are whole blocks. Ragged lengths at head dim 256 go to the Triton kernel, faster
+    there in the A/B (docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
+    q_at, kv_at = layout(q), layout(k)
+    if q_at is None or q_at[1] != q.shape[2] or (out is not None and layout(out) != q_at):
+        return "q and out not in one layout of their own length"
+    if kv_at is None or layout(v) != kv_at:
+        return "k and v not in one layout"
+    if kv_at[1] > k.shape[2] and k.shape[2] % c["BLOCK_N"]:
+        return "ragged keys in a longer cache"
     if c["RAGGED"] and q.shape[-1] > 128 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out,
-                     strided=c["STRIDED"], ragged=c["RAGGED"])
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, strided=True,
+                     ragged=c["RAGGED"])
 
 
-def _desc(t, rows: int, strided: bool):
-    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (see _at), tiles of rows x D."""
-    if not strided:
-        return F9.desc(t, rows)
+def _desc(t, rows: int):
+    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (layout, _at), tiles of rows x D."""
     b, h, n, d = t.shape
-    view = t.transpose(1, 2).view(b * n, h * d)
+    strided, pitch = layout(t)
+    view = (torch.as_strided(t, (b * pitch, h * d), (h * d, 1)) if strided else
+            torch.as_strided(t, (b * h * pitch, d), (d, 1)))
     el = F9.gl.float16 if t.dtype == torch.float16 else F9.gl.bfloat16
-    layout = F9.gl.NVMMASharedLayout.get_default_for([rows, d], el)
-    return F9.TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, d], layout)
+    lay = F9.gl.NVMMASharedLayout.get_default_for([rows, d], el)
+    return F9.TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, d], lay)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
@@ -281,14 +317,13 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     hkv, n_kv = k.shape[1:3]
     if out is None:
         out = (torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
-               if _strided(q) else torch.empty_like(q))
+               if layout(q)[0] else torch.empty_like(q, memory_format=torch.contiguous_format))
     c = flags(q, k, v, causal, cfg, out)
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
-    strided = c["STRIDED"]
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
-        _desc(q, bm, strided), _desc(k, bn, strided), _desc(v, bn, strided),
-        _desc(out, bm, strided), out, lse, scale * F9.LOG2E, h, h // hkv, n_q, n_kv,
-        HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
+        _desc(q, bm), _desc(k, bn), _desc(v, bn), _desc(out, bm), out, lse, scale * F9.LOG2E,
+        h, h // hkv, n_q, n_kv, layout(k)[1], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+        CAUSAL=causal, **c)
     return out, lse
