@@ -280,9 +280,10 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
-# Which Gluon kernel runs, by head dim, on an sm_90 GPU for the inputs it takes (whole tiles,
-# contiguous tensors): the one of flash_attention_sm90.py at 64, its warp-specialized sibling at
-# 128 and 256, where each beat this module's Triton kernel and cuDNN on an H100
+# Which Gluon kernel runs, by head dim, on an sm_90 GPU for the inputs it takes (its usable()):
+# the one of flash_attention_sm90.py at 64 (whole tiles, contiguous tensors), its warp-specialized
+# sibling at 128 and 256 (ragged lengths at 128, transformers' layouts, a longer cache's first
+# rows), where each beat this module's Triton kernel and cuDNN
 # (docs/kernels/flash_attention_sm90.md).
 GLUON = {64: "flash_attention_sm90", 128: "flash_attention_sm90_ws",
          256: "flash_attention_sm90_ws"}
