@@ -2,7 +2,8 @@
 backends in the same run: FlashAttention for a prefill, flash-decoding for a decode.
 
 Classes (a grid of its own, wider than any tuning row): ragged lengths; HF's layout ((B, L, H, D)
-seen as (B, H, L, D), not contiguous); fewer queries than keys, causal (the queries last, as a
+seen as (B, H, L, D), not contiguous), and such a q with k, v the first rows of a static cache
+twice as long (what a model with a static cache passes at prefill); fewer queries than keys, causal (the queries last, as a
 chunked prefill: SDPA takes it as the explicit mask HF builds) and not; GQA groups 1-16, some not
 powers of two; batch 1-256; fp16 and bf16; head dims 64, 128, 256; a decode's cache with a mask
 of kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
@@ -31,6 +32,8 @@ PREFILL = [  # class, changes from BASE
     ("base", {}), ("ragged", {"lq": 1000, "lkv": 1000}), ("ragged", {"lq": 3001, "lkv": 3001}),
     ("hf layout", {"layout": "blhd"}), ("hf layout, ragged", {"layout": "blhd", "lq": 1500,
                                                               "lkv": 1500}),
+    ("static cache", {"layout": "cache"}), ("static cache", {"layout": "cache", "b": 32,
+                                                             "lq": 512, "lkv": 512}),
     ("fewer queries, causal", {"lq": 512, "lkv": 4096}),
     ("fewer queries", {"lq": 512, "lkv": 4096, "causal": False}),
     *[("gqa group", {"h": 4 * g, "hkv": 4}) for g in (1, 3, 5, 7, 16)],
@@ -60,12 +63,17 @@ def inputs(s: dict):
     g = torch.Generator(device=DEVICE).manual_seed(s["lkv"] + s["h"])
     dt = DT[s["dt"]]
 
-    def mk(heads, n):
-        if s["layout"] == "blhd":  # HF's projection output, heads transposed in a view
+    def mk(heads, n, layout):
+        if layout == "blhd":  # HF's projection output, heads transposed in a view
             return torch.randn(s["b"], n, heads, s["d"], device=DEVICE, dtype=dt,
                                generator=g).transpose(1, 2)
+        if layout == "cache":  # the first n rows of a static cache of 2n
+            return torch.randn(s["b"], heads, 2 * n, s["d"], device=DEVICE, dtype=dt,
+                               generator=g)[:, :, :n]
         return torch.randn(s["b"], heads, n, s["d"], device=DEVICE, dtype=dt, generator=g)
-    q, k, v = mk(s["h"], s["lq"]), mk(s["hkv"], s["lkv"]), mk(s["hkv"], s["lkv"])
+    kv = s["layout"]
+    q = mk(s["h"], s["lq"], "blhd" if kv == "cache" else kv)
+    k, v = mk(s["hkv"], s["lkv"], kv), mk(s["hkv"], s["lkv"], kv)
     keep = None
     if s["keep"]:  # a static cache of 4096 slots, 3/4 written: row b has its own length
         lens = torch.linspace(s["lkv"] // 2, 3 * s["lkv"] // 4, s["b"], device=DEVICE).long()
