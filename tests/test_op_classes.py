@@ -230,6 +230,18 @@ def test_ropes_cat_and_mixed_order_sum_take_their_own_loops_rate():
     assert costs.predict_s(plain, 1e30, 1e30) == pytest.approx(plain.bytes / 1e30)
 
 
+def test_a_static_caches_write_takes_its_own_loops_rate():
+    """index_copy_ of a prefill's head-transposed k into a static cache: its copied elements at
+    its measured rate, not at the broadcast multiply's."""
+    k, cache, rows = torch.randn(1, 64, 8, 128).transpose(1, 2), torch.zeros(1, 8, 128, 128), \
+        torch.arange(64)
+    r = _one(lambda: cache.index_copy_(2, rows, k))
+    assert OC.op_class(r) == "generic" and r.out_elements == k.numel()
+    costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9},
+                       loop_elements_per_s={"index_copy": {4: 3e8}})
+    assert costs.predict_s(r, 1e30, 1e30) == pytest.approx(k.numel() / 3e8)
+
+
 def test_a_top_k_sort_or_few_row_reduction_takes_its_time_alone_at_its_shape():
     """Each top-k, sort and reduction of the last dimension to few rows is timed once alone (its
     passes step with size and bit width) and predicted at that time; a shape not timed keeps its

@@ -20,11 +20,12 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
   computes each source index with modulo arithmetic and is slower still: it has a rate of its
   own ("indexed").
 
-Four kernels are generic loops of their own (LOOP_OPS): a gather of rows (x[idx], how a router
+Five kernels are generic loops of their own (LOOP_OPS): a gather of rows (x[idx], how a router
 sends tokens to experts) reads nearly at the copy bandwidth, a fill under a broadcast boolean
 mask is slower than the multiply, and RoPE's rotate_half on a head-transposed q, a cat of two
 strided halves, and its sum of two operands laid out in different orders run at about half and
-two thirds of the multiply's rate; each has its rate, measured the same way. A top-k or sort
+two thirds of the multiply's rate, as does a static cache's write of a prefill's head-transposed
+k or v (index_copy_); each has its rate, measured the same way. A top-k or sort
 runs radix passes that step with its size and bit width: each shape met is timed alone
 (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
 reduces each row with a warp or a block whose passes follow the row's length, until a long
@@ -97,9 +98,9 @@ INDEXED_OPS = {"roll"}
 # ops (or op and path) whose generic loop is a kernel of its own, faster or slower per element
 # than the broadcast multiply: a gather of rows (x[idx]: its index kernel reads a row per output
 # row, at nearly the copy bandwidth), a fill under a broadcast boolean mask, a cat of strided
-# parts (a copy into each half of the output: rows of half-width writes) and a sum of operands
-# in different orders (one of them read across its rows)
-LOOP_OPS = ("index", "masked_fill", "cat", "add strided")
+# parts (a copy into each half of the output: rows of half-width writes), a sum of operands
+# in different orders (one of them read across its rows) and a copy of rows into a cache
+LOOP_OPS = ("index", "masked_fill", "cat", "add strided", "index_copy")
 
 
 def op_class(r: count.OpRecord) -> str:
@@ -617,10 +618,15 @@ def loop_rate(op: str, device: str, dtype: torch.dtype, elements: int) -> float:
     a table of 1024 columns, as a router sends each token to 8 experts), a fill of rows under
     a broadcast boolean mask (rows x 1024, a mask of rows x 1), or RoPE's on q of 8 heads of
     128 as transformers leaves it, (1, L, 8, 128) seen as (1, 8, L, 128): cat((-x2, x1), -1) of
-    its halves and (q * cos) + (rotate_half(q) * sin), the first in q's order, the second not."""
-    if op in ("cat", "add strided"):
+    its halves and (q * cos) + (rotate_half(q) * sin), the first in q's order, the second not;
+    or such a k written into the first L rows of a static cache of 2L (index_copy_)."""
+    if op in ("cat", "add strided", "index_copy"):
         q = torch.randn(1, elements // 1024, 8, 128, device=device, dtype=dtype).transpose(1, 2)
-        if op == "cat":
+        if op == "index_copy":
+            cache = torch.zeros(1, 8, 2 * q.shape[2], 128, device=device, dtype=dtype)
+            rows = torch.arange(q.shape[2], device=device)
+            fn = lambda: cache.index_copy_(2, rows, q)  # noqa: E731
+        elif op == "cat":
             x1, neg_x2 = q[..., :64], -q[..., 64:]
             fn = lambda: torch.cat((neg_x2, x1), dim=-1)  # noqa: E731
         else:
