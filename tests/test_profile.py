@@ -88,6 +88,26 @@ def _synthetic_cuda_trace():
     ]
 
 
+def test_an_untimed_kernel_is_neither_counted_nor_idle_time():
+    """A flush launched under the UNTIMED range between two calls: out of the kernels and the
+    launches, and its 40 us neither busy nor idle in the timeline (the gaps either side stay)."""
+    trace = _synthetic_cuda_trace() + [
+        {"ph": "X", "cat": "user_annotation", "name": P.UNTIMED, "tid": 1, "ts": 85, "dur": 10},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": 88,
+         "dur": 5, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "reduce_kernel<sum>", "tid": 7, "ts": 155,
+         "dur": 40, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::gelu", "tid": 1, "ts": 100, "dur": 20},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": 105,
+         "dur": 5, "args": {"correlation": 4}},
+        {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel<gelu>", "tid": 7,
+         "ts": 200, "dur": 10, "args": {"correlation": 4}}]
+    r = P.analyze_trace(trace, "cuda")
+    assert "reduce_kernel<sum>" not in {k.name for k in r.kernels} and r.launches == 3
+    assert r.timeline["busy_us"] == 50 and r.timeline["span_us"] == 110 - 40
+    assert r.timeline["idle_us"] == 10 + 5 + 5  # 130-140, and 150-155, 195-200 by the flush
+
+
 def test_trace_analysis_maps_ops_to_kernels_and_gaps():
     r = P.analyze_trace(_synthetic_cuda_trace(), "cuda")
     assert r.op_kernels == {"aten::matmul": ["ampere_sgemm_128x64_tn"],

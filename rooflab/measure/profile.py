@@ -195,10 +195,13 @@ def _is_cpu_work(op: dict) -> bool:
     return not (dims and all(d in ([], None) for d in dims))
 
 
-def _timeline(kernels: list[dict], gap_min_us: float = 1.0) -> dict:
+def _timeline(kernels: list[dict], gap_min_us: float = 1.0, untimed: list[dict] = ()) -> dict:
+    """The kernels' span, busy and idle time and gaps; ``untimed`` kernels (run between profiled
+    calls) fill their place in the stream, neither idle nor counted."""
     if not kernels:
         return {"span_us": 0.0, "busy_us": 0.0, "idle_us": 0.0, "gaps": 0, "largest_gap_us": 0.0}
-    ks = sorted(kernels, key=lambda e: e["ts"])
+    left_out = sum(float(k["dur"]) for k in untimed)
+    ks = sorted([*kernels, *untimed], key=lambda e: e["ts"])
     busy, end, gaps, largest = 0.0, ks[0]["ts"], 0, 0.0
     for k in ks:
         s, e = k["ts"], k["ts"] + k["dur"]
@@ -208,7 +211,7 @@ def _timeline(kernels: list[dict], gap_min_us: float = 1.0) -> dict:
             largest = max(largest, gap)
         busy += max(0.0, e - max(s, end))
         end = max(end, e)
-    span = end - ks[0]["ts"]
+    span, busy = end - ks[0]["ts"] - left_out, busy - left_out
     return {"span_us": span, "busy_us": busy, "idle_us": span - busy, "gaps": gaps,
             "largest_gap_us": largest}
 
@@ -234,9 +237,10 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
                    for e in _complete(events, "cuda_runtime") + _complete(events, "cuda_driver")}
         launchers = {id(k): runtime.get(k.get("args", {}).get("correlation")) for k in kernels}
     enclosing = _Enclosing(cpu_ops + annotations)
-    kernels = [k for k in kernels if not (launchers.get(id(k)) and any(
+    untimed = [k for k in kernels if launchers.get(id(k)) and any(
         r["name"] == UNTIMED for r in enclosing.chain(launchers[id(k)].get("tid"),
-                                                      launchers[id(k)]["ts"])))]
+                                                      launchers[id(k)]["ts"]))]
+    kernels = [k for k in kernels if id(k) not in {id(u) for u in untimed}]
     table: dict[str, list[float]] = defaultdict(list)
     op_kernels: dict[str, set] = defaultdict(set)
     by_ann: dict[str, float] = defaultdict(float)
@@ -280,7 +284,7 @@ def analyze_trace(events: list[dict], device: str = "cuda", iters: int = 1) -> P
     return ProfileResult(device, iters, rows, {k: sorted(v) for k, v in op_kernels.items()},
                          dict(by_cat), dict(by_ann), sum(r.calls for r in rows),
                          sum(r.total_us for r in rows),
-                         _timeline(kernels), notes, annotation_kernels=ann_top,
+                         _timeline(kernels, untimed=untimed), notes, annotation_kernels=ann_top,
                          by_op_us=dict(by_op), by_op_launches=dict(launches))
 
 

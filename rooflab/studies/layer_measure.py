@@ -127,7 +127,7 @@ def measure_layer(cfg: M.ModelConfig, phase: M.Phase, layer_type: str, ceil: Cei
     """One configuration: wall time, profiled kernel time and the prediction, per component."""
     tdtype = torch_dtype(dtype or cfg.dtype)
     layer, _ = hf.build_layer(cfg, layer_type, device, dtype=tdtype, attn="sdpa")
-    cold = device == "cuda"  # a CPU's caches are not flushed
+    cold = torch.device(device).type == "cuda"  # a CPU's caches are not flushed
     call = hf.prepare(cfg, layer_type, phase, device, cache="static" if graph else "concat",
                       layer=layer)
     costs = costs or OC.measure_op_costs(device)
