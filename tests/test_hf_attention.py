@@ -81,6 +81,32 @@ def test_a_static_cache_decodes_with_its_kept_keys(models):
     assert dict(HA.CALLS) == {"flash_attention": 2, "flash_decoding (kept keys)": 2 * 3}
 
 
+def test_the_layouts_a_model_hands_flash_attention(models, monkeypatch):
+    """What transformers passes at prefill, as the Gluon kernel reads it (its layout()): q tokens
+    first, k and v heads first: contiguous from a dynamic cache, and from a static cache the
+    first L rows of its buffer, the buffer's length their pitch. No two of the three in one
+    layout: before layout(), each of these prefills went to the Triton kernel."""
+    from rooflab.kernels import flash_attention as FA
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    seen, real = [], FA.flash_attention
+
+    def spy(q, k, v, *args, **kwargs):
+        seen.append(tuple(F9W.layout(t) for t in (q, k, v)))
+        return real(q, k, v, *args, **kwargs)
+    monkeypatch.setattr(FA, "flash_attention", spy)
+    _, ours = models
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(5)).to(DEV)
+    with torch.no_grad():
+        ours(ids)
+        dynamic = set(seen)
+        seen.clear()
+        ours.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3,
+                      do_sample=False, pad_token_id=0, cache_implementation="static")
+    assert dynamic == {((True, L), (False, L), (False, L))}
+    ((q, k, v),) = set(seen)
+    assert q == (True, L) and k == v and k[0] is False and k[1] > L
+
+
 def test_kept_keys_only_from_a_decodes_boolean_mask():
     m = torch.ones(B, 1, 1, 48, dtype=torch.bool)
     assert HA.kept_keys(m, 1).shape == (B, 48)
