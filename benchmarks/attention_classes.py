@@ -2,8 +2,9 @@
 backends in the same run: FlashAttention for a prefill, flash-decoding for a decode.
 
 Classes (a grid of its own, wider than any tuning row): ragged lengths; HF's layout ((B, L, H, D)
-seen as (B, H, L, D), not contiguous), and such a q with k, v the first rows of a static cache
-twice as long (what a model with a static cache passes at prefill); fewer queries than keys, causal (the queries last, as a
+seen as (B, H, L, D), not contiguous), and such a q with k, v contiguous (what transformers
+passes at prefill with a dynamic cache) or the first rows of a static cache twice as long (with a
+static one); fewer queries than keys, causal (the queries last, as a
 chunked prefill: SDPA takes it as the explicit mask HF builds) and not; GQA groups 1-16, some not
 powers of two; batch 1-256; fp16 and bf16; head dims 64, 128, 256; a decode's cache with a mask
 of kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
@@ -32,6 +33,7 @@ PREFILL = [  # class, changes from BASE
     ("base", {}), ("ragged", {"lq": 1000, "lkv": 1000}), ("ragged", {"lq": 3001, "lkv": 3001}),
     ("hf layout", {"layout": "blhd"}), ("hf layout, ragged", {"layout": "blhd", "lq": 1500,
                                                               "lkv": 1500}),
+    ("dynamic cache", {"layout": "dynamic"}),
     ("static cache", {"layout": "cache"}), ("static cache", {"layout": "cache", "b": 32,
                                                              "lq": 512, "lkv": 512}),
     ("fewer queries, causal", {"lq": 512, "lkv": 4096}),
@@ -71,8 +73,8 @@ def inputs(s: dict):
             return torch.randn(s["b"], heads, 2 * n, s["d"], device=DEVICE, dtype=dt,
                                generator=g)[:, :, :n]
         return torch.randn(s["b"], heads, n, s["d"], device=DEVICE, dtype=dt, generator=g)
-    kv = s["layout"]
-    q = mk(s["h"], s["lq"], "blhd" if kv == "cache" else kv)
+    kv = {"dynamic": "bhld"}.get(s["layout"], s["layout"])  # k and v; q is transformers'
+    q = mk(s["h"], s["lq"], "blhd" if s["layout"] in ("cache", "dynamic") else kv)
     k, v = mk(s["hkv"], s["lkv"], kv), mk(s["hkv"], s["lkv"], kv)
     keep = None
     if s["keep"]:  # a static cache of 4096 slots, 3/4 written: row b has its own length
