@@ -275,6 +275,9 @@ def test_part3_says_when_the_profiled_ops_outlast_the_call():
     assert "kernels 1.52 ms (1.16x the call timed without the profiler" in text
     m["kernel_s"] = 1.2e-3
     assert "without the profiler" not in questions_measured([m], [], "cpu")["3.3"]["text"]
+    assert "L2 flushed" not in questions_measured([m], [], "cpu")["3.3"]["text"]  # not flushed
+    assert "started with L2 flushed" in questions_measured(
+        [{**m, "l2_flushed": True}], [], "cuda")["3.3"]["text"]
 
 
 def test_part3_names_every_measured_rate(cpu_report):

@@ -22,10 +22,10 @@ oddly laid-out kernels an eager layer launches, and both are measured here:
 
 Five kernels are generic loops of their own (LOOP_OPS): a gather of rows (x[idx], how a router
 sends tokens to experts) reads nearly at the copy bandwidth, a fill under a broadcast boolean
-mask is slower than the multiply, and RoPE's rotate_half on a head-transposed q, a cat of two
-strided halves, and its sum of two operands laid out in different orders run at about half and
-two thirds of the multiply's rate, as does a static cache's write of a prefill's head-transposed
-k or v (index_copy_); each has its rate, measured the same way. A top-k or sort
+mask is slower than the multiply, and so are RoPE's rotate_half on a head-transposed q (a cat
+of two strided halves), its sum of two operands laid out in different orders, and a static
+cache's write of a prefill's head-transposed k or v (index_copy_) (docs/predictions.md); each
+has its rate, measured the same way. A top-k or sort
 runs radix passes that step with its size and bit width: each shape met is timed alone
 (measure_alone). So is a reduction to few rows (a decode's RMSNorm: 8-128 rows): PyTorch
 reduces each row with a warp or a block whose passes follow the row's length, until a long

@@ -3,8 +3,7 @@ per component through module ranges), and the prediction from counted ops on mea
 
 On a GPU each timed call starts with L2 flushed, as a layer runs in a model: a model's step
 reads every layer in turn, so a layer's weights and cache have left L2 by its next step, while a
-lone layer called in a loop would find them there (gemma-3-270m-it's decode layer, 12 MB of
-weights and 4 MB of cache, fits the H200's 50 MB L2).
+small layer called in a loop would find them there (docs/predictions.md).
 
 Prediction: every counted op that moves bytes is one kernel, costed by op_classes: the roofline
 time on this device's measured ceilings, the generic elementwise loop's measured element rate
