@@ -255,7 +255,9 @@ def test_generation_with_rooflabs_attention_runs_its_kernels_in_the_graphs():
                           "sliding_window": None, "num_key_value_heads": 2}, "tiny-llama")
     r = GN.measure_generation(cfg, 2, 64, 4, CE.get("cuda"), "cuda", dtype="bf16", costs=COSTS,
                               attn="rooflab")
-    assert set(r["attention_paths"]) == {"flash_attention", "flash_decoding (kept keys)"}
+    prefill = {p for p in r["attention_paths"] if p.startswith("flash_attention (")}
+    assert len(prefill) == 1 and set(r["attention_paths"]) - prefill == {
+        "flash_decoding (kept keys)"}
     for call in ("prefill", "decode"):
         assert "graph_error" not in r[call], r[call].get("graph_error")
 

@@ -299,9 +299,10 @@ def which(q, k, v, causal: bool, out=None) -> str:
         f"rooflab.kernels.{name}").usable(q, k, v, causal, out=out) else name
 
 
-def gluon(q, k, v, causal: bool, scale, out):
-    """The Gluon kernel's (O, LSE) where GLUON names one for these inputs, else None."""
-    name = which(q, k, v, causal, out)
+def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
+    """The Gluon kernel's (O, LSE) where GLUON names one for these inputs, else None; ``name``:
+    which()'s answer for them, where the caller has it."""
+    name = name or which(q, k, v, causal, out)
     if name == "flash_attention":
         return None
     import importlib

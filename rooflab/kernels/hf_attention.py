@@ -23,14 +23,20 @@ from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries
 
 NAME = "rooflab"
 CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)"
+# FlashAttention's kernels by module (flash_attention.which()), as CALLS names them
+KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
+           "flash_attention_sm90_ws": "Gluon, warp-specialized"}
 
 
 # --- the kernels as torch ops -------------------------------------------------------------------
 @torch.library.custom_op("rooflab::flash_attention", mutates_args=())
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                       scale: float) -> torch.Tensor:
-    from rooflab.kernels.flash_attention import flash_attention
-    return flash_attention(q, k, v, is_causal, scale)[0]
+                       scale: float, kernel: str = "") -> torch.Tensor:
+    """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it."""
+    from rooflab.kernels import flash_attention as FA
+    kernel = kernel or FA.which(q, k, v, is_causal)
+    return (FA.gluon(q, k, v, is_causal, scale, None, kernel)
+            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}))[0]
 
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
@@ -41,7 +47,7 @@ def flash_decoding_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_caus
 
 
 for _name, _op in (("flash_attention", flash_attention_op), ("flash_decoding", flash_decoding_op)):
-    _op.register_fake(lambda q, k, v, is_causal, scale, keep=None: torch.empty_like(q))
+    _op.register_fake(lambda q, *args: torch.empty_like(q))
     formulas.register_attention(getattr(torch.ops.rooflab, _name))  # out: (B, H, Lq, D)
 
 
@@ -108,8 +114,10 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         CALLS["flash_decoding" + (" (kept keys)" if keep is not None else "")] += 1
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
     else:
-        CALLS["flash_attention"] += 1
-        out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale)
+        from rooflab.kernels.flash_attention import which
+        kernel = which(query, key, value, causal)
+        CALLS[f"flash_attention ({KERNELS[kernel]})"] += 1
+        out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel)
     return out.transpose(1, 2).contiguous(), None
 
 
