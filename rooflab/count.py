@@ -52,6 +52,10 @@ class OpRecord:
     # so a small kernel reading one waits on HBM (op_classes' hbm_s)
     reads_weight: bool = False
     group_rows: tuple = ()  # a grouped GEMM's rows in each group, where its offsets hold data
+    # (bytes, distance) of each input an earlier counted op wrote: the bytes every op between
+    # them read and wrote. An input whose bytes and distance fit in a GPU's L2 is still there
+    # when this op reads it (op_classes' l2 rates)
+    fresh: tuple = ()
 
     @property
     def bytes(self) -> int:
@@ -66,14 +70,19 @@ def _tensor_bytes(t: torch.Tensor) -> int:
         return logical
 
 
+def _storage(t: torch.Tensor) -> int:
+    """Where t's memory starts (0 where it has none: a meta tensor)."""
+    try:
+        return t.untyped_storage().data_ptr() if t.device.type != "meta" else 0
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
 def _distinct(ts: list[torch.Tensor]) -> list[torch.Tensor]:
     """Each tensor once: the same object, or the same memory seen the same way, is read once."""
     seen, out = set(), []
     for t in ts:
-        try:
-            ptr = t.untyped_storage().data_ptr() if t.device.type != "meta" else 0
-        except (RuntimeError, NotImplementedError):
-            ptr = 0
+        ptr = _storage(t)
         key = (ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype) if ptr else id(t)
         if key not in seen:
             seen.add(key)
@@ -140,6 +149,8 @@ class Counter(TorchDispatchMode):
         self.unsupported: dict[str, int] = defaultdict(int)  # op -> calls with no FLOP formula
         self._stack: list[str] = []
         self._hooks = []
+        self._traffic = 0  # bytes every counted op so far read and wrote
+        self._written: dict[int, int] = {}  # storage -> self._traffic when an op last wrote it
         if module is not None:
             for name, m in module.named_modules():
                 self._hooks.append(m.register_forward_pre_hook(self._enter(name)))
@@ -194,6 +205,11 @@ class Counter(TorchDispatchMode):
             counted = (0, 0)
         macs, flops = counted
         shapes = [tuple(t.shape) for t in ins]
+        fresh = tuple((_tensor_bytes(t), self._traffic - self._written[p])
+                      for t in _distinct(ins) if (p := _storage(t)) and p in self._written)
+        if read or written:
+            self._traffic += read + written
+            self._written.update((p, self._traffic) for t in outs if (p := _storage(t)))
         elements = sum(t.numel() for t in outs)
         if packet in BYTE_FORMULAS and outs:  # a scatter writes the rows it touches, no more
             elements = min(elements, written // outs[0].element_size())
@@ -203,7 +219,7 @@ class Counter(TorchDispatchMode):
             max((t.element_size() for t in ins if t.numel() > 1), default=0),
             outs[0].element_size() if outs else 0,
             any(isinstance(t, torch.nn.Parameter) for t in ins),
-            group_rows(args) if packet.__name__ == "_grouped_mm" else ()))
+            group_rows(args) if packet.__name__ == "_grouped_mm" else (), fresh))
         return out
 
     # --- summaries ---

@@ -284,3 +284,18 @@ def test_groups_follow_the_modules():
     g = M.groups(M.layer_costs(cfg, phase, "sliding"))
     assert g["mlp"].flops == mlp and g["attention"].flops == attn  # what layer.mlp runs
     assert g["norms_residuals"].flops == c.total_flops - mlp - attn
+
+
+def test_an_input_an_earlier_op_wrote_carries_the_bytes_moved_since():
+    """fresh: (bytes, bytes every op between read and wrote) of each input a counted op wrote;
+    none for a tensor from outside (a weight, the layer's input), and none through a view."""
+    a = torch.randn(64, 32)
+    with count.Counter() as c:
+        b = a * 2.0              # a: from outside
+        d = a + 1.0              # 2 x 8 kB moved since b was written
+        e = b.t() * d.t()        # b through a view, and d just written
+    mul, add, last = (r for r in c.records if r.bytes)
+    size = a.numel() * 4
+    assert mul.fresh == () and add.fresh == ()
+    assert last.fresh == ((size, 2 * size), (size, 0))
+    assert e.shape == (32, 64)

@@ -195,6 +195,10 @@ def test_measured_on_the_cpu():
     assert {op: set(r) for op, r in costs.loop_elements_per_s.items()} == {
         op: {2, 4} for op in OC.LOOP_OPS}
     assert all(r > 1e6 for rates in costs.loop_elements_per_s.values() for r in rates.values())
+    assert (costs.l2_bytes, costs.l2_bytes_per_s, costs.generic_l2_elements_per_s) == (0, 0, {})
+    # what a GPU measures, run here on a CPU's cache: rates, or 0 and left out (never negative)
+    copy, generic = OC.l2_rates(8 << 20, (torch.float32, torch.bfloat16), "cpu")
+    assert copy >= 0 and set(generic) <= {2, 4} and all(r > 0 for r in generic.values())
 
 
 def test_a_gather_and_a_masked_fill_take_their_own_loops_rate():
@@ -297,6 +301,11 @@ def test_measured_on_the_gpu():
     assert all(1e10 < r < 1e13 for r in costs.generic_copy_elements_per_s.values())
     assert all(1e10 < r < 1e13 for rates in costs.loop_elements_per_s.values()
                for r in rates.values())
+    # with its operands in L2: bytes and elements a second, units not slipped
+    assert costs.l2_bytes == torch.cuda.get_device_properties(0).L2_cache_size // 2
+    assert 1e11 < costs.l2_bytes_per_s < 1e15
+    assert set(costs.generic_l2_elements_per_s) == {2, 4}
+    assert all(1e10 < r < 1e14 for r in costs.generic_l2_elements_per_s.values())
 
 
 def _attention(**kw) -> count.OpRecord:
@@ -482,3 +491,29 @@ def test_a_split_gemm_is_profiled_alone_on_the_gpu():
     costs = OC.measure_gemm_extra(OC.OpCosts("cuda", {}, {}), records, "cuda")
     assert len(costs.gemm_extra_s) == 2
     assert all(0 <= s < 20e-6 for s in costs.gemm_extra_s.values())
+
+
+def test_an_input_still_in_l2_is_read_at_l2s_rates():
+    """An input the op before wrote, fitting in L2 with the bytes moved since, is read at the
+    L2's measured rates (bytes: the copy's; elements: the generic loop's); one that does not
+    fit, or costs without L2 rates (a CPU), price it as before."""
+    y = torch.randn(8, 16, 4, 32)
+    with count.Counter() as c:
+        h = y * 2.0
+        sq, scaled = h * h, h * rms  # vectorized (h once: the same tensor), broadcast
+    sq, scaled = (r for r in c.records[1:] if r.bytes)
+    assert sq.fresh == ((h.numel() * 4, 0),) and scaled.fresh[0][0] == h.numel() * 4
+    plain = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {4: 1e9})
+    l2 = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {4: 1e9}, l2_bytes=1 << 20,
+                    l2_bytes_per_s=4e12, generic_l2_elements_per_s={4: 4e9})
+    small = OC.OpCosts("test", {k: 1e-6 for k in OC.CLASSES}, {4: 1e9}, l2_bytes=1 << 15,
+                       l2_bytes_per_s=4e12, generic_l2_elements_per_s={4: 4e9})
+    peak, bw = 1e15, 1e12
+    n = y.numel()
+    assert plain.in_l2(sq) == small.in_l2(sq) == 0 and l2.in_l2(sq) == n * 4  # 64 kB
+    assert plain.predict_s(sq, peak, bw) == pytest.approx(1e-6 + sq.bytes / bw)
+    assert l2.predict_s(sq, peak, bw) == pytest.approx(1e-6 + n * 4 / bw + n * 4 / 4e12)
+    assert small.predict_s(sq, peak, bw) == plain.predict_s(sq, peak, bw)
+    f = n * 4 / scaled.bytes_read  # h's share of the broadcast multiply's reads
+    assert l2.predict_s(scaled, peak, bw) == pytest.approx(1e-6 + n * ((1 - f) / 1e9 + f / 4e9))
+    assert plain.predict_s(scaled, peak, bw) == pytest.approx(1e-6 + n / 1e9)

@@ -42,6 +42,10 @@ small kernel over one in L2 (measured: a weight times rows, L2 flushed and not);
 layer's weights pass through L2 once a step, so the norm's weight is never there when its small
 multiply reads it (in a layer such a multiply takes its cold time: docs/predictions.md).
 Matmuls and attention are left out: their bandwidth term already reads from HBM.
+On a GPU, an elementwise, generic or reduction op's input that the op before it wrote and
+that still fits in L2, with every byte moved since (count.OpRecord.fresh, OpCosts.in_l2), is
+read at rates measured with the operands in L2: its bytes at the copy's L2 bandwidth, and the
+generic loop's elements, for that share of the reads, at its L2 rate (docs/predictions.md).
 
 Attention is one fused kernel whose speed depends on its backend, head dim, mask and phase far
 more than a matmul's does: cuDNN's causal prefill at head dim 128 comes near the matmul peak,
@@ -163,6 +167,14 @@ class OpCosts:
     # op -> element size -> the rate of an op whose generic loop is a kernel of its own (LOOP_OPS),
     # measured on a reference call; it replaces the broadcast multiply's rate for that op
     loop_elements_per_s: dict[str, dict[int, float]] = field(default_factory=dict)
+    # an input still in L2 from the op that wrote it (count.OpRecord.fresh) is read at L2's
+    # speed: what of the L2 such an input can fill, and measured with every operand in it, the
+    # copy's bytes per second and the broadcast multiply's elements per second by element size
+    # (GPUs only). A GPU's L2 is two partitions, each caching what the SMs beside it read
+    # (NVIDIA's A100 and H100 whitepapers): an activation every SM reads fills half of it.
+    l2_bytes: int = 0
+    l2_bytes_per_s: float = 0.0
+    generic_l2_elements_per_s: dict[int, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -171,6 +183,13 @@ class OpCosts:
         rates = (self.generic_copy_elements_per_s if copy and self.generic_copy_elements_per_s
                  else self.generic_elements_per_s)
         return _nearest(rates, itemsize)
+
+    def in_l2(self, r: count.OpRecord) -> int:
+        """Bytes of r's reads still in L2 where measured: inputs an earlier op wrote that fit in
+        it with every byte read and written since (least recently used leaves first)."""
+        if not self.l2_bytes_per_s:
+            return 0
+        return min(r.bytes_read, sum(b for b, since in r.fresh if b + since <= self.l2_bytes))
 
     def floor(self, r: count.OpRecord) -> float:
         """The measured floor of r's kind of kernel: its generic kind's where measured, else
@@ -193,7 +212,9 @@ class OpCosts:
         if a and a["bound"] == "compute":
             peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
                                                    if cls == "attention" else 1.0)
-        t = max(r.flops / peak_flops_per_s, r.bytes / bandwidth_bytes_per_s)
+        hot = self.in_l2(r) if cls in ("elementwise", "generic", "reduction") else 0
+        t = max(r.flops / peak_flops_per_s, (r.bytes - hot) / bandwidth_bytes_per_s
+                + (hot / self.l2_bytes_per_s if hot else 0.0))
         if a and a["bound"] == "memory":
             read = attention_bytes(r) if cls == "attention" else r.bytes
             t = max(r.flops / peak_flops_per_s, read / a["bytes_per_s"])
@@ -204,7 +225,11 @@ class OpCosts:
             t = max(t, r.out_elements / _nearest(own, r.itemsize))
         elif cls == "generic":
             copy = r.op in COPY_OPS and r.in_itemsize == r.itemsize  # not a widening cast
-            t = max(t, r.out_elements / self.generic_rate(r.itemsize, copy))
+            per = 1 / self.generic_rate(r.itemsize, copy)
+            if hot and not copy and self.generic_l2_elements_per_s:  # the read share in L2
+                f = hot / r.bytes_read
+                per = (1 - f) * per + f / _nearest(self.generic_l2_elements_per_s, r.itemsize)
+            t = max(t, r.out_elements * per)
         if cls == "indexed" and self.indexed_elements_per_s:
             t = max(t, r.out_elements / _nearest(self.indexed_elements_per_s, r.itemsize))
         cold = self.hbm_s if r.reads_weight and cls not in ("matmul", "attention") else 0.0
@@ -605,6 +630,31 @@ def generic_copy_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     return dst.numel() / t.device_s
 
 
+def l2_rates(l2_bytes: int, dtypes, device: str = "cuda") -> tuple[float, dict[int, float]]:
+    """On a GPU, with every operand in L2 (a chain of calls on the same tensors, together at
+    most a quarter of ``l2_bytes``): a copy's bytes per second, and a broadcast multiply's
+    elements per second by element size, each the slope between two sizes so the kernel's
+    fixed cost drops out (0, and not used, where the larger did not take longer)."""
+    def slope(make):
+        (t1, w1), (t2, w2) = ((tiny_kernel_s(fn, device), work)
+                              for fn, work in (make(l2_bytes // 16), make(l2_bytes // 4)))
+        return (w2 - w1) / (t2 - t1) if t2 > t1 else 0.0
+
+    def copy(n):  # n bytes moved: n / 2 read, n / 2 written
+        src, dst = (torch.empty(n // 8, device=device, dtype=torch.float32) for _ in "sd")
+        return (lambda: dst.copy_(src)), src.numel() * 8
+
+    def multiply(dt):
+        def make(n):  # n bytes moved: rows x 1024 read and written (and a column)
+            rows = n // (2 * 1024 * torch.finfo(dt).bits // 8)
+            a = torch.randn(rows, 1024, device=device, dtype=dt)
+            col, out = torch.randn(rows, 1, device=device, dtype=dt), torch.empty_like(a)
+            return (lambda: torch.mul(a, col, out=out)), a.numel()
+        return make
+    rates = {torch.finfo(dt).bits // 8: slope(multiply(dt)) for dt in dtypes}
+    return slope(copy), {size: r for size, r in rates.items() if r}
+
+
 def roll_rate(device: str, dtype: torch.dtype, elements: int) -> float:
     """Elements per second of torch.roll by one row of (batch, 512, 256), as a sliding-window
     cache rolls its keys: the indexed class."""
@@ -689,6 +739,10 @@ def measure_op_costs(device: str) -> OpCosts:
              for op in LOOP_OPS}
     gap = (statistics.median(graph_gap_s(ops[c]) for c in CLASSES if c != "select")
            if device == "cuda" else 0.0)  # (a select launches several kernels a call)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
+    props = torch.cuda.get_device_properties(0) if device == "cuda" else None
+    l2 = props.L2_cache_size // 2 if props else 0  # what one activation fills (OpCosts)
+    l2_copy, l2_generic = l2_rates(l2, dtypes) if l2 else (0.0, {})
     return OpCosts(device, floors, rates, gap, copy_rates, indexed_elements_per_s=roll_rates,
-                   sm_count=sms, hbm_s=hbm_latency_s(device), loop_elements_per_s=loops)
+                   sm_count=props.multi_processor_count if props else 0,
+                   hbm_s=hbm_latency_s(device), loop_elements_per_s=loops, l2_bytes=l2,
+                   l2_bytes_per_s=l2_copy, generic_l2_elements_per_s=l2_generic)
