@@ -117,7 +117,7 @@ def basis(ceilings, costs: OC.OpCosts, records: list[OpRecord] | None = None) ->
                     f"the roofline's ceilings ({a.get('error', 'not measured')})")
                 for k, a in sorted(rates.items())}
 
-    attention = used(costs.attention, OC.attention_kind)
+    attention = used(costs.attention, lambda r: OC.attention_kind(r, costs.sm_count))
     grouped = used(costs.grouped, OC.grouped_kind)
     gemms = used(costs.gemm_extra_s, OC.gemm_kind)
     alone = used(costs.alone_s, OC.alone_kind)

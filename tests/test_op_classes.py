@@ -340,7 +340,7 @@ def test_a_measured_attention_rate_replaces_the_ceiling_of_its_bound():
 
 
 def test_an_attention_reference_that_cannot_run_is_a_reason_not_a_crash(monkeypatch):
-    def refuse(r, device):
+    def refuse(r, device, sm_count):
         def call():
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
         return call
@@ -353,23 +353,31 @@ def test_an_attention_reference_that_cannot_run_is_a_reason_not_a_crash(monkeypa
     assert OC.attention_summary(costs.attention).endswith(
         "not measured (CUDA out of memory. Tried to allocate 1.00 GiB): on the roofline")
     # a reference that runs the math fallback (matmuls and a softmax) has no rate to give
-    monkeypatch.setattr(OC, "_attention_reference", lambda r, device: lambda: (
+    monkeypatch.setattr(OC, "_attention_reference", lambda r, device, sms: lambda: (
         torch.randn(4, 4) @ torch.randn(4, 4)).softmax(-1))
     costs = OC.measure_attention(OC.OpCosts("cpu", {}, {}), [r], "cpu")
     assert costs.attention[OC.attention_key(r)] == {
         "error": "the reference ran no fused attention kernel"}
 
 
-def test_a_prefill_too_small_to_fill_the_gpu_gets_its_share_of_the_rate():
-    """2 sequences x 4 heads x 64 queries: 8 programs of 64 rows. On 16 SMs half stay idle."""
+def test_a_prefill_too_small_to_fill_the_gpu_is_timed_on_its_own_shapes():
+    """2 sequences x 4 heads x 64 queries: 8 programs of 64 rows. On 16 SMs half stay idle and
+    the longest program's chain sets the time, so its reference is its own shapes; on 8 SMs
+    (or off a GPU) it shares the kind's reference that fills the GPU."""
     pre = _attention()
-    assert OC.attention_fill(pre, 0) == 1.0 and OC.attention_fill(pre, 8) == 1.0
-    assert OC.attention_fill(pre, 16) == 0.5
+    assert not OC.under_filled(pre, 0) and not OC.under_filled(pre, 8)
+    assert OC.under_filled(pre, 16)
+    assert not OC.under_filled(_attention(lq=65), 16)  # a ragged last tile is a program too
+    own, shared = OC.attention_key(pre, 16), OC.attention_key(pre, 8)
+    assert shared == OC.attention_key(pre) and own == f"{shared} 2x4x64x32 q 2x4x64x32 k"
+    for sms, reference in ((16, "2x4x64x32 q, 64 keys"), (0, "8x4x256x32 q, 256 keys")):
+        costs = OC.measure_attention(OC.OpCosts("cpu", {}, {}, sm_count=sms), [pre], "cpu")
+        (a,) = costs.attention.values()
+        assert a["reference"] == reference and a["bound"] == "compute"
+    # the rate it was measured at is the rate it is priced at: no share of the GPU on top
     costs = OC.OpCosts("test", {c: 0.0 for c in OC.CLASSES}, {4: 1e9}, sm_count=16)
-    costs.attention[OC.attention_key(pre)] = {"bound": "compute", "flops_per_s": 1e11}
-    assert costs.predict_s(pre, 1e12, 1e12) == pytest.approx(pre.flops / 5e10)
-    longer = _attention(lq=65)  # a ragged last tile is a program too: 2 x 4 x 2 = 16
-    assert OC.attention_fill(longer, 16) == 1.0
+    costs.attention[own] = {"bound": "compute", "flops_per_s": 1e11}
+    assert costs.predict_s(pre, 1e12, 1e12) == pytest.approx(pre.flops / 1e11)
 
 
 def test_attention_bytes_expand_broadcast_heads():

@@ -53,11 +53,12 @@ while a prefill with an arbitrary (sliding-window) mask at head dim 256 reaches 
 So each kind of attention op met (attention_key: backend op, head dim, element size, mask or
 causal, prefill or decode) gets its own rate, measured once on a reference shape of that kind
 (measure_attention): FLOP/s for a prefill, which replaces the peak, and bytes/s for a decode
-(attention_bytes), which replaces the copy bandwidth. A prefill's reference fills the GPU; a
-prefill of fewer programs (one per head and ATTENTION_TILE_ROWS queries) than the GPU has SMs
-leaves SMs idle and gets that fraction of the rate (attention_fill): 4 heads of 512 tokens are
-32 programs on 132 SMs. A decode's reference is its own shapes: how a decode kernel splits a
-head's keys over programs is its own.
+(attention_bytes), which replaces the copy bandwidth. A prefill's reference fills the GPU. A
+decode's reference is its own shapes: how a decode kernel splits a head's keys over programs is
+its own. So is a prefill's of fewer programs (one per head and ATTENTION_TILE_ROWS queries)
+than the GPU has SMs (under_filled): 4 heads of 512 tokens are 32 programs on 132 SMs, and
+their time is the longest program's chain of key blocks, not a share of the full GPU's rate
+(docs/predictions.md).
 
 A mixture's grouped GEMM is measured the same way (grouped_key): at decode, bytes/s on as many
 groups as it reads; at prefill, on its average rows a group spread as a uniform router draws
@@ -203,15 +204,14 @@ class OpCosts:
         cls = op_class(r)
         if alone_kind(r) in self.alone_s:
             return self.alone_s[alone_kind(r)]
-        a = (self.attention.get(attention_key(r), {}) if cls == "attention" else
+        a = (self.attention.get(attention_key(r, self.sm_count), {}) if cls == "attention" else
              self.grouped.get(grouped_key(r), {}) if r.op in GROUPED_OPS else {})
         a = a if "bound" in a else None  # unmeasured, or its reference could not run
         if a and r.op in GROUPED_OPS and a["bound"] == "compute" and \
                 a["bytes_per_s"] / bandwidth_bytes_per_s > a["flops_per_s"] / peak_flops_per_s:
             a = {**a, "bound": "memory"}  # a prefill's few rows a group: its read bounds it
         if a and a["bound"] == "compute":
-            peak_flops_per_s = a["flops_per_s"] * (attention_fill(r, self.sm_count)
-                                                   if cls == "attention" else 1.0)
+            peak_flops_per_s = a["flops_per_s"]
         hot = self.in_l2(r) if cls in ("elementwise", "generic", "reduction") else 0
         t = max(r.flops / peak_flops_per_s, (r.bytes - hot) / bandwidth_bytes_per_s
                 + (hot / self.l2_bytes_per_s if hot else 0.0))
@@ -250,23 +250,25 @@ def _nearest(rates: dict[int, float], itemsize: int) -> float:
 DECODE_MAX_Q = 16  # an attention op with at most this many queries per sequence is a decode
 
 
-def attention_key(r: count.OpRecord) -> str:
+def attention_key(r: count.OpRecord, sm_count: int = 0) -> str:
     """What decides an attention kernel's speed: the backend op, head dim, element size, mask
-    (an attention-bias operand), causal (fewer FLOPs than dense) and phase; for a decode its
-    shapes too (how many programs share the GPU: see _attention_reference)."""
+    (an attention-bias operand), causal (fewer FLOPs than dense) and phase; for a decode, and a
+    prefill too small to fill ``sm_count`` SMs, its shapes too (how many programs share the
+    GPU: see _attention_reference)."""
     lq, d = r.shapes[0][-2:]
     _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
     mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
-    if lq > DECODE_MAX_Q:
-        return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} prefill"
+    kind = f"{r.op} d{d} {8 * r.itemsize}-bit {mask}"
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
-    return f"{r.op} d{d} {8 * r.itemsize}-bit {mask} decode {shape(r.shapes[0])} q " \
-           f"{shape(r.shapes[1])} k"
+    shapes = f"{shape(r.shapes[0])} q {shape(r.shapes[1])} k"
+    if lq <= DECODE_MAX_Q:
+        return f"{kind} decode {shapes}"
+    return f"{kind} prefill {shapes}" if under_filled(r, sm_count) else f"{kind} prefill"
 
 
-def attention_kind(r: count.OpRecord) -> str | None:
+def attention_kind(r: count.OpRecord, sm_count: int = 0) -> str | None:
     """r's key in OpCosts.attention, None for an op of another class."""
-    return attention_key(r) if op_class(r) == "attention" else None
+    return attention_key(r, sm_count) if op_class(r) == "attention" else None
 
 
 def attention_bytes(r: count.OpRecord) -> int:
@@ -280,30 +282,29 @@ def attention_bytes(r: count.OpRecord) -> int:
 ATTENTION_TILE_ROWS = 64  # queries per program of a fused attention forward (FA2, cuDNN: 64-128)
 
 
-def attention_fill(r: count.OpRecord, sm_count: int) -> float:
-    """The fraction of a GPU's SMs an attention prefill keeps busy: its programs (one per head
-    and ATTENTION_TILE_ROWS queries) over the SMs, at most 1; 1 off a GPU. (With tiles of 128
-    rows there are half as many programs: 64 is the cautious count.)"""
+def under_filled(r: count.OpRecord, sm_count: int) -> bool:
+    """Whether an attention prefill has fewer programs (one per head and ATTENTION_TILE_ROWS
+    queries) than ``sm_count`` SMs; never off a GPU (sm_count 0)."""
     (*lead, lq, _) = r.shapes[0]
-    programs = math.prod(lead) * -(-lq // ATTENTION_TILE_ROWS)
-    return min(1.0, programs / sm_count) if sm_count else 1.0
+    return math.prod(lead) * -(-lq // ATTENTION_TILE_ROWS) < sm_count
 
 
-def _attention_reference(r: count.OpRecord, device: str) -> Callable:
+def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> Callable:
     """A call of the same kind as ``r`` on a reference shape: a prefill's 32 query heads (at
     least one sequence) of 4096 tokens on a GPU, 256 on a CPU; a decode's own shapes (a decode
     kernel splits each head's keys over programs by rules of its own, and a decode of 8 x 16
-    heads leaves SMs idle that 512 heads fill: docs/predictions.md).
+    heads leaves SMs idle that 512 heads fill: docs/predictions.md), and so a prefill's too
+    small to fill ``sm_count`` SMs.
     The same backend is forced; a mask is a float bias of zeros (the kernels read it whatever it
     holds)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q_shape, k_shape = r.shapes[0], r.shapes[1]
     heads, kv_heads, d = q_shape[-3], k_shape[-3], q_shape[-1]
-    key = attention_key(r)
+    key = attention_key(r, sm_count)
     gpu = torch.device(device).type == "cuda"  # "cuda:1" on a tensor-parallel rank
     dtype = _dtype(r.itemsize)
-    if " decode " in key:
+    if key.endswith(" k"):  # its own shapes
         batch, lq, n = math.prod(q_shape[:-3]), q_shape[-2], k_shape[-2]
     else:
         n = lq = 4096 if gpu else 256
@@ -356,8 +357,9 @@ def measure_attention(costs: OpCosts, records: list[count.OpRecord], device: str
         return {"bound": "memory" if " decode " in key else "compute",
                 "flops_per_s": ref.flops / t, "bytes_per_s": attention_bytes(ref) / t,
                 "reference": f"{'x'.join(map(str, ref.shapes[0]))} q, {ref.shapes[1][-2]} keys"}
-    _measure_kinds(costs.attention, records, attention_kind, _attention_reference, rate, device,
-                   "attention")
+    n = costs.sm_count
+    _measure_kinds(costs.attention, records, lambda r: attention_kind(r, n),
+                   lambda r, device: _attention_reference(r, device, n), rate, device, "attention")
     return costs
 
 

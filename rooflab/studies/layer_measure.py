@@ -51,8 +51,9 @@ def predict(records: list[count.OpRecord], ceil: Ceilings, dtype: str, costs: OC
     for t in times:
         r, d = t.record, out[key(t.record)]
         d["ops"].append(r.op)
-        if t.cls == "attention" and OC.attention_key(r) not in d["attention_kinds"]:
-            d["attention_kinds"].append(OC.attention_key(r))
+        kind = OC.attention_kind(r, costs.sm_count)
+        if kind and kind not in d["attention_kinds"]:
+            d["attention_kinds"].append(kind)
         if t.cls == "generic":
             d["generic"].append(f"{r.op} ({OC.path(r)})")
         if r.op == "cat" and kv_past and any(len(s) == 4 and s[-2] == kv_past for s in r.shapes):
