@@ -258,7 +258,7 @@ def flash(tiles: bool = True) -> list[dict]:
         r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
              "causal": causal, "default_kernel": FA.which(q, k, v, causal),
              "default_config": FA.config(d, causal), "tflops_per_s": {}, "errors": {}}
-        # "triton": rooflab's default (a Gluon kernel where FA.GLUON routes the row there);
+        # "triton": rooflab's default (a Gluon kernel where FA.which() routes the row there);
         # "triton_lang": the Triton-language kernel of flash_attention.py at its config
         fns = {"triton": lambda: FA.flash_attention(q, k, v, causal),
                "triton_lang": lambda: FA.flash_attention(q, k, v, causal, cfg={}),

@@ -301,31 +301,36 @@ def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first,
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim, and
-    so do ragged lengths and transformers' layout at head dim 128; ragged lengths at 64 and 256
-    and an explicit config go to the Triton kernel; every answer matches fp64."""
+    so do ragged lengths and transformers' layout at head dim 128; at 128 with at most
+    FA.SHORT_KEYS keys, whole tiles of contiguous tensors go to the plain Gluon kernel; ragged
+    lengths at 64 and 256 and an explicit config go to the Triton kernel; every answer matches
+    fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
     calls = []
-    for name in set(FA.GLUON.values()):
+    plain, ws = "flash_attention_sm90", "flash_attention_sm90_ws"
+    for name in (plain, ws):
         m = importlib.import_module(f"rooflab.kernels.{name}")
         real = getattr(m, name)
         monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
                             calls.append(name) or real(*a, **k))
-    for n, d, cfg, kernel in [(1024, 64, None, FA.GLUON[64]), (1024, 128, None, FA.GLUON[128]),
-                              (512, 256, None, FA.GLUON[256]), (1000, 64, None, None),
-                              (1000, 128, None, FA.GLUON[128]), (1000, 256, None, None)]:
+    for n, d, kernel in [(1024, 64, plain), (1024, 128, ws), (512, 128, plain), (256, 128, plain),
+                         (512, 256, ws), (1000, 64, None), (1000, 128, ws), (500, 128, ws),
+                         (1000, 256, None)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
         assert calls == ([kernel] if kernel else []), (n, d, calls)
+        assert FA.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
+                        causal) == (kernel or "flash_attention")
     q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
     calls.clear()
     FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config: the Triton kernel
     assert calls == []
-    hf = _blhd(q)
+    hf = _blhd(q)  # short, but transformers' layout: the warp-specialized kernel takes it
     o, _ = FA.flash_attention(hf, hf, hf, causal)
-    assert calls == [FA.GLUON[128]] and o.stride() == hf.stride()
+    assert calls == [ws] and o.stride() == hf.stride()
     torch.testing.assert_close(o, FA.flash_attention(q, q, q, causal, cfg={})[0], atol=2e-3,
                                rtol=0)
 

@@ -280,27 +280,34 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
-# Which Gluon kernel runs, by head dim, on an sm_90 GPU for the inputs it takes (its usable()):
-# the one of flash_attention_sm90.py at 64 (whole tiles, contiguous tensors), its warp-specialized
-# sibling at 128 and 256 (ragged lengths at 128, transformers' layouts, a longer cache's first
-# rows), where each beat this module's Triton kernel and cuDNN
+# Which Gluon kernels may run, in order, by head dim, on an sm_90 GPU for the inputs each takes
+# (its usable()): the one of flash_attention_sm90.py at 64 (whole tiles, contiguous tensors), its
+# warp-specialized sibling at 128 and 256 (ragged lengths at 128, transformers' layouts, a
+# longer cache's first rows), where each beat this module's Triton kernel and cuDNN. At 128 with
+# at most SHORT_KEYS keys the plain one goes first: a program per 64 rows, two an SM, where the
+# warp-specialized kernel's one a SM exposes each short program's setup
 # (docs/kernels/flash_attention_sm90.md).
-GLUON = {64: "flash_attention_sm90", 128: "flash_attention_sm90_ws",
-         256: "flash_attention_sm90_ws"}
+GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
+         256: ("flash_attention_sm90_ws",)}
+SHORT_KEYS = 512
 
 
 def which(q, k, v, causal: bool, out=None) -> str:
     """The module whose kernel flash_attention() runs for these inputs without a config."""
-    name = GLUON.get(q.shape[-1]) if q.is_cuda else None
-    if name is None:
-        return "flash_attention"
     import importlib
-    return "flash_attention" if importlib.import_module(
-        f"rooflab.kernels.{name}").usable(q, k, v, causal, out=out) else name
+    d = q.shape[-1]
+    names = GLUON.get(d, ()) if q.is_cuda else ()
+    if d == 128 and k.shape[2] <= SHORT_KEYS and names:
+        names = ("flash_attention_sm90", *names)
+    for name in names:
+        if not importlib.import_module(f"rooflab.kernels.{name}").usable(q, k, v, causal,
+                                                                          out=out):
+            return name
+    return "flash_attention"
 
 
 def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
-    """The Gluon kernel's (O, LSE) where GLUON names one for these inputs, else None; ``name``:
+    """The Gluon kernel's (O, LSE) where which() picks one for these inputs, else None; ``name``:
     which()'s answer for them, where the caller has it."""
     name = name or which(q, k, v, causal, out)
     if name == "flash_attention":
@@ -314,13 +321,13 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
-    where GLUON says."""
+    where which() picks one."""
     q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
     b, h, n_q, d = q.shape
     _, hkv, n_kv, _ = k.shape
-    if cfg is None:  # on Hopper, a Gluon kernel where GLUON names one
+    if cfg is None:  # on Hopper, a Gluon kernel where which() picks one
         done = gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done

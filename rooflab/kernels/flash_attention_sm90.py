@@ -15,7 +15,7 @@ is flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel 
 (tests marked gpu) and compiled for sm_90 without one in CI (benchmarks/flash_resources.py
 --gluon, which also reads ptxas's warning that it serialized the wgmma ops).
 
-flash_attention.GLUON says where it is the default; the A/Bs behind that, and what was tried
+flash_attention.which() says where it is the default; the A/Bs behind that, and what was tried
 and left: docs/kernels/flash_attention_sm90.md.
 """
 from __future__ import annotations
