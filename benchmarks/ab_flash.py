@@ -8,8 +8,8 @@ Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON
 A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
-config ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of flash_attention_sm90_ws.py;
-rows they do not take are recorded as their errors.
+config and the inputs' flags ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of
+flash_attention_sm90_ws.py; rows they do not take are recorded as their errors.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
 tuples. --layout blhd lays q, k and v out as transformers' projections leave them, (B, L, H, D)
 in memory seen as (B, H, L, D). Without --before there is no ``before``. Each row is written as
@@ -56,12 +56,17 @@ def kernel_at(rev: str):
 
 
 def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
-    """A Gluon kernel's (O, LSE) with ``over`` merged over its config, or why not."""
+    """A Gluon kernel's (O, LSE) with ``over`` merged over its config and the inputs' flags
+    (its flags()), or why not; the plain kernel takes every layout it reads (its usable() with
+    ``strided``), as the warp-specialized one does."""
     from rooflab.kernels import flash_attention_sm90 as F9
     from rooflab.kernels import flash_attention_sm90_ws as F9W
-    m = F9W if ws else F9
-    cfg = {**m.config(q.shape[-1]), **over}
-    why = m.usable(q, k, v, causal, cfg)
+    if ws:
+        cfg = F9W.flags(q, k, v, causal, over)
+        why = F9W.usable(q, k, v, causal, cfg)
+    else:
+        cfg = F9.flags(q, k, over)
+        why = F9.usable(q, k, v, causal, cfg, strided=True)
     if why:
         raise ValueError(f"the Gluon kernel does not take this row: {why}")
     return (F9W.flash_attention_sm90_ws if ws else F9.flash_attention_sm90)(q, k, v, causal,

@@ -298,6 +298,39 @@ def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first,
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 64, 4),
+                                   (2, 4, 512, 512, 256, 1)])
+@pytest.mark.parametrize("kv", ["tokens first", "heads first", "static cache",
+                                "static cache, tokens first"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
+    """The plain Gluon kernel on q and out in transformers' layout, k and v in each layout a
+    model passes (a static cache's first rows: the rows past them hold NaN, none is read)."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    b, h, n_q, n_kv, d, hkv = shape
+
+    def kernel(q, k, v, causal):
+        def laid(t):
+            if kv == "tokens first":
+                return _blhd(t)
+            if kv == "heads first":
+                return t
+            first = kv.endswith("tokens first")
+            full = torch.full((b, 2 * n_kv, hkv, d) if first else (b, hkv, 2 * n_kv, d),
+                              float("nan"), device="cuda", dtype=t.dtype)
+            return (full.transpose(1, 2) if first else full)[:, :, :n_kv].copy_(t)
+        out = torch.full((b, n_q, h, d), float("nan"), device="cuda",
+                         dtype=q.dtype).transpose(1, 2)
+        q, k, v = _blhd(q), laid(k), laid(v)
+        assert F9.usable(q, k, v, causal, out=out, strided=True) is None
+        return F9.flash_attention_sm90(q, k, v, causal, out=out)
+
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=kernel)
+    _holds_to_fp64(e)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim, and
@@ -390,3 +423,18 @@ def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
     assert F9W.layout(cache[:, :, 1:513]) is None      # its view would run past the storage
     misaligned = torch.empty(2 * 8 * 64 * 128 + 1)[1:].view(2, 8, 64, 128)  # TMA: 16-byte base
     assert F9W.layout(misaligned) is None
+
+
+def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():
+    """Q_STRIDED where q comes tokens first, KV_STRIDED where k does; a config's keys win.
+    usable()'s layout checks come after its sm_90 check: on the GPU,
+    test_flash_attention_sm90_takes_each_layout."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    hf = torch.empty(2, 256, 8, 128).transpose(1, 2)
+    heads = torch.empty(2, 8, 256, 128)
+    f = F9.flags(hf, heads)
+    assert (f["Q_STRIDED"], f["KV_STRIDED"]) == (True, False)
+    f = F9.flags(heads, hf, cfg={"KV_STRIDED": False})
+    assert (f["Q_STRIDED"], f["KV_STRIDED"]) == (False, False)
+    assert F9.layout(hf) == (True, 256) and F9.layout(heads) == (False, 256)
+

@@ -10,8 +10,10 @@ cores, and only the rescale of the accumulator waits for it. K and V arrive by t
 accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
 
 Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, lengths that are whole
-tiles (n_q a multiple of BLOCK_M, n_kv of BLOCK_N), contiguous (B, H, N, D) tensors. Anything else
-is flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU
+tiles (n_q a multiple of BLOCK_M, n_kv of BLOCK_N); q, k, v in any layout() reads (contiguous,
+transformers' tokens first, a longer cache's first rows), though flash_attention.which() sends
+it contiguous tensors only until the others have run on a GPU. Anything else is
+flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU
 (tests marked gpu) and compiled for sm_90 without one in CI (benchmarks/flash_resources.py
 --gluon, which also reads ptxas's warning that it serialized the wgmma ops).
 
@@ -42,10 +44,19 @@ LOG2E = 1.4426950408889634
 
 if gluon is not None:
     @gluon.jit
-    def _load(desc, row, bar, dst, pred):
-        # one tile of rows [row, row + BLOCK) by TMA; bar counts its bytes in
+    def _at(b, h, row, heads, pitch, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
+        # where row ``row`` of head h of batch b starts in its tensor's 2-D view (row, column);
+        # ``pitch`` rows a head (a batch, STRIDED): its length, or a longer cache's
+        if STRIDED:  # (B, P, H, D) in memory, seen as (B * P, H * D): transformers' layout
+            return b * pitch + row, h * HEAD_DIM
+        else:        # (B, H, P, D) in memory, seen as (B * H * P, D)
+            return (b * heads + h) * pitch + row, 0
+
+    @gluon.jit
+    def _load(desc, at, bar, dst, pred):
+        # one tile by TMA from (row, column) ``at``; bar counts its bytes in
         mbarrier.expect(bar, desc.block_type.nbytes, pred=pred)
-        tma_load(desc, [row, 0], bar, dst, pred=pred)
+        tma_load(desc, [at[0], at[1]], bar, dst, pred=pred)
 
     @gluon.jit
     def _softmax(s, m_i, l_i, qk_scale):
@@ -81,16 +92,19 @@ if gluon is not None:
 
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
-                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
-        # q, k, v, o are (rows, D) views of contiguous (B, H, N, D) tensors; tile rows index them
+                       kv_pitch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                       BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                       Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
+                       num_warps: gl.constexpr):
+        # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout()); _at places a tile in them
         start_m = gl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = gl.num_programs(0) - 1 - start_m
         bh = gl.program_id(1)
         b, h = bh // H, bh % H
-        q_row = bh * n_q + start_m * BLOCK_M
-        kv_row = (b * (H // GROUP) + h // GROUP) * n_kv   # the K/V head this query head reads
+        q_at = _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED)
+        hk = h // GROUP                          # the K/V head this query head reads
+        kv_at = _at(b, hk, 0, H // GROUP, kv_pitch, HEAD_DIM, KV_STRIDED)
         dtype: gl.constexpr = q_desc.dtype
 
         # The tensor cores' register layouts: S (BLOCK_M, BLOCK_N) and O (BLOCK_M, D) split by
@@ -124,10 +138,11 @@ if gluon is not None:
         else:
             n_blocks = n_kv // BLOCK_N
             mask_from = n_blocks
-        _load(q_desc, q_row, bar_q, q_smem, True)
+        _load(q_desc, q_at, bar_q, q_smem, True)
         for i in gl.static_range(STAGES):  # fill the ring
-            _load(k_desc, kv_row + i * BLOCK_N, bar_k.index(i), k_smem.index(i), i < n_blocks)
-            _load(v_desc, kv_row + i * BLOCK_N, bar_v.index(i), v_smem.index(i), i < n_blocks)
+            at = (kv_at[0] + i * BLOCK_N, kv_at[1])
+            _load(k_desc, at, bar_k.index(i), k_smem.index(i), i < n_blocks)
+            _load(v_desc, at, bar_v.index(i), v_smem.index(i), i < n_blocks)
         mbarrier.wait(bar_q, 0)
         q = q_smem
 
@@ -140,7 +155,7 @@ if gluon is not None:
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
         sync_warps()                             # every warp is done with K's slot 0
-        _load(k_desc, kv_row + STAGES * BLOCK_N, bar_k.index(0), k_smem.index(0),
+        _load(k_desc, (kv_at[0] + STAGES * BLOCK_N, kv_at[1]), bar_k.index(0), k_smem.index(0),
               STAGES < n_blocks)
 
         # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and nothing
@@ -157,10 +172,11 @@ if gluon is not None:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
             sync_warps()                         # K's slot and V's previous slot are free
-            _load(k_desc, kv_row + (j + STAGES) * BLOCK_N, bar_k.index(j % STAGES),
-                  k_smem.index(j % STAGES), j + STAGES < n_blocks)
-            _load(v_desc, kv_row + (j - 1 + STAGES) * BLOCK_N, bar_v.index((j - 1) % STAGES),
-                  v_smem.index((j - 1) % STAGES), j - 1 + STAGES < n_blocks)
+            _load(k_desc, (kv_at[0] + (j + STAGES) * BLOCK_N, kv_at[1]),
+                  bar_k.index(j % STAGES), k_smem.index(j % STAGES), j + STAGES < n_blocks)
+            _load(v_desc, (kv_at[0] + (j - 1 + STAGES) * BLOCK_N, kv_at[1]),
+                  bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
+                  j - 1 + STAGES < n_blocks)
 
         # the last block's P V, then normalise
         acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
@@ -171,7 +187,7 @@ if gluon is not None:
         sync_warps()                             # no warp still reads what O overwrites
         o_smem.store(acc.to(dtype))
         fence_async_shared()
-        tma_store(o_desc, [q_row, 0], o_smem)
+        tma_store(o_desc, [q_at[0], q_at[1]], o_smem)
         tma.store_wait(pendings=0)
         mbarrier.invalidate(bar_q)
         for i in gl.static_range(STAGES):
@@ -180,16 +196,55 @@ if gluon is not None:
 
 
 def config(head_dim: int) -> dict:
-    """Tiles of this kernel: 64 query rows a warpgroup (4 warps)."""
+    """Tiles of this kernel: 64 query rows a warpgroup (4 warps); Q_STRIDED and KV_STRIDED
+    off, for contiguous tensors (flags() sets them from the inputs)."""
     return {"BLOCK_M": 64, "BLOCK_N": {64: 128, 128: 64}.get(head_dim, 32), "STAGES": 2,
-            "num_warps": 4}
+            "Q_STRIDED": False, "KV_STRIDED": False, "num_warps": 4}
+
+
+def layout(t) -> tuple[bool, int] | None:
+    """How (B, H, L, D) ``t`` lies in memory, as a 2-D view of P rows a head or a batch:
+    (False, P) heads first, (B, H, P, D) with P >= L (contiguous: P = L; a static cache's
+    first L rows: P its length); (True, P) tokens first, (B, P, H, D) seen as (B, H, L, D), as
+    transformers' projections leave q, k and v (P = L) or a cache of that layout holds them;
+    None for any other (the Triton kernel takes strides as they come)."""
+    b, h, n, d = t.shape
+    s0, s1, s2, s3 = t.stride()
+    if t.data_ptr() % 16:  # TMA: an aligned base
+        return None
+    if t.is_contiguous():
+        return False, n
+    if s3 != 1:  # TMA: rows of contiguous elements
+        return None
+    if s2 == d:  # heads first
+        strided, pitch = False, (s1 if h > 1 else s0 if b > 1 else n * d) // d
+        ok = (h == 1 or s1 == pitch * d) and (b == 1 or s0 == h * pitch * d)
+    elif s1 == d and s2 == h * d:  # tokens first
+        strided, pitch = True, s0 // (h * d) if b > 1 else n
+        ok = b == 1 or s0 == pitch * h * d
+    else:
+        return None
+    end = t.storage_offset() + b * h * pitch * d  # the 2-D view's last element, one past
+    if not ok or pitch < n or t.untyped_storage().nbytes() < end * t.element_size():
+        return None
+    return strided, pitch
+
+
+def flags(q, k, cfg: dict | None = None) -> dict:
+    """config() with the inputs' layouts and ``cfg`` over it: Q_STRIDED where q (and out),
+    KV_STRIDED where k and v come tokens first (layout), read by TMA at the head's column."""
+    q_at, kv_at = layout(q), layout(k)
+    return {**config(q.shape[-1]), "Q_STRIDED": bool(q_at and q_at[0]),
+            "KV_STRIDED": bool(kv_at and kv_at[0]), **(cfg or {})}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
            strided: bool = False, ragged: bool = False) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs).
-    A caller that takes other layouts than contiguous (``strided``, checked by it) or lengths
-    that are not whole tiles (``ragged``) says so."""
+    Contiguous tensors only, unless ``strided``: then q and out in one layout of their own
+    length, k and v in one layout whose rows past their length are read only where the keys
+    are whole blocks. A caller that takes lengths that are not whole tiles (``ragged``) says
+    so."""
     if GLUON_MISSING:
         return GLUON_MISSING
     c = cfg or config(q.shape[-1])
@@ -203,31 +258,46 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "lengths not whole tiles"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
-    if not strided and not all(t.is_contiguous() for t in (q, k, v, q if out is None else out)):
-        return "not contiguous"
+    if not strided:
+        if not all(t.is_contiguous() for t in (q, k, v, q if out is None else out)):
+            return "not contiguous"
+        return None
+    q_at, kv_at = layout(q), layout(k)
+    if q_at is None or q_at[1] != q.shape[2] or (out is not None and layout(out) != q_at):
+        return "q and out not in one layout of their own length"
+    if kv_at is None or layout(v) != kv_at:
+        return "k and v not in one layout"
+    if kv_at[1] > k.shape[2] and k.shape[2] % c["BLOCK_N"]:
+        return "ragged keys in a longer cache"
     return None
 
 
 def desc(t, rows: int):
-    """A TMA descriptor of contiguous (B, H, N, D) ``t`` seen as (B*H*N, D), tiles of rows x D."""
-    d = t.shape[-1]
-    flat = t.view(-1, d)
+    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (layout, _at), tiles of rows x D."""
+    b, h, n, d = t.shape
+    strided, pitch = layout(t)
+    view = (torch.as_strided(t, (b * pitch, h * d), (h * d, 1)) if strided else
+            torch.as_strided(t, (b * h * pitch, d), (d, 1)))
     el = gl.float16 if t.dtype == torch.float16 else gl.bfloat16
-    layout = gl.NVMMASharedLayout.get_default_for([rows, d], el)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, d], layout)
+    lay = gl.NVMMASharedLayout.get_default_for([rows, d], el)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, d], lay)
 
 
 def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = None,
                          cfg: dict | None = None, out: torch.Tensor | None = None):
-    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes."""
+    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes
+    (with ``strided``); without ``out``, O in q's layout."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
-    c = dict(cfg or config(d))
+    if out is None:
+        out = (torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
+               if layout(q)[0] else torch.empty_like(q, memory_format=torch.contiguous_format))
+    c = flags(q, k, cfg)
     bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
-    o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     flash_fwd_sm90[(n_q // bm, b * h)](
-        desc(q, bm), desc(k, bn), desc(v, bn), desc(o, bm), lse, scale * LOG2E, h, h // hkv,
-        n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, CAUSAL=causal, **c)
-    return o, lse
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), lse, scale * LOG2E, h, h // hkv,
+        n_q, n_kv, layout(k)[1], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
+        CAUSAL=causal, **c)
+    return out, lse

@@ -20,12 +20,13 @@ from __future__ import annotations
 import torch
 
 from rooflab.kernels import flash_attention_sm90 as F9
+from rooflab.kernels.flash_attention_sm90 import desc, layout
 
 if F9.gluon is not None:
     import triton
 
     from rooflab.kernels.flash_attention_sm90 import (
-        _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
+        _at, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
         tma_store, warpgroup_mma, warpgroup_mma_wait)
 
     @gluon.jit
@@ -43,15 +44,6 @@ if F9.gluon is not None:
         else:
             n_blocks = gl.cdiv(n_kv, BLOCK_N)
         return bh // H, bh % H, m0, delta, n_blocks
-
-    @gluon.jit
-    def _at(b, h, row, heads, pitch, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
-        # where row ``row`` of head h of batch b starts in its tensor's 2-D view (row, column);
-        # ``pitch`` rows a head (a batch, STRIDED): its length, or a longer cache's
-        if STRIDED:  # (B, P, H, D) in memory, seen as (B * P, H * D): transformers' layout
-            return b * pitch + row, h * HEAD_DIM
-        else:        # (B, H, P, D) in memory, seen as (B * H * P, D)
-            return (b * heads + h) * pitch + row, 0
 
     @gluon.jit
     def _load(desc, at, bar, dst):
@@ -239,34 +231,6 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
             "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
-def layout(t) -> tuple[bool, int] | None:
-    """How (B, H, L, D) ``t`` lies in memory, as a 2-D view of P rows a head or a batch:
-    (False, P) heads first, (B, H, P, D) with P >= L (contiguous: P = L; a static cache's
-    first L rows: P its length); (True, P) tokens first, (B, P, H, D) seen as (B, H, L, D), as
-    transformers' projections leave q, k and v (P = L) or a cache of that layout holds them;
-    None for any other (the Triton kernel takes strides as they come)."""
-    b, h, n, d = t.shape
-    s0, s1, s2, s3 = t.stride()
-    if t.data_ptr() % 16:  # TMA: an aligned base
-        return None
-    if t.is_contiguous():
-        return False, n
-    if s3 != 1:  # TMA: rows of contiguous elements
-        return None
-    if s2 == d:  # heads first
-        strided, pitch = False, (s1 if h > 1 else s0 if b > 1 else n * d) // d
-        ok = (h == 1 or s1 == pitch * d) and (b == 1 or s0 == h * pitch * d)
-    elif s1 == d and s2 == h * d:  # tokens first
-        strided, pitch = True, s0 // (h * d) if b > 1 else n
-        ok = b == 1 or s0 == pitch * h * d
-    else:
-        return None
-    end = t.storage_offset() + b * h * pitch * d  # the 2-D view's last element, one past
-    if not ok or pitch < n or t.untyped_storage().nbytes() < end * t.element_size():
-        return None
-    return strided, pitch
-
-
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
     whole tiles (a masked key tail; a tile past the last row stores without TMA), Q_STRIDED
@@ -285,28 +249,10 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     the keys are whole blocks. Ragged lengths at head dim 256 go to the Triton kernel, faster
     there in the A/B (docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
-    q_at, kv_at = layout(q), layout(k)
-    if q_at is None or q_at[1] != q.shape[2] or (out is not None and layout(out) != q_at):
-        return "q and out not in one layout of their own length"
-    if kv_at is None or layout(v) != kv_at:
-        return "k and v not in one layout"
-    if kv_at[1] > k.shape[2] and k.shape[2] % c["BLOCK_N"]:
-        return "ragged keys in a longer cache"
     if c["RAGGED"] and q.shape[-1] > 128 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, strided=True,
                      ragged=c["RAGGED"])
-
-
-def _desc(t, rows: int):
-    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (layout, _at), tiles of rows x D."""
-    b, h, n, d = t.shape
-    strided, pitch = layout(t)
-    view = (torch.as_strided(t, (b * pitch, h * d), (h * d, 1)) if strided else
-            torch.as_strided(t, (b * h * pitch, d), (d, 1)))
-    el = F9.gl.float16 if t.dtype == torch.float16 else F9.gl.bfloat16
-    lay = F9.gl.NVMMASharedLayout.get_default_for([rows, d], el)
-    return F9.TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, d], lay)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
@@ -323,7 +269,7 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
-        _desc(q, bm), _desc(k, bn), _desc(v, bn), _desc(out, bm), out, lse, scale * F9.LOG2E,
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * F9.LOG2E,
         h, h // hkv, n_q, n_kv, layout(k)[1], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
         CAUSAL=causal, **c)
     return out, lse
