@@ -285,7 +285,7 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
 # warp-specialized sibling at 128 and 256 (ragged lengths at 128, transformers' layouts, a
 # longer cache's first rows), where each beat this module's Triton kernel and cuDNN. At 128 with
 # at most SHORT_KEYS keys the plain one goes first: a program per 64 rows, two an SM, where the
-# warp-specialized kernel's one a SM exposes each short program's setup
+# warp-specialized kernel's one an SM exposes each short program's setup
 # (docs/kernels/flash_attention_sm90.md).
 GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
          256: ("flash_attention_sm90_ws",)}
