@@ -119,6 +119,8 @@ def main(argv=None) -> None:
     shapes = parse_rows(p, a.rows, FLASH_ROWS, "B, H, Hkv, N, D, dtype, causal")
     if a.head_dims:
         shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
     try:
         before = kernel_at(a.before) if a.before else None
     except subprocess.CalledProcessError as e:

@@ -45,6 +45,11 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
     assert run.returncode == 0, run.stderr[-2000:]
     (r,) = json.load(open(tmp_path / "blhd.json"))["rows"]
     assert r["layout"] == "blhd" and r["max_abs_diff_vs_after"]["qreg"] < 1e-2, r
+    if not torch.cuda.is_available():  # the default device without a GPU: one line, exit 2
+        bad = subprocess.run([sys.executable, "benchmarks/ab_flash.py", str(tmp_path)], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and "no CUDA GPU" in bad.stderr
+        assert "Traceback" not in bad.stderr
 
 
 def test_ab_decode_default_and_variants(tmp_path, device):
