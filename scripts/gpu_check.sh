@@ -88,7 +88,8 @@ ab_short() {
   for lay in bhld blhd; do
     python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_short_$lay" --layout $lay \
       --rows "$short_rows" --variant 'plain={"GLUON": {}}' \
-      --variant 'plain_n32={"GLUON": {"BLOCK_N": 32}}' --variant 'ws={"GLUON_WS": {}}' || return
+      --variant 'plain_n32={"GLUON": {"BLOCK_N": 32}}' --variant 'ws={"GLUON_WS": {}}' \
+      --variant 'plain_m128={"GLUON": {"BLOCK_M": 128, "num_warps": 8}}' || return
   done
 }
 has ab_short && run ab_short ab_short
