@@ -11,9 +11,8 @@ accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
 
 Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, lengths that are whole
 tiles (n_q a multiple of BLOCK_M, n_kv of BLOCK_N); q, k, v in any layout() reads (contiguous,
-transformers' tokens first, a longer cache's first rows), though flash_attention.which() sends
-it contiguous tensors only until the others have run on a GPU. Anything else is
-flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU
+transformers' tokens first, a longer cache's first rows; flash_attention.which() sends it
+contiguous ones: docs/kernels/flash_attention_sm90.md). Anything else is flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU
 (tests marked gpu) and compiled for sm_90 without one in CI (benchmarks/flash_resources.py
 --gluon, which also reads ptxas's warning that it serialized the wgmma ops).
 
