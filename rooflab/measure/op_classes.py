@@ -260,10 +260,10 @@ def attention_key(r: count.OpRecord, sm_count: int = 0) -> str:
     mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
     kind = f"{r.op} d{d} {8 * r.itemsize}-bit {mask}"
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
-    shapes = f"{shape(r.shapes[0])} q {shape(r.shapes[1])} k"
-    if lq <= DECODE_MAX_Q:
-        return f"{kind} decode {shapes}"
-    return f"{kind} prefill {shapes}" if under_filled(r, sm_count) else f"{kind} prefill"
+    phase = "decode" if lq <= DECODE_MAX_Q else "prefill"
+    if own_shapes(r, sm_count):
+        return f"{kind} {phase} {shape(r.shapes[0])} q {shape(r.shapes[1])} k"
+    return f"{kind} {phase}"
 
 
 def attention_kind(r: count.OpRecord, sm_count: int = 0) -> str | None:
@@ -289,6 +289,12 @@ def under_filled(r: count.OpRecord, sm_count: int) -> bool:
     return math.prod(lead) * -(-lq // ATTENTION_TILE_ROWS) < sm_count
 
 
+def own_shapes(r: count.OpRecord, sm_count: int) -> bool:
+    """Whether an attention op's rate is measured on its own shapes: a decode's always, a
+    prefill's where it is under_filled (see _attention_reference)."""
+    return r.shapes[0][-2] <= DECODE_MAX_Q or under_filled(r, sm_count)
+
+
 def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> Callable:
     """A call of the same kind as ``r`` on a reference shape: a prefill's 32 query heads (at
     least one sequence) of 4096 tokens on a GPU, 256 on a CPU; a decode's own shapes (a decode
@@ -304,7 +310,7 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
     key = attention_key(r, sm_count)
     gpu = torch.device(device).type == "cuda"  # "cuda:1" on a tensor-parallel rank
     dtype = _dtype(r.itemsize)
-    if key.endswith(" k"):  # its own shapes
+    if own_shapes(r, sm_count):
         batch, lq, n = math.prod(q_shape[:-3]), q_shape[-2], k_shape[-2]
     else:
         n = lq = 4096 if gpu else 256
