@@ -57,8 +57,7 @@ def kernel_at(rev: str):
 
 def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
     """A Gluon kernel's (O, LSE) with ``over`` merged over its config and the inputs' flags
-    (its flags()), or why not; the plain kernel takes every layout it reads (its usable() with
-    ``strided``), as the warp-specialized one does."""
+    (its flags()), or why not."""
     from rooflab.kernels import flash_attention_sm90 as F9
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     if ws:
@@ -66,7 +65,7 @@ def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
         why = F9W.usable(q, k, v, causal, cfg)
     else:
         cfg = F9.flags(q, k, over)
-        why = F9.usable(q, k, v, causal, cfg, strided=True)
+        why = F9.usable(q, k, v, causal, cfg)
     if why:
         raise ValueError(f"the Gluon kernel does not take this row: {why}")
     return (F9W.flash_attention_sm90_ws if ws else F9.flash_attention_sm90)(q, k, v, causal,

@@ -322,7 +322,7 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
         out = torch.full((b, n_q, h, d), float("nan"), device="cuda",
                          dtype=q.dtype).transpose(1, 2)
         q, k, v = _blhd(q), laid(k), laid(v)
-        assert F9.usable(q, k, v, causal, out=out, strided=True) is None
+        assert F9.usable(q, k, v, causal, out=out) is None
         return F9.flash_attention_sm90(q, k, v, causal, out=out)
 
     e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
@@ -335,9 +335,9 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim, and
     so do ragged lengths and transformers' layout at head dim 128; at 128 with at most
-    FA.SHORT_KEYS keys, whole tiles of contiguous tensors go to the plain Gluon kernel; ragged
-    lengths at 64 and 256 and an explicit config go to the Triton kernel; every answer matches
-    fp64."""
+    FA.SHORT_KEYS keys, whole tiles go to the plain Gluon kernel; transformers' layout goes
+    where contiguous tensors of its shape go; ragged lengths at 64 and 256 and an explicit
+    config go to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
@@ -357,15 +357,15 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         assert calls == ([kernel] if kernel else []), (n, d, calls)
         assert FA.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
                         causal) == (kernel or "flash_attention")
-    q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
-    calls.clear()
-    FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config: the Triton kernel
-    assert calls == []
-    hf = _blhd(q)  # short, but transformers' layout: the warp-specialized kernel takes it
-    o, _ = FA.flash_attention(hf, hf, hf, causal)
-    assert calls == [ws] and o.stride() == hf.stride()
-    torch.testing.assert_close(o, FA.flash_attention(q, q, q, causal, cfg={})[0], atol=2e-3,
-                               rtol=0)
+    for n, d, kernel in [(256, 128, plain), (1024, 128, ws), (1024, 64, plain)]:
+        q = torch.randn(1, 2, n, d, device="cuda", dtype=torch.float16)
+        calls.clear()
+        o_triton, _ = FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config
+        assert calls == []
+        hf = _blhd(q)  # transformers' layout goes where contiguous tensors of its shape go
+        o, _ = FA.flash_attention(hf, hf, hf, causal)
+        assert calls == [kernel] and o.stride() == hf.stride(), (n, d, calls)
+        torch.testing.assert_close(o, o_triton, atol=2e-3, rtol=0)
 
 
 @pytest.mark.gpu

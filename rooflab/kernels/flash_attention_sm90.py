@@ -238,12 +238,11 @@ def flags(q, k, cfg: dict | None = None) -> dict:
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
-           strided: bool = False, ragged: bool = False) -> str | None:
-    """None where this kernel takes these inputs, else why not (flash_attention.py then runs).
-    Contiguous tensors only, unless ``strided``: then q and out in one layout of their own
-    length, k and v in one layout whose rows past their length are read only where the keys
-    are whole blocks. A caller that takes lengths that are not whole tiles (``ragged``) says
-    so."""
+           ragged: bool = False) -> str | None:
+    """None where this kernel takes these inputs, else why not (flash_attention.py then runs):
+    q and out in one layout of their own length, k and v in one layout whose rows past their
+    length are read only where the keys are whole blocks. A caller that takes lengths that are
+    not whole tiles (``ragged``) says so."""
     if GLUON_MISSING:
         return GLUON_MISSING
     c = cfg or config(q.shape[-1])
@@ -257,10 +256,6 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "lengths not whole tiles"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
-    if not strided:
-        if not all(t.is_contiguous() for t in (q, k, v, q if out is None else out)):
-            return "not contiguous"
-        return None
     q_at, kv_at = layout(q), layout(k)
     if q_at is None or q_at[1] != q.shape[2] or (out is not None and layout(out) != q_at):
         return "q and out not in one layout of their own length"
@@ -284,8 +279,8 @@ def desc(t, rows: int):
 
 def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = None,
                          cfg: dict | None = None, out: torch.Tensor | None = None):
-    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes
-    (with ``strided``); without ``out``, O in q's layout."""
+    """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes;
+    without ``out``, O in q's layout."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
     if out is None:

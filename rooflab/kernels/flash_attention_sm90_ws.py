@@ -251,7 +251,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] > 128 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, strided=True,
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out,
                      ragged=c["RAGGED"])
 
 
