@@ -1,13 +1,14 @@
-"""A prefill's grouped GEMM under routings of its rows, against the uniform router's draw its
-rate reference is timed at (op_classes.uniform_draw): rooflab prices every routing at that
-reference's rate, so each row's time over the draw's is the prediction's error for that routing.
+"""A prefill's grouped GEMM under routings of its rows, against a uniform router's draw of the
+same rows (op_classes.uniform_draw): where a prediction does not know the groups (the meta
+device) it prices every routing at that draw's rate, so each row's time over the draw's is its
+error for that routing; where it knows them, it times the routing itself.
 
 For each mixture of experts' gate+up and down projections at a prefill of 1 x 1,024 and 8 x 1,024
 tokens (rows = tokens x experts a token), the rows are routed: evenly; evenly but one row moved
 from every other group to the next (255, 257: tile edges crossed); as a uniform router's draw
 (multinomial); by Dirichlet shares of concentration 10, 2 and 0.5 (seeded), the last leaving
 experts empty. Each row: the device time (L2 flushed) and its ratio to the even routing's and
-to the uniform draw's (rooflab's reference).
+to the uniform draw's (the reference where the groups are unknown).
 Usage: python benchmarks/grouped_routing.py OUT_DIR   (-> grouped_routing.json)
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ def routings(rows: int, e: int) -> dict[str, list[int]]:
 
 def timed(k: int, n: int, e: int, rows: int, device: str, dtype=torch.bfloat16) -> list[dict]:
     """One projection (matrices K x N, e of them) over rows routed each way: device time, over
-    the even routing's and over the uniform draw's (rooflab's reference)."""
+    the even routing's and over the uniform draw's (the reference where groups are unknown)."""
     w = torch.randn(e, n, k, device=device, dtype=dtype).transpose(-2, -1)
     a = torch.randn(rows, k, device=device, dtype=dtype)
     out = []

@@ -90,16 +90,23 @@ def test_the_plain_eta_follows_weighted_steps(monkeypatch):
 
 
 def test_the_routing_sentence_follows_the_figures_both_ways():
-    """A spread within a tenth of the reference's draw is priced; a more uneven one says it is
-    not."""
+    """Within a tenth of a uniform draw's spread or past it; timed as routed, or (groups
+    unknown to the prediction, as in files of earlier rounds) on the draw, where a more uneven
+    routing is not priced."""
     even = console.routing_sentence({"largest_over_mean": [1.05, 1.18],
                                      "reference_largest_over_mean": 1.11})
     assert "1.1-1.2x the mean; no more uneven than" in even and "(1.1x)" in even
-    assert "not priced" not in even
+    assert even.endswith("the grouped GEMMs timed on that draw")
     uneven = console.routing_sentence({"largest_over_mean": [1.8, 3.8],
                                        "reference_largest_over_mean": 1.11})
     assert "1.8-3.8x the mean; more uneven than" in uneven
-    assert uneven.endswith("(1.1x), and the difference is not priced")
+    assert uneven.endswith("(1.1x); the grouped GEMMs timed on that draw, and the difference "
+                           "is not priced")
+    for spread in ([1.05, 1.18], [1.8, 3.8]):
+        routed = console.routing_sentence({"largest_over_mean": spread, "as_routed": 96,
+                                           "reference_largest_over_mean": 1.11})
+        assert routed.endswith("(1.1x); 96 grouped GEMMs timed as routed")
+        assert ("; more uneven" in routed) == (spread[1] > 1.1 * 1.11)
     one = console.routing_sentence({"largest_over_mean": [1.3, 1.32],
                                     "reference_largest_over_mean": 1.25})
     assert "share was 1.3x the mean; no more uneven" in one

@@ -132,14 +132,15 @@ def test_a_mixture_generating_says_how_its_experts_ran(capsys):
 
 def test_the_prefill_routing_is_read_from_the_grouped_gemms_groups():
     """The largest group over the mean, lowest and highest over the grouped GEMMs that know
-    their groups, beside the reference's uniform draw of the same rows where the rows a group
-    are a prefill's (a decode's few have an even reference: None); no grouped GEMM: None."""
+    their groups, beside a uniform draw of the same rows where the rows a group are a
+    prefill's (a decode's few have an even reference: None), and how many were timed as routed
+    (a prefill's); no grouped GEMM: None."""
     a, b = torch.randn(224, 32), torch.randn(4, 64, 32).transpose(-2, -1)
     with count.Counter() as c:
         torch._grouped_mm(a[:64], b, offs=torch.tensor([16, 32, 48, 64], dtype=torch.int32))
         torch._grouped_mm(a[:212], b, offs=torch.tensor([4, 8, 12, 212], dtype=torch.int32))
     r = GN.experts_routing(c.records)
-    assert r["grouped_ops"] == 2
+    assert r["grouped_ops"] == 2 and r["as_routed"] == 1  # the prefill's: its groups timed
     assert r["largest_over_mean"] == [1.0, 200 * 4 / 212]
     draw = OC.uniform_draw(212, 4)  # 53 rows a group: a prefill's (16 are a decode's)
     assert sum(draw) == 212 and len(draw) == 4

@@ -61,13 +61,16 @@ their time is the longest program's chain of key blocks, not a share of the full
 (docs/predictions.md).
 
 A mixture's grouped GEMM is measured the same way (grouped_key): at decode, bytes/s on as many
-groups as it reads; at prefill, on its average rows a group spread as a uniform router draws
-them (uniform_draw). A prefill reference nearer the memory roof than the compute roof (a few
-rows a group) prices an op by the matrices its routing reads, at the reference's bytes/s; one
-nearer the compute roof by its FLOPs, at the reference's FLOP/s.
+groups as it reads; at prefill, on its own groups as its router sent the rows (no model of tiles
+or waves followed the kernel's time over routings: docs/predictions.md), or where they are
+unknown (the meta device), on its average rows a group spread as a uniform router draws them
+(uniform_draw). A prefill reference nearer the memory roof than the compute roof (a few rows a
+group) prices an op by the matrices its routing reads, at the reference's bytes/s; one nearer
+the compute roof by its FLOPs, at the reference's FLOP/s.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 import time
@@ -398,13 +401,18 @@ def grouped_key(r: count.OpRecord) -> str:
     with rows: a decode's few (each expert's weights read for one or two tokens: bound by the
     read, at the rate the grouped kernel reaches on so few rows, which grows with the groups
     read side by side: a token's k experts, more for several tokens, to a power of two) or a
-    prefill's many, whose average a group picks the kernel's tiles (PyTorch's dispatcher on Hopper
-    takes 64 x 128 tiles where it is at most 128, else 128 x 256: ATen's GroupMM.cu)."""
+    prefill's many: its own groups where known (a tag of their sizes in order), else their
+    average, which picks the kernel's tiles (PyTorch's dispatcher on Hopper takes 64 x 128 tiles
+    where it is at most 128, else 128 x 256: ATen's GroupMM.cu)."""
     rows, (e, k, n) = r.shapes[0][0], r.shapes[1]
     used = groups_read(r)
     per = max(1, round(rows / used))
     if per > DECODE_MAX_Q:
-        return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill {max(1, rows // e)} rows"
+        kind = f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit prefill"
+        if sum(r.group_rows):
+            tag = hashlib.blake2s(repr(r.group_rows).encode(), digest_size=4).hexdigest()
+            return f"{kind} {rows} rows as routed {tag}"
+        return f"{kind} {max(1, rows // e)} rows"
     return f"_grouped_mm {k}x{n} {8 * r.itemsize}-bit {per} rows " \
            f"{min(e, 2 ** round(math.log2(used)))} groups"
 
@@ -416,8 +424,8 @@ def grouped_kind(r: count.OpRecord) -> str | None:
 
 def uniform_draw(rows: int, groups: int) -> list[int]:
     """Rows a group as a uniform router sends them (a seeded multinomial draw): the spread a
-    prefill's reference is timed at. Exactly even groups are a best case no router produces
-    (their rows fill whole tiles: docs/predictions.md)."""
+    prefill's reference is timed at where its groups are unknown. Exactly even groups are a
+    best case no router produces (their rows fill whole tiles: docs/predictions.md)."""
     gen = torch.Generator().manual_seed(0)
     return torch.multinomial(torch.ones(groups), rows, True, generator=gen).bincount(
         minlength=groups).tolist()
@@ -425,9 +433,9 @@ def uniform_draw(rows: int, groups: int) -> list[int]:
 
 def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
     """A grouped GEMM of r's kind: at decode its groups (a power of two) of its rows a group,
-    every group alike; at prefill its average rows a group over all of its groups, spread as a
-    uniform router draws them (uniform_draw). The matrices are a transposed view of (E, N, K),
-    as a model's experts pass their weights."""
+    every group alike; at prefill its own groups where known, else its average rows a group over
+    all of its groups, spread as a uniform router draws them (uniform_draw). The matrices are a
+    transposed view of (E, N, K), as a model's experts pass their weights."""
     (e, k, n), key = r.shapes[1], grouped_key(r)
     dtype = _dtype(r.itemsize)
     words = key.split()
@@ -436,7 +444,7 @@ def _grouped_reference(r: count.OpRecord, device: str) -> Callable:
         sizes = [per] * groups
     else:
         groups = e
-        sizes = uniform_draw(e * int(words[-2]), e)
+        sizes = list(r.group_rows) if " as routed " in key else uniform_draw(e * int(words[-2]), e)
     a = torch.randn(sum(sizes), k, device=device, dtype=dtype)
     b = torch.randn(groups, n, k, device=device, dtype=dtype).transpose(-2, -1)
     offs = torch.tensor(sizes).cumsum(0).to(device=device, dtype=torch.int32)
@@ -564,7 +572,8 @@ def measure_rates(costs: OpCosts, records: list[count.OpRecord], device: str) ->
                 "flops_per_s": ref.flops / t, "bytes_per_s": ref.bytes / t,
                 "reference": f"{ref.shapes[0][0]} rows in {ref.shapes[2][0]} groups of "
                              f"{'x'.join(map(str, ref.shapes[1][1:]))}"
-                             + ("" if key.endswith(" groups") else ", a uniform router's draw")}
+                             + ("" if key.endswith(" groups") else ", as routed"
+                                if " as routed " in key else ", a uniform router's draw")}
     _measure_kinds(costs.grouped, records, grouped_kind, _grouped_reference, rate, device,
                    "grouped")
     return costs

@@ -248,17 +248,21 @@ def experts_run_sentence(e: dict) -> str:
 
 
 def routing_sentence(r: dict) -> str:
-    """How evenly a prefill's router spread its rows over the experts, against the uniform
-    router's draw its prediction's reference was timed at, from the figures beside it."""
+    """How evenly a prefill's router spread its rows over the experts, against a uniform
+    router's draw of the same rows, and how the prediction timed its grouped GEMMs: as routed
+    (``as_routed`` of them), else on that draw, from the figures beside it."""
     (lo, hi), ref = r["largest_over_mean"], r["reference_largest_over_mean"]
     spread = (f"the largest expert's share was {lo:.1f}-{hi:.1f}x the mean" if hi - lo >= 0.05
               else f"the largest expert's share was {hi:.1f}x the mean")
     if ref is None:  # a decode's few rows a group: priced on even groups, as a decode is
         return f"experts at prefill: {spread}; a few rows a group, priced as a decode's"
     more = hi > 1.1 * ref
-    return (f"experts at prefill: {spread}; {'more' if more else 'no more'} uneven than the "
-            f"uniform router's draw the prediction's grouped GEMMs were timed at ({ref:.1f}x)"
-            + (", and the difference is not priced" if more else ""))
+    routed = r.get("as_routed", 0)
+    return (f"experts at prefill: {spread}; {'more' if more else 'no more'} uneven than a "
+            f"uniform router's draw ({ref:.1f}x)"
+            + (f"; {routed} grouped GEMMs timed as routed" if routed else
+               "; the grouped GEMMs timed on that draw"
+               + (", and the difference is not priced" if more else "")))
 
 
 def collectives(d: dict) -> None:

@@ -366,9 +366,9 @@ def experts_execution(records: list[count.OpRecord], cfg: M.ModelConfig, ceil: C
 def experts_routing(records: list[count.OpRecord]) -> dict | None:
     """How evenly a prefill's router spread the rows over the experts, from its grouped GEMMs'
     groups (None where they are unknown: no grouped GEMM, or the meta device): the largest group
-    over the mean, lowest and highest over the layers, beside the same for the uniform router's
-    draw a prefill's reference is timed at (OC.uniform_draw), highest over the shapes (None where
-    every group took a decode's few rows: their reference is even)."""
+    over the mean, lowest and highest over the layers, beside the same for a uniform router's
+    draw of the same rows (OC.uniform_draw), highest over the shapes (None where every group took
+    a decode's few rows: their reference is even), and how many were timed as routed."""
     grouped = [r for r in records if r.op in OC.GROUPED_OPS and r.group_rows and sum(r.group_rows)]
     if not grouped:
         return None
@@ -380,7 +380,8 @@ def experts_routing(records: list[count.OpRecord]) -> dict | None:
              if " prefill " in OC.grouped_key(r)}
     return {"largest_over_mean": [min(skews), max(skews)], "reference_largest_over_mean":
             max((skew(OC.uniform_draw(n, e)) for n, e in draws), default=None),
-            "grouped_ops": len(grouped)}
+            "grouped_ops": len(grouped),
+            "as_routed": sum(" as routed " in OC.grouped_key(r) for r in grouped)}
 
 
 ATTN = ("sdpa", "eager", "rooflab")
