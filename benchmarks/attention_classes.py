@@ -39,7 +39,9 @@ PREFILL = [  # class, changes from BASE
     ("fewer queries, causal", {"lq": 512, "lkv": 4096}),
     ("fewer queries", {"lq": 512, "lkv": 4096, "causal": False}),
     *[("gqa group", {"h": 4 * g, "hkv": 4}) for g in (1, 3, 5, 7, 16)],
-    *[("batch", {"b": b, "lq": n, "lkv": n}) for b, n in ((1, 4096), (32, 512), (128, 256))],
+    *[("batch", {"b": b, "lq": n, "lkv": n})
+      for b, n in ((1, 4096), (16, 1024), (32, 512), (128, 256))],
+    ("batch, no mask", {"b": 16, "lq": 512, "lkv": 512, "causal": False}),
     ("fp16", {"dt": "fp16"}), ("head dim 64", {"d": 64}), ("head dim 256", {"d": 256, "h": 8,
                                                                            "hkv": 8}),
 ]

@@ -19,8 +19,8 @@
 #          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
-#          ab_short (the plain Gluon kernel in a model's layouts: tests, then the short rows'
-#          A/B in both layouts),
+#          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
+#          blocks),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -79,18 +79,16 @@ has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --di
 has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
-# the plain Gluon kernel in a model's layouts (e39b989): its GPU tests, then the short rows'
-# A/B in both layouts (``after`` is what flash_attention runs; ws the warp-specialized kernel)
-short_rows='[(128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),(1,32,8,512,128,"bf16",True),(8,16,4,512,128,"fp16",True),(16,32,8,512,128,"bf16",False)]'
+# the plain Gluon kernel's GPU tests, then the short rows' A/B: 32-key blocks (ahead at 128 x 256
+# causal, behind at 1 x 512 at 91cc3f3) over batches and masks at 256 to 1,024 keys, beside the
+# warp-specialized kernel (``after`` is what flash_attention runs)
+short_rows='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
 ab_short() {
-  py_test --junitxml="$cur/pytest-gpu-plain-layouts.xml" tests/test_kernels_flash_attention.py \
+  py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py \
     -k "sm90_takes_each_layout or sm90_matches_fp64 or runs_the_gluon" || return
-  for lay in bhld blhd; do
-    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_short_$lay" --layout $lay \
-      --rows "$short_rows" --variant 'plain={"GLUON": {}}' \
-      --variant 'plain_n32={"GLUON": {"BLOCK_N": 32}}' --variant 'ws={"GLUON_WS": {}}' \
-      --variant 'plain_m128={"GLUON": {"BLOCK_M": 128, "num_warps": 8}}' || return
-  done
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_short_keys --rows "$short_rows" \
+    --variant 'plain={"GLUON": {}}' --variant 'plain_n32={"GLUON": {"BLOCK_N": 32}}' \
+    --variant 'ws={"GLUON_WS": {}}'
 }
 has ab_short && run ab_short ab_short
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
