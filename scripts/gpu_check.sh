@@ -80,15 +80,15 @@ has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
 # the plain Gluon kernel's GPU tests, then the short rows' A/B: 32-key blocks (ahead at 128 x 256
-# causal, behind at 1 x 512 at 91cc3f3) over batches and masks at 256 to 1,024 keys, beside the
-# warp-specialized kernel (``after`` is what flash_attention runs)
+# causal, behind at 1 x 512 at 91cc3f3) and 3 stages over batches and masks at 256 to 1,024
+# keys, beside the warp-specialized kernel (``after`` is what flash_attention runs)
 short_rows='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
 ab_short() {
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py \
     -k "sm90_takes_each_layout or sm90_matches_fp64 or runs_the_gluon" || return
   python3 benchmarks/ab_flash.py "$cur" --name ab_flash_short_keys --rows "$short_rows" \
     --variant 'plain={"GLUON": {}}' --variant 'plain_n32={"GLUON": {"BLOCK_N": 32}}' \
-    --variant 'ws={"GLUON_WS": {}}'
+    --variant 'plain_s3={"GLUON": {"STAGES": 3}}' --variant 'ws={"GLUON_WS": {}}'
 }
 has ab_short && run ab_short ab_short
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
