@@ -11,10 +11,10 @@ accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
 
 Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, lengths that are whole
 tiles (n_q a multiple of BLOCK_M, n_kv of BLOCK_N); q, k, v in any layout() reads (contiguous,
-transformers' tokens first, a longer cache's first rows; flash_attention.which() sends it
-contiguous ones: docs/kernels/flash_attention_sm90.md). Anything else is flash_attention.py's. Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU
-(tests marked gpu) and compiled for sm_90 without one in CI (benchmarks/flash_resources.py
---gluon, which also reads ptxas's warning that it serialized the wgmma ops).
+transformers' tokens first, a longer cache's first rows). Anything else is flash_attention.py's.
+Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (tests marked gpu) and
+compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
+ptxas's warning that it serialized the wgmma ops).
 
 flash_attention.which() says where it is the default; the A/Bs behind that, and what was tried
 and left: docs/kernels/flash_attention_sm90.md.
@@ -229,12 +229,24 @@ def layout(t) -> tuple[bool, int] | None:
     return strided, pitch
 
 
-def flags(q, k, cfg: dict | None = None) -> dict:
-    """config() with the inputs' layouts and ``cfg`` over it: Q_STRIDED where q (and out),
-    KV_STRIDED where k and v come tokens first (layout), read by TMA at the head's column."""
+def strided(q, k) -> dict:
+    """Q_STRIDED where q (and out), KV_STRIDED where k and v come tokens first (layout), read by
+    TMA at the head's column."""
     q_at, kv_at = layout(q), layout(k)
-    return {**config(q.shape[-1]), "Q_STRIDED": bool(q_at and q_at[0]),
-            "KV_STRIDED": bool(kv_at and kv_at[0]), **(cfg or {})}
+    return {"Q_STRIDED": bool(q_at and q_at[0]), "KV_STRIDED": bool(kv_at and kv_at[0])}
+
+
+def flags(q, k, cfg: dict | None = None) -> dict:
+    """config() with the inputs' layouts (strided) and ``cfg`` over it."""
+    return {**config(q.shape[-1]), **strided(q, k), **(cfg or {})}
+
+
+def out_like(q):
+    """An empty O in q's layout: tokens first where q is (layout), else contiguous."""
+    b, h, n_q, d = q.shape
+    if layout(q)[0]:
+        return torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
+    return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
@@ -283,9 +295,7 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     without ``out``, O in q's layout."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
-    if out is None:
-        out = (torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
-               if layout(q)[0] else torch.empty_like(q, memory_format=torch.contiguous_format))
+    out = out_like(q) if out is None else out
     c = flags(q, k, cfg)
     bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)

@@ -237,9 +237,8 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     where q and out, KV_STRIDED where k and v come tokens first (layout), read by TMA at the
     head's column."""
     c = config(q.shape[-1], causal, k.shape[2])
-    q_at, kv_at = layout(q), layout(k)
     c.update(RAGGED=bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"]),
-             Q_STRIDED=bool(q_at and q_at[0]), KV_STRIDED=bool(kv_at and kv_at[0]))
+             **F9.strided(q, k))
     return {**c, **(cfg or {})}
 
 
@@ -261,9 +260,7 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     without ``out``, O in q's layout."""
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
-    if out is None:
-        out = (torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
-               if layout(q)[0] else torch.empty_like(q, memory_format=torch.contiguous_format))
+    out = F9.out_like(q) if out is None else out
     c = flags(q, k, v, causal, cfg, out)
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
