@@ -79,9 +79,9 @@ has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --di
 has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
-# the plain Gluon kernel's GPU tests, then the short rows' A/B: 32-key blocks (ahead at 128 x 256
-# causal, behind at 1 x 512 at 91cc3f3) and 3 stages over batches and masks at 256 to 1,024
-# keys, beside the warp-specialized kernel (``after`` is what flash_attention runs)
+# the plain Gluon kernel's GPU tests, then the short rows' A/B: its key blocks and stages over
+# batches and masks at 256 to 1,024 keys, beside the warp-specialized kernel (``after`` is what
+# flash_attention runs; why these rows: docs/kernels/flash_attention_sm90.md)
 short_rows='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
 ab_short() {
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py \
