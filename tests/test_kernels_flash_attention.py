@@ -199,7 +199,7 @@ def _blhd(t):
 @pytest.mark.parametrize("shape", GLUON_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 64, "STAGES": 3},
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 32}, {"BLOCK_N": 64, "STAGES": 3},
                                  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8}])
 def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
     from rooflab.kernels import flash_attention_sm90 as F9
@@ -335,7 +335,7 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim, and
     so do ragged lengths and transformers' layout at head dim 128; at 128 with at most
-    FA.SHORT_KEYS keys, whole tiles go to the plain Gluon kernel; transformers' layout goes
+    F9.SHORT_KEYS keys, whole tiles go to the plain Gluon kernel; transformers' layout goes
     where contiguous tensors of its shape go; ragged lengths at 64 and 256 and an explicit
     config go to the Triton kernel; every answer matches fp64."""
     import importlib
@@ -423,6 +423,47 @@ def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
     assert F9W.layout(cache[:, :, 1:513]) is None      # its view would run past the storage
     misaligned = torch.empty(2 * 8 * 64 * 128 + 1)[1:].view(2, 8, 64, 128)  # TMA: 16-byte base
     assert F9W.layout(misaligned) is None
+
+
+def test_the_plain_gluon_kernel_takes_32_key_blocks_only_for_few_keys_and_a_deep_grid():
+    """At head dim 128, at most SHORT_KEYS keys and SHORT_WAVES waves of four programs an SM:
+    32-key blocks; one key more, one program an SM fewer, or another head dim: its own."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    deep = 4 * F9.SHORT_WAVES
+    assert F9.config(128, F9.SHORT_KEYS, deep)["BLOCK_N"] == 32
+    assert F9.config(128, 256, 10 * deep)["BLOCK_N"] == 32
+    assert F9.config(128, F9.SHORT_KEYS + 64, deep)["BLOCK_N"] == 64
+    assert F9.config(128, F9.SHORT_KEYS, deep - 1)["BLOCK_N"] == 64
+    assert F9.config(128)["BLOCK_N"] == 64
+    assert F9.config(64, 256, 10 * deep)["BLOCK_N"] == 128
+    assert F9.config(256, 256, 10 * deep)["BLOCK_N"] == 32  # its own at 256, whatever the grid
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_deep_grid_of_short_rows_runs_32_key_blocks_and_matches_fp64(monkeypatch, causal):
+    """flash_attention() on many short rows at head dim 128 runs the plain kernel with 32-key
+    blocks, two rows on 64-key ones, in both layouts; each matches fp64."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernels are for sm_90")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    deep = -(-4 * F9.SHORT_WAVES * sms // (32 * 256 // 64))  # batches for SHORT_WAVES waves
+    blocks, real = [], F9.flash_attention_sm90
+    monkeypatch.setattr(F9, "flash_attention_sm90", lambda q, k, *a, **kw: blocks.append(
+        F9.flags(q, k, kw.get("cfg"))["BLOCK_N"]) or real(q, k, *a, **kw))
+    for b, bn in [(deep, 32), (2, 64)]:
+        blocks.clear()
+        e = FA.errors(b, 32, 256, 256, 128, 8, torch.bfloat16, causal, device="cuda", seed=b)
+        assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
+        assert blocks == [bn], (b, blocks)
+        q = torch.randn(b, 256, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        kv = torch.randn(b, 256, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        o, _ = FA.flash_attention(q, kv, kv, causal)
+        ref = FA.standard_attention(q.double(), kv.double().repeat_interleave(4, 1),
+                                    kv.double().repeat_interleave(4, 1), causal)
+        assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
+        assert blocks == [bn, bn], (b, blocks)
 
 
 def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():

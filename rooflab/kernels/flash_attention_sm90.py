@@ -194,11 +194,22 @@ if gluon is not None:
             mbarrier.invalidate(bar_v.index(i))
 
 
-def config(head_dim: int) -> dict:
+def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps); Q_STRIDED and KV_STRIDED
-    off, for contiguous tensors (flags() sets them from the inputs)."""
-    return {"BLOCK_M": 64, "BLOCK_N": {64: 128, 128: 64}.get(head_dim, 32), "STAGES": 2,
-            "Q_STRIDED": False, "KV_STRIDED": False, "num_warps": 4}
+    off, for contiguous tensors (flags() sets them from the inputs). At head dim 128 a program
+    of 64-key blocks takes 80 KB of shared memory, two an SM; one of 32-key blocks takes 48 KB
+    and 118 registers a thread, four an SM. Where the keys are few (at most SHORT_KEYS) and the
+    grid holds at least SHORT_WAVES waves of four (``per_sm``: programs over SMs), the four
+    hide each other's setup more than the narrower Q K^T costs, so the blocks are 32 keys."""
+    bn = {64: 128, 128: 64}.get(head_dim, 32)
+    if head_dim == 128 and 0 < n_kv <= SHORT_KEYS and per_sm >= 4 * SHORT_WAVES:
+        bn = 32
+    return {"BLOCK_M": 64, "BLOCK_N": bn, "STAGES": 2, "Q_STRIDED": False, "KV_STRIDED": False,
+            "num_warps": 4}
+
+
+# flash_attention.which() sends this kernel at most SHORT_KEYS keys at head dim 128
+SHORT_KEYS, SHORT_WAVES = 512, 4
 
 
 def layout(t) -> tuple[bool, int] | None:
@@ -237,8 +248,12 @@ def strided(q, k) -> dict:
 
 
 def flags(q, k, cfg: dict | None = None) -> dict:
-    """config() with the inputs' layouts (strided) and ``cfg`` over it."""
-    return {**config(q.shape[-1]), **strided(q, k), **(cfg or {})}
+    """config() for these inputs' keys and grid, with their layouts (strided) and ``cfg`` over
+    it."""
+    b, h, n_q, d = q.shape
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 0
+    per_sm = b * h * (n_q // 64) / sms if sms else 0.0
+    return {**config(d, k.shape[2], per_sm), **strided(q, k), **(cfg or {})}
 
 
 def out_like(q):
@@ -257,9 +272,9 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
     not whole tiles (``ragged``) says so."""
     if GLUON_MISSING:
         return GLUON_MISSING
-    c = cfg or config(q.shape[-1])
     if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
         return "not an sm_90 GPU"
+    c = flags(q, k, cfg)
     if causal and q.shape[2] > k.shape[2]:
         return "causal with more queries than keys"
     if q.shape[-1] not in (64, 128, 256) or q.dtype not in (torch.float16, torch.bfloat16):
