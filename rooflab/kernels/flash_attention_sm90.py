@@ -209,7 +209,7 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0) -> dict:
 
 
 # flash_attention.which() sends this kernel at most SHORT_KEYS keys at head dim 128
-SHORT_KEYS, SHORT_WAVES = 512, 4
+SHORT_KEYS, SHORT_WAVES = 512, 3
 
 
 def layout(t) -> tuple[bool, int] | None:
