@@ -425,45 +425,49 @@ def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
     assert F9W.layout(misaligned) is None
 
 
-def test_the_plain_gluon_kernel_takes_32_key_blocks_only_for_few_keys_and_a_deep_grid():
-    """At head dim 128, at most SHORT_KEYS keys and SHORT_WAVES waves of four programs an SM:
-    32-key blocks; one key more, one program an SM fewer, or another head dim: its own."""
+def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say():
+    """Head dim 128: 32-key blocks at most SHORT_KEYS keys and SHORT_WAVES waves of four
+    programs an SM; one key block more or one program an SM fewer: 64. Head dim 64: 64-key
+    blocks causal up to CAUSAL_KEYS_64 keys, else 128. Head dim 256: 32 whatever the grid."""
     from rooflab.kernels import flash_attention_sm90 as F9
     deep = 4 * F9.SHORT_WAVES
-    assert F9.config(128, F9.SHORT_KEYS, deep)["BLOCK_N"] == 32
-    assert F9.config(128, 256, 10 * deep)["BLOCK_N"] == 32
-    assert F9.config(128, F9.SHORT_KEYS + 64, deep)["BLOCK_N"] == 64
-    assert F9.config(128, F9.SHORT_KEYS, deep - 1)["BLOCK_N"] == 64
-    assert F9.config(128)["BLOCK_N"] == 64
-    assert F9.config(64, 256, 10 * deep)["BLOCK_N"] == 128
-    assert F9.config(256, 256, 10 * deep)["BLOCK_N"] == 32  # its own at 256, whatever the grid
+    bn = lambda *a: F9.config(*a)["BLOCK_N"]  # noqa: E731
+    assert bn(128, F9.SHORT_KEYS, deep) == bn(128, 256, 10 * deep, True) == 32
+    assert bn(128, F9.SHORT_KEYS + 64, deep) == bn(128, F9.SHORT_KEYS, deep - 1) == 64
+    assert bn(128) == 64
+    assert bn(64, F9.CAUSAL_KEYS_64, 1, True) == bn(64, 256, 10 * deep, True) == 64
+    assert bn(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == bn(64, 256, 10 * deep, False) == 128
+    assert bn(256, 256, 10 * deep, True) == 32
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
-def test_a_deep_grid_of_short_rows_runs_32_key_blocks_and_matches_fp64(monkeypatch, causal):
-    """flash_attention() on many short rows at head dim 128 runs the plain kernel with 32-key
-    blocks, two rows on 64-key ones, in both layouts; each matches fp64."""
+def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, causal):
+    """flash_attention() on short rows runs the plain kernel with the key blocks config() names:
+    32 keys on a deep grid at head dim 128, 64 on a shallow one; at head dim 64, 64 keys causal
+    and 128 not, on lengths that are whole 64-key blocks only where causal; in both layouts each
+    matches fp64."""
     from rooflab.kernels import flash_attention_sm90 as F9
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     deep = -(-4 * F9.SHORT_WAVES * sms // (32 * 256 // 64))  # batches for SHORT_WAVES waves
     blocks, real = [], F9.flash_attention_sm90
-    monkeypatch.setattr(F9, "flash_attention_sm90", lambda q, k, *a, **kw: blocks.append(
-        F9.flags(q, k, kw.get("cfg"))["BLOCK_N"]) or real(q, k, *a, **kw))
-    for b, bn in [(deep, 32), (2, 64)]:
+    monkeypatch.setattr(F9, "flash_attention_sm90", lambda q, k, v, c, *a, **kw: blocks.append(
+        F9.flags(q, k, c, kw.get("cfg"))["BLOCK_N"]) or real(q, k, v, c, *a, **kw))
+    for b, n, d, bn in [(deep, 256, 128, 32), (2, 256, 128, 64),
+                        (2, 320 if causal else 256, 64, 64 if causal else 128)]:
         blocks.clear()
-        e = FA.errors(b, 32, 256, 256, 128, 8, torch.bfloat16, causal, device="cuda", seed=b)
+        e = FA.errors(b, 32, n, n, d, 8, torch.bfloat16, causal, device="cuda", seed=b)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
-        assert blocks == [bn], (b, blocks)
-        q = torch.randn(b, 256, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-        kv = torch.randn(b, 256, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        assert blocks == [bn], (b, d, blocks)
+        q = torch.randn(b, n, 32, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        kv = torch.randn(b, n, 8, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         o, _ = FA.flash_attention(q, kv, kv, causal)
         ref = FA.standard_attention(q.double(), kv.double().repeat_interleave(4, 1),
                                     kv.double().repeat_interleave(4, 1), causal)
         assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
-        assert blocks == [bn, bn], (b, blocks)
+        assert blocks == [bn, bn], (b, d, blocks)
 
 
 def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():

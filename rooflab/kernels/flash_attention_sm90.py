@@ -194,14 +194,20 @@ if gluon is not None:
             mbarrier.invalidate(bar_v.index(i))
 
 
-def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0) -> dict:
+def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps); Q_STRIDED and KV_STRIDED
-    off, for contiguous tensors (flags() sets them from the inputs). At head dim 128 a program
-    of 64-key blocks takes 80 KB of shared memory, two an SM; one of 32-key blocks takes 48 KB
-    and 118 registers a thread, four an SM. Where the keys are few (at most SHORT_KEYS) and the
-    grid holds at least SHORT_WAVES waves of four (``per_sm``: programs over SMs), the four
-    hide each other's setup more than the narrower Q K^T costs, so the blocks are 32 keys."""
+    off, for contiguous tensors (flags() sets them from the inputs). Narrower key blocks where
+    the A/Bs found them faster (docs/kernels/flash_attention_sm90.md):
+    - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks. The diagonal's blocks
+      compute fewer masked scores, and a program takes 41 KB and 106 registers a thread, four an
+      SM where 128-key blocks fit three.
+    - head dim 128, at most SHORT_KEYS keys, a grid of at least SHORT_WAVES waves of four
+      programs an SM (``per_sm``: programs over SMs): 32-key blocks. A program takes 48 KB and
+      118 registers, four an SM where 64-key blocks fit two, and the four hide each other's
+      setup more than the narrower Q K^T costs."""
     bn = {64: 128, 128: 64}.get(head_dim, 32)
+    if head_dim == 64 and causal and 0 < n_kv <= CAUSAL_KEYS_64:
+        bn = 64
     if head_dim == 128 and 0 < n_kv <= SHORT_KEYS and per_sm >= 4 * SHORT_WAVES:
         bn = 32
     return {"BLOCK_M": 64, "BLOCK_N": bn, "STAGES": 2, "Q_STRIDED": False, "KV_STRIDED": False,
@@ -209,7 +215,7 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0) -> dict:
 
 
 # flash_attention.which() sends this kernel at most SHORT_KEYS keys at head dim 128
-SHORT_KEYS, SHORT_WAVES = 512, 3
+SHORT_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 512, 3, 1024
 
 
 def layout(t) -> tuple[bool, int] | None:
@@ -247,13 +253,13 @@ def strided(q, k) -> dict:
     return {"Q_STRIDED": bool(q_at and q_at[0]), "KV_STRIDED": bool(kv_at and kv_at[0])}
 
 
-def flags(q, k, cfg: dict | None = None) -> dict:
-    """config() for these inputs' keys and grid, with their layouts (strided) and ``cfg`` over
-    it."""
+def flags(q, k, causal: bool = False, cfg: dict | None = None) -> dict:
+    """config() for these inputs' keys, mask and grid, with their layouts (strided) and
+    ``cfg`` over it."""
     b, h, n_q, d = q.shape
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 0
     per_sm = b * h * (n_q // 64) / sms if sms else 0.0
-    return {**config(d, k.shape[2], per_sm), **strided(q, k), **(cfg or {})}
+    return {**config(d, k.shape[2], per_sm, causal), **strided(q, k), **(cfg or {})}
 
 
 def out_like(q):
@@ -274,7 +280,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return GLUON_MISSING
     if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
         return "not an sm_90 GPU"
-    c = flags(q, k, cfg)
+    c = flags(q, k, causal, cfg)
     if causal and q.shape[2] > k.shape[2]:
         return "causal with more queries than keys"
     if q.shape[-1] not in (64, 128, 256) or q.dtype not in (torch.float16, torch.bfloat16):
@@ -311,7 +317,7 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
     out = out_like(q) if out is None else out
-    c = flags(q, k, cfg)
+    c = flags(q, k, causal, cfg)
     bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
