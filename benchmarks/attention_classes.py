@@ -42,8 +42,9 @@ PREFILL = [  # class, changes from BASE
     *[("batch", {"b": b, "lq": n, "lkv": n})
       for b, n in ((1, 4096), (16, 1024), (32, 512), (128, 256))],
     ("batch, no mask", {"b": 16, "lq": 512, "lkv": 512, "causal": False}),
-    ("fp16", {"dt": "fp16"}), ("head dim 64", {"d": 64}), ("head dim 256", {"d": 256, "h": 8,
-                                                                           "hkv": 8}),
+    ("fp16", {"dt": "fp16"}), ("head dim 64", {"d": 64}),
+    ("head dim 64", {"d": 64, "b": 32, "lq": 512, "lkv": 512, "layout": "blhd"}),
+    ("head dim 256", {"d": 256, "h": 8, "hkv": 8}),
 ]
 DECODE = [
     ("base", {"lq": 1, "lkv": 4096, "b": 8, "causal": False}),
