@@ -199,7 +199,7 @@ def _blhd(t):
 @pytest.mark.parametrize("shape", GLUON_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 32}, {"BLOCK_N": 64, "STAGES": 3},
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 32}, {"STAGES": 1}, {"BLOCK_N": 64, "STAGES": 3},
                                  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8}])
 def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
     from rooflab.kernels import flash_attention_sm90 as F9
@@ -426,48 +426,50 @@ def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
 
 
 def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say():
-    """Head dim 128: 32-key blocks at most SHORT_KEYS keys and SHORT_WAVES waves of four
-    programs an SM; one key block more or one program an SM fewer: 64. Head dim 64: 64-key
-    blocks causal up to CAUSAL_KEYS_64 keys, else 128. Head dim 256: 32 whatever the grid."""
+    """Head dim 128: 32-key blocks in two stages at most N32_KEYS keys and SHORT_WAVES waves of
+    four programs an SM, else 64-key blocks in one stage up to SHORT_KEYS, two past it. Head dim
+    64: 64-key blocks causal up to CAUSAL_KEYS_64 keys, else 128. Head dim 256: 32."""
     from rooflab.kernels import flash_attention_sm90 as F9
     deep = 4 * F9.SHORT_WAVES
-    bn = lambda *a: F9.config(*a)["BLOCK_N"]  # noqa: E731
-    assert bn(128, F9.SHORT_KEYS, deep) == bn(128, 256, 10 * deep, True) == 32
-    assert bn(128, F9.SHORT_KEYS + 64, deep) == bn(128, F9.SHORT_KEYS, deep - 1) == 64
-    assert bn(128) == 64
-    assert bn(64, F9.CAUSAL_KEYS_64, 1, True) == bn(64, 256, 10 * deep, True) == 64
-    assert bn(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == bn(64, 256, 10 * deep, False) == 128
-    assert bn(256, 256, 10 * deep, True) == 32
+    tiles = lambda *a: (F9.config(*a)["BLOCK_N"], F9.config(*a)["STAGES"])  # noqa: E731
+    assert tiles(128, F9.N32_KEYS, deep) == tiles(128, 128, 10 * deep, True) == (32, 2)
+    assert tiles(128, F9.N32_KEYS + 64, deep) == tiles(128, F9.N32_KEYS, deep - 1) == (64, 1)
+    assert tiles(128, F9.SHORT_KEYS, 1, True) == (64, 1)
+    assert tiles(128, F9.SHORT_KEYS + 64, deep) == tiles(128) == (64, 2)
+    assert tiles(64, F9.CAUSAL_KEYS_64, 1, True) == tiles(64, 256, 10 * deep, True) == (64, 2)
+    assert tiles(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == tiles(64, 256, deep, False) == (128, 2)
+    assert tiles(256, 256, 10 * deep, True) == (32, 2)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, causal):
-    """flash_attention() on short rows runs the plain kernel with the key blocks config() names:
-    32 keys on a deep grid at head dim 128, 64 on a shallow one; at head dim 64, 64 keys causal
-    and 128 not, on lengths that are whole 64-key blocks only where causal; in both layouts each
-    matches fp64."""
+    """flash_attention() on short rows runs the plain kernel with the key blocks and stages
+    config() names: at head dim 128, 32 keys in two stages on a deep grid, 64 in one on a
+    shallow one; at head dim 64, 64 keys causal and 128 not (lengths that are whole 64-key
+    blocks only where causal); in both layouts each matches fp64."""
     from rooflab.kernels import flash_attention_sm90 as F9
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     deep = -(-4 * F9.SHORT_WAVES * sms // (32 * 256 // 64))  # batches for SHORT_WAVES waves
-    blocks, real = [], F9.flash_attention_sm90
-    monkeypatch.setattr(F9, "flash_attention_sm90", lambda q, k, v, c, *a, **kw: blocks.append(
-        F9.flags(q, k, c, kw.get("cfg"))["BLOCK_N"]) or real(q, k, v, c, *a, **kw))
-    for b, n, d, bn in [(deep, 256, 128, 32), (2, 256, 128, 64),
-                        (2, 320 if causal else 256, 64, 64 if causal else 128)]:
-        blocks.clear()
+    tiles, real = [], F9.flash_attention_sm90
+    monkeypatch.setattr(F9, "flash_attention_sm90", lambda q, k, v, c, *a, **kw: tiles.append(
+        tuple(F9.flags(q, k, c, kw.get("cfg"))[x] for x in ("BLOCK_N", "STAGES")))
+        or real(q, k, v, c, *a, **kw))
+    for b, n, d, tile in [(deep, 256, 128, (32, 2)), (2, 256, 128, (64, 1)),
+                          (2, 320 if causal else 256, 64, (64, 2) if causal else (128, 2))]:
+        tiles.clear()
         e = FA.errors(b, 32, n, n, d, 8, torch.bfloat16, causal, device="cuda", seed=b)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
-        assert blocks == [bn], (b, d, blocks)
+        assert tiles == [tile], (b, d, tiles)
         q = torch.randn(b, n, 32, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         kv = torch.randn(b, n, 8, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         o, _ = FA.flash_attention(q, kv, kv, causal)
         ref = FA.standard_attention(q.double(), kv.double().repeat_interleave(4, 1),
                                     kv.double().repeat_interleave(4, 1), causal)
         assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
-        assert blocks == [bn, bn], (b, d, blocks)
+        assert tiles == [tile, tile], (b, d, tiles)
 
 
 def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():

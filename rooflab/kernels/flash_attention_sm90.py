@@ -196,26 +196,29 @@ if gluon is not None:
 
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps); Q_STRIDED and KV_STRIDED
-    off, for contiguous tensors (flags() sets them from the inputs). Narrower key blocks where
-    the A/Bs found them faster (docs/kernels/flash_attention_sm90.md):
-    - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks. The diagonal's blocks
-      compute fewer masked scores, and a program takes 41 KB and 106 registers a thread, four an
-      SM where 128-key blocks fit three.
-    - head dim 128, at most SHORT_KEYS keys, a grid of at least SHORT_WAVES waves of four
-      programs an SM (``per_sm``: programs over SMs): 32-key blocks. A program takes 48 KB and
-      118 registers, four an SM where 64-key blocks fit two, and the four hide each other's
-      setup more than the narrower Q K^T costs."""
-    bn = {64: 128, 128: 64}.get(head_dim, 32)
+    off, for contiguous tensors (flags() sets them from the inputs). A short row's program has
+    few key blocks, so its setup, first softmax and last P V weigh; more programs an SM hide
+    them. Where the A/Bs found that faster (docs/kernels/flash_attention_sm90.md):
+    - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (106 registers a thread,
+      four programs an SM where 128-key blocks fit three; and fewer masked scores computed).
+    - head dim 128, at most SHORT_KEYS keys: 64-key blocks in one stage (48 KB, three an SM
+      where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves of
+      four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (48 KB and 118
+      registers, four an SM)."""
+    bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and causal and 0 < n_kv <= CAUSAL_KEYS_64:
         bn = 64
-    if head_dim == 128 and 0 < n_kv <= SHORT_KEYS and per_sm >= 4 * SHORT_WAVES:
-        bn = 32
-    return {"BLOCK_M": 64, "BLOCK_N": bn, "STAGES": 2, "Q_STRIDED": False, "KV_STRIDED": False,
-            "num_warps": 4}
+    if head_dim == 128 and 0 < n_kv <= SHORT_KEYS:
+        if n_kv <= N32_KEYS and per_sm >= 4 * SHORT_WAVES:
+            bn = 32
+        else:
+            stages = 1
+    return {"BLOCK_M": 64, "BLOCK_N": bn, "STAGES": stages, "Q_STRIDED": False,
+            "KV_STRIDED": False, "num_warps": 4}
 
 
 # flash_attention.which() sends this kernel at most SHORT_KEYS keys at head dim 128
-SHORT_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 512, 3, 1024
+SHORT_KEYS, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 512, 256, 3, 1024
 
 
 def layout(t) -> tuple[bool, int] | None:
