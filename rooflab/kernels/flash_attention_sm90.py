@@ -194,6 +194,11 @@ if gluon is not None:
             mbarrier.invalidate(bar_v.index(i))
 
 
+# query rows a program; config()'s bounds (flash_attention.which() sends this kernel at most
+# SHORT_KEYS keys at head dim 128)
+BLOCK_M, SHORT_KEYS, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 512, 256, 3, 1024
+
+
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps); Q_STRIDED and KV_STRIDED
     off, for contiguous tensors (flags() sets them from the inputs). A short row's program has
@@ -213,12 +218,8 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
             bn = 32
         else:
             stages = 1
-    return {"BLOCK_M": 64, "BLOCK_N": bn, "STAGES": stages, "Q_STRIDED": False,
+    return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "Q_STRIDED": False,
             "KV_STRIDED": False, "num_warps": 4}
-
-
-# flash_attention.which() sends this kernel at most SHORT_KEYS keys at head dim 128
-SHORT_KEYS, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 512, 256, 3, 1024
 
 
 def layout(t) -> tuple[bool, int] | None:
@@ -261,7 +262,7 @@ def flags(q, k, causal: bool = False, cfg: dict | None = None) -> dict:
     ``cfg`` over it."""
     b, h, n_q, d = q.shape
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 0
-    per_sm = b * h * (n_q // 64) / sms if sms else 0.0
+    per_sm = b * h * (n_q // BLOCK_M) / sms if sms else 0.0
     return {**config(d, k.shape[2], per_sm, causal), **strided(q, k), **(cfg or {})}
 
 
