@@ -130,7 +130,8 @@ def main(argv=None) -> None:
     for shape in shapes:
         rows.append(row(shape, before, variants, a.rounds, a.device, a.layout))
         tf = rows[-1]["tflops"]
-        print(shape, {x: round(t) for x, t in tf.items()}, rows[-1]["errors"], flush=True)
+        print(shape, "TFLOP/s (higher is faster):", {x: round(t) for x, t in tf.items()},
+              rows[-1]["errors"], flush=True)
         write(a.out_dir, a.name, {"after": after, "before": a.before, "variants": variants,
                                   "rows": rows, "note": __doc__})
 
