@@ -204,12 +204,12 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
     off, for contiguous tensors (flags() sets them from the inputs). A short row's program has
     few key blocks, so its setup, first softmax and last P V weigh; more programs an SM hide
     them. Where the A/Bs found that faster (docs/kernels/flash_attention_sm90.md):
-    - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (106 registers a thread,
-      four programs an SM where 128-key blocks fit three; and fewer masked scores computed).
-    - head dim 128, at most SHORT_KEYS keys: 64-key blocks in one stage (48 KB, three an SM
-      where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves of
-      four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (48 KB and 118
-      registers, four an SM)."""
+    - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (four programs an SM
+      where 128-key blocks fit three; and fewer masked scores computed on the diagonal).
+    - head dim 128, at most SHORT_KEYS keys: 64-key blocks in one stage (48 KB, three programs
+      an SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
+      of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an SM).
+    What fits an SM is flash_resources.py --gluon's count."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and causal and 0 < n_kv <= CAUSAL_KEYS_64:
         bn = 64
