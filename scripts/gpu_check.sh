@@ -85,7 +85,8 @@ has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_
 # 32-key rule was set on, ``heldout`` rows it was not, on both sides of its bounds; ``d64`` and
 # ``d64_heldout`` the same at head dim 64; ``stages`` rows held out from the one-stage rule,
 # ``long`` rows past SHORT_KEYS; ``long_heldout`` rows, written before any ran, to judge one
-# stage against the warp-specialized kernel up to 1,024 keys
+# stage against the warp-specialized kernel up to 1,024 keys. plain_m128_n32: two warpgroups a
+# program (128 rows) share each K and V tile, halving what a short row reads from L2
 declare -A ab_rows=(
   [short]='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
   [heldout]='[(24,32,8,384,128,"bf16",True),(48,28,4,320,128,"bf16",True),(96,16,16,256,128,"fp16",False),(12,32,8,448,128,"bf16",False),(64,64,8,128,128,"bf16",True),(6,32,8,448,128,"bf16",True),(4,32,8,512,128,"bf16",True),(2,32,8,512,128,"fp16",False),(128,32,8,256,64,"bf16",True),(32,32,8,512,64,"bf16",False)]'
@@ -104,6 +105,7 @@ ab_short() {
       --variant 'plain_n64={"GLUON": {"BLOCK_N": 64, "STAGES": 2}}' \
       --variant 'plain_n64_s1={"GLUON": {"BLOCK_N": 64, "STAGES": 1}}' \
       --variant 'plain_n32={"GLUON": {"BLOCK_N": 32, "STAGES": 2}}' \
+      --variant 'plain_m128_n32={"GLUON": {"BLOCK_M": 128, "BLOCK_N": 32, "STAGES": 2, "num_warps": 8}}' \
       --variant 'ws={"GLUON_WS": {}}' || return
   done
 }
