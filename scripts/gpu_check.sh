@@ -20,7 +20,7 @@
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
-#          blocks; AB_SETS="short heldout" by default; d64 d64_heldout stages long long_heldout),
+#          blocks; AB_SETS="short heldout" by default; d64 d64_heldout stages long long_heldout ragged),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -85,8 +85,8 @@ has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_
 # 32-key rule was set on, ``heldout`` rows it was not, on both sides of its bounds; ``d64`` and
 # ``d64_heldout`` the same at head dim 64; ``stages`` rows held out from the one-stage rule,
 # ``long`` rows past SHORT_KEYS; ``long_heldout`` rows, written before any ran, to judge one
-# stage against the warp-specialized kernel up to 1,024 keys. plain_m128_n32: two warpgroups a
-# program (128 rows) share each K and V tile, halving what a short row reads from L2
+# stage against the warp-specialized kernel up to 1,024 keys; ``ragged`` lengths that are not
+# whole tiles, written before the plain kernel took them, beside the Triton kernel
 declare -A ab_rows=(
   [short]='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
   [heldout]='[(24,32,8,384,128,"bf16",True),(48,28,4,320,128,"bf16",True),(96,16,16,256,128,"fp16",False),(12,32,8,448,128,"bf16",False),(64,64,8,128,128,"bf16",True),(6,32,8,448,128,"bf16",True),(4,32,8,512,128,"bf16",True),(2,32,8,512,128,"fp16",False),(128,32,8,256,64,"bf16",True),(32,32,8,512,64,"bf16",False)]'
@@ -94,10 +94,12 @@ declare -A ab_rows=(
   [stages]='[(32,32,8,384,128,"bf16",False),(20,40,8,320,128,"bf16",True),(48,32,8,192,128,"bf16",True),(200,16,4,128,128,"fp16",False),(3,32,8,256,128,"bf16",True),(10,32,8,512,128,"bf16",False),(1,32,8,512,128,"bf16",True),(16,28,4,448,128,"fp16",True)]'
   [long]='[(8,32,8,1024,128,"bf16",True),(8,32,8,1024,128,"bf16",False),(2,32,8,2048,128,"bf16",True),(4,32,8,2048,128,"bf16",False),(1,32,8,4096,128,"bf16",True)]'
   [long_heldout]='[(4,32,8,1024,128,"bf16",True),(12,32,8,768,128,"bf16",True),(6,28,4,896,128,"bf16",False),(24,32,8,640,128,"bf16",True),(2,32,8,1024,128,"fp16",True),(3,40,8,1024,128,"bf16",False),(1,32,8,2048,128,"bf16",True),(16,32,8,1536,128,"bf16",True)]'
+  [ragged]='[(2,32,8,1000,128,"bf16",True),(4,32,8,700,128,"bf16",False),(8,28,4,333,128,"fp16",True),(16,32,8,200,128,"bf16",True),(1,32,8,1000,128,"bf16",False),(2,32,8,1500,128,"bf16",True),(2,32,8,1000,64,"bf16",True),(8,32,8,500,64,"bf16",False),(4,16,4,777,64,"fp16",True),(16,32,8,300,64,"bf16",False)]'
   [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]')
 ab_short() {
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py \
-    -k "sm90_takes_each_layout or sm90_matches_fp64 or runs_the_gluon or narrower_key_blocks" || return
+    -k "sm90_takes or sm90_matches_fp64 or sm90_ws or runs_the_gluon or narrower_key_blocks" \
+    || return
   local set
   for set in ${AB_SETS:-short heldout}; do
     python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_${set}_keys" --rows "${ab_rows[$set]}" \
@@ -105,8 +107,7 @@ ab_short() {
       --variant 'plain_n64={"GLUON": {"BLOCK_N": 64, "STAGES": 2}}' \
       --variant 'plain_n64_s1={"GLUON": {"BLOCK_N": 64, "STAGES": 1}}' \
       --variant 'plain_n32={"GLUON": {"BLOCK_N": 32, "STAGES": 2}}' \
-      --variant 'plain_m128_n32={"GLUON": {"BLOCK_M": 128, "BLOCK_N": 32, "STAGES": 2, "num_warps": 8}}' \
-      --variant 'ws={"GLUON_WS": {}}' || return
+      --variant 'ws={"GLUON_WS": {}}' --variant 'triton={}' || return
   done
 }
 has ab_short && run ab_short ab_short

@@ -216,6 +216,31 @@ def test_flash_attention_sm90_matches_fp64(shape, dtype, causal, cfg):
     _holds_to_fp64(e)
 
 
+GLUON_RAGGED = [  # (B, H, Lq, Lkv, D, Hkv): lengths that are not whole tiles, one query row
+    (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2), (1, 4, 77, 1000, 64, 4),
+    (1, 2, 130, 130, 256, 1), (1, 8, 1, 300, 128, 8)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GLUON_RAGGED)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [{}, {"BLOCK_N": 32, "STAGES": 2}, {"BLOCK_N": 64, "STAGES": 1}])
+def test_flash_attention_sm90_takes_ragged_lengths(shape, causal, cfg):
+    """RAGGED from the inputs alone; every output row written (out starts NaN) and none past
+    its head's (the next head's rows are checked with it)."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    b, h, n_q, n_kv, d, hkv = shape
+
+    def kernel(q, k, v, causal):
+        assert F9.flags(q, k, causal, cfg)["RAGGED"] and F9.usable(q, k, v, causal, cfg) is None
+        return F9.flash_attention_sm90(q, k, v, causal, cfg=cfg,
+                                       out=torch.full_like(q, float("nan")))
+
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=kernel)
+    _holds_to_fp64(e)
+
+
 WS_WHOLE = [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4), (1, 2, 512, 1024, 256, 2),
             (1, 8, 128, 128, 128, 8), (4, 8, 256, 256, 128, 2)]
 WS_RAGGED = [(2, 8, 200, 200, 128, 2), (1, 4, 100, 333, 128, 4), (1, 2, 77, 1000, 256, 1),
@@ -299,13 +324,14 @@ def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first,
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 64, 4),
-                                   (2, 4, 512, 512, 256, 1)])
+                                   (2, 4, 512, 512, 256, 1), (2, 4, 200, 256, 128, 2)])
 @pytest.mark.parametrize("kv", ["tokens first", "heads first", "static cache",
                                 "static cache, tokens first"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
-    """The plain Gluon kernel on q and out in transformers' layout, k and v in each layout a
-    model passes (a static cache's first rows: the rows past them hold NaN, none is read)."""
+    """The plain Gluon kernel on q and out in transformers' layout (a ragged query length
+    too), k and v in each layout a model passes (a static cache's first rows: the rows past
+    them hold NaN, none is read)."""
     from rooflab.kernels import flash_attention_sm90 as F9
     b, h, n_q, n_kv, d, hkv = shape
 
@@ -333,11 +359,10 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
-    """On sm_90, whole tiles go to the Gluon kernel that FA.GLUON names for their head dim, and
-    so do ragged lengths and transformers' layout at head dim 128; at 128 with at most
-    F9.SHORT_KEYS keys, whole tiles go to the plain Gluon kernel; transformers' layout goes
-    where contiguous tensors of its shape go; ragged lengths at 64 and 256 and an explicit
-    config go to the Triton kernel; every answer matches fp64."""
+    """On sm_90, inputs go to the Gluon kernel that FA.GLUON names for their head dim, ragged
+    lengths too (at 256 to the Triton kernel); at 128 with at most F9.SHORT_KEYS keys, to the
+    plain Gluon kernel; transformers' layout goes where contiguous tensors of its shape go; an
+    explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
@@ -348,16 +373,16 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         real = getattr(m, name)
         monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
                             calls.append(name) or real(*a, **k))
-    for n, d, kernel in [(1024, 64, plain), (1024, 128, ws), (512, 128, plain), (256, 128, plain),
-                         (512, 256, ws), (1000, 64, None), (1000, 128, ws), (500, 128, ws),
-                         (1000, 256, None)]:
+    for n, d, kernel in [(1024, 64, plain), (2048, 128, ws), (1024, 128, plain), (256, 128, plain),
+                         (512, 256, ws), (1000, 64, plain), (1000, 128, plain), (500, 128, plain),
+                         (1500, 128, ws), (1000, 256, None)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
         assert calls == ([kernel] if kernel else []), (n, d, calls)
         assert FA.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
                         causal) == (kernel or "flash_attention")
-    for n, d, kernel in [(256, 128, plain), (1024, 128, ws), (1024, 64, plain)]:
+    for n, d, kernel in [(256, 128, plain), (2048, 128, ws), (1024, 64, plain)]:
         q = torch.randn(1, 2, n, d, device="cuda", dtype=torch.float16)
         calls.clear()
         o_triton, _ = FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config
@@ -423,6 +448,27 @@ def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
     assert F9W.layout(cache[:, :, 1:513]) is None      # its view would run past the storage
     misaligned = torch.empty(2 * 8 * 64 * 128 + 1)[1:].view(2, 8, 64, 128)  # TMA: 16-byte base
     assert F9W.layout(misaligned) is None
+
+
+def test_the_plain_gluon_kernels_flags_follow_the_inputs():
+    """RAGGED where a length is not whole tiles (64 query rows, BLOCK_N keys); Q_STRIDED and
+    KV_STRIDED where q, k and v come tokens first; a config's keys win."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+
+    def t(n, heads=8, hf=False):
+        return (torch.empty(2, n, heads, 128).transpose(1, 2) if hf
+                else torch.empty(2, heads, n, 128))
+
+    def flags(q, k, causal=False, cfg=None):
+        f = F9.flags(q, k, causal, cfg)
+        return f["RAGGED"], f["Q_STRIDED"], f["KV_STRIDED"]
+
+    assert flags(t(192), t(1024)) == (False, False, False)
+    assert flags(t(200), t(256)) == (True, False, False)   # 200 query rows: not whole tiles
+    assert flags(t(256), t(1000)) == (True, False, False)  # 1,000 keys: not whole 64-key blocks
+    assert flags(t(3, hf=True), t(320)) == (True, True, False)
+    assert flags(t(256), t(256, hf=True)) == (False, False, True)
+    assert flags(t(200), t(256), cfg={"RAGGED": False}) == (False, False, False)
 
 
 def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say():

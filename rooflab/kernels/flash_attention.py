@@ -281,10 +281,10 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
 
 
 # Which Gluon kernels may run, in order, by head dim, on an sm_90 GPU for the inputs each takes
-# (its usable(); both take transformers' layouts and a longer cache's first rows): the one of
-# flash_attention_sm90.py at 64 (whole tiles), its warp-specialized sibling at 128 and 256
-# (ragged lengths at 128 too), where each beat this module's Triton kernel and cuDNN. At 128 with
-# at most its SHORT_KEYS keys the plain one goes first: a program per 64 rows, two to four an SM,
+# (its usable(); both take ragged lengths, transformers' layouts and a longer cache's first
+# rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling at 128 and 256
+# (whole tiles at 256), where each beat this module's Triton kernel and cuDNN. At 128 with at
+# most its SHORT_KEYS keys the plain one goes first: a program per 64 rows, two to four an SM,
 # where the warp-specialized kernel's one an SM exposes each short program's setup
 # (docs/kernels/flash_attention_sm90.md).
 GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),

@@ -9,9 +9,10 @@ block j-1's P V are issued together, block j's softmax runs while P V is still o
 cores, and only the rescale of the accumulator waits for it. K and V arrive by the tensor memory
 accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
 
-Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, lengths that are whole
-tiles (n_q a multiple of BLOCK_M, n_kv of BLOCK_N); q, k, v in any layout() reads (contiguous,
-transformers' tokens first, a longer cache's first rows). Anything else is flash_attention.py's.
+Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, any lengths (RAGGED where
+they are not whole tiles: the last key block's tail masked, the last query tile stored by
+address); q, k, v in any layout() reads (contiguous, transformers' tokens first, a longer
+cache's first rows, whole key blocks of it). Anything else is flash_attention.py's.
 Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (tests marked gpu) and
 compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
 ptxas's warning that it serialized the wgmma ops).
@@ -90,12 +91,55 @@ if gluon is not None:
         return s
 
     @gluon.jit
-    def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, H, GROUP, n_q, n_kv,
+    def _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                  RAGGED: gl.constexpr):
+        # a ragged n_kv's last block holds rows past the head's keys: they score -inf (causal
+        # masks them already for every row that is stored)
+        if RAGGED and not CAUSAL:
+            if j == n_blocks - 1:
+                s = gl.where((j * BLOCK_N + offs_n < n_kv)[None, :], s, float("-inf"))
+        return s
+
+    @gluon.jit
+    def _store_o(acc, m_i, l_i, first, o_smem, o_desc, O, LSE, b, h, H, n_q,
+                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, RAGGED: gl.constexpr,
+                 Q_STRIDED: gl.constexpr):
+        # O = acc / l and LSE (natural log) of head h's BLOCK_M query rows from ``first``: O by
+        # TMA through o_smem, or by address where a ragged tile runs past the head's last row
+        # (TMA would write the next head's rows)
+        row_o: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+        l_o = gl.convert_layout(l_i, row_o)
+        acc = acc / l_o[:, None]
+        lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
+        rows = first + gl.arange(0, BLOCK_M, layout=row_o)
+        lse_at = LSE + (b * H + h).to(gl.int64) * n_q + rows
+        if RAGGED:
+            gl.store(lse_at, lse, mask=rows < n_q)
+        else:
+            gl.store(lse_at, lse)
+        if RAGGED and first + BLOCK_M > n_q:
+            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc.type.layout))
+            row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, Q_STRIDED)
+            if Q_STRIDED:                        # elements from one row of the view to the next
+                out = O + (row * (H * HEAD_DIM) + col)[:, None] + offs_d[None, :]
+            else:
+                out = O + (row * HEAD_DIM)[:, None] + offs_d[None, :]
+            gl.store(out, acc.to(O.dtype.element_ty), mask=(rows < n_q)[:, None])
+        else:
+            o_smem.store(acc.to(o_desc.dtype))
+            fence_async_shared()
+            tile = _at(b, h, first, H, n_q, HEAD_DIM, Q_STRIDED)
+            tma_store(o_desc, [tile[0], tile[1]], o_smem)
+            tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q, n_kv,
                        kv_pitch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                        BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                       Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
+                       RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
                        num_warps: gl.constexpr):
-        # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout()); _at places a tile in them
+        # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout()); _at places a tile in
+        # them. O: o's first element, for a ragged last tile
         start_m = gl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = gl.num_programs(0) - 1 - start_m
@@ -135,7 +179,7 @@ if gluon is not None:
             n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + delta, n_kv), BLOCK_N)
             mask_from = (start_m * BLOCK_M + delta) // BLOCK_N
         else:
-            n_blocks = n_kv // BLOCK_N
+            n_blocks = gl.cdiv(n_kv, BLOCK_N)
             mask_from = n_blocks
         _load(q_desc, q_at, bar_q, q_smem, True)
         for i in gl.static_range(STAGES):  # fill the ring
@@ -149,6 +193,7 @@ if gluon is not None:
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
         s = warpgroup_mma_wait(0, deps=[_scores(q, k_smem, bar_k, 0, s_zero, STAGES)])
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+        s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
         p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
                                       gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -166,6 +211,7 @@ if gluon is not None:
             acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)          # acc += P V
             s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
             s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+            s = _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
             p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)           # ... under this
             acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
@@ -179,15 +225,9 @@ if gluon is not None:
 
         # the last block's P V, then normalise
         acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
-        l_o = gl.convert_layout(l_i, row_o)
-        acc = acc / l_o[:, None]
-        lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
-        gl.store(LSE + bh.to(gl.int64) * n_q + gl.convert_layout(offs_m, row_o), lse)
         sync_warps()                             # no warp still reads what O overwrites
-        o_smem.store(acc.to(dtype))
-        fence_async_shared()
-        tma_store(o_desc, [q_at[0], q_at[1]], o_smem)
-        tma.store_wait(pendings=0)
+        _store_o(acc, m_i, l_i, start_m * BLOCK_M, o_smem, o_desc, O, LSE, b, h, H, n_q,
+                 HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED)
         mbarrier.invalidate(bar_q)
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(bar_k.index(i))
@@ -196,7 +236,7 @@ if gluon is not None:
 
 # query rows a program; config()'s bounds (flash_attention.which() sends this kernel at most
 # SHORT_KEYS keys at head dim 128)
-BLOCK_M, SHORT_KEYS, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 512, 256, 3, 1024
+BLOCK_M, SHORT_KEYS, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 1024, 256, 3, 1024
 
 
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
@@ -209,7 +249,8 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
     - head dim 128, at most SHORT_KEYS keys: 64-key blocks in one stage (48 KB, three programs
       an SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
       of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an SM).
-    What fits an SM is flash_resources.py --gluon's count."""
+    What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
+    tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and causal and 0 < n_kv <= CAUSAL_KEYS_64:
         bn = 64
@@ -218,8 +259,8 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
             bn = 32
         else:
             stages = 1
-    return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "Q_STRIDED": False,
-            "KV_STRIDED": False, "num_warps": 4}
+    return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
+            "Q_STRIDED": False, "KV_STRIDED": False, "num_warps": 4}
 
 
 def layout(t) -> tuple[bool, int] | None:
@@ -258,12 +299,14 @@ def strided(q, k) -> dict:
 
 
 def flags(q, k, causal: bool = False, cfg: dict | None = None) -> dict:
-    """config() for these inputs' keys, mask and grid, with their layouts (strided) and
-    ``cfg`` over it."""
+    """config() for these inputs' keys, mask and grid, with their layouts (strided), RAGGED
+    where a length is not whole tiles, and ``cfg`` over it."""
     b, h, n_q, d = q.shape
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 0
-    per_sm = b * h * (n_q // BLOCK_M) / sms if sms else 0.0
-    return {**config(d, k.shape[2], per_sm, causal), **strided(q, k), **(cfg or {})}
+    per_sm = b * h * -(-n_q // BLOCK_M) / sms if sms else 0.0
+    c = config(d, k.shape[2], per_sm, causal)
+    c["RAGGED"] = bool(n_q % BLOCK_M or k.shape[2] % c["BLOCK_N"])
+    return {**c, **strided(q, k), **(cfg or {})}
 
 
 def out_like(q):
@@ -274,12 +317,11 @@ def out_like(q):
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
-def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
-           ragged: bool = False) -> str | None:
+def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs):
     q and out in one layout of their own length, k and v in one layout whose rows past their
-    length are read only where the keys are whole blocks. A caller that takes lengths that are
-    not whole tiles (``ragged``) says so."""
+    length are read only where the keys are whole blocks; lengths that are not whole tiles only
+    under RAGGED (a ``cfg`` may turn it off)."""
     if GLUON_MISSING:
         return GLUON_MISSING
     if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
@@ -289,7 +331,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "causal with more queries than keys"
     if q.shape[-1] not in (64, 128, 256) or q.dtype not in (torch.float16, torch.bfloat16):
         return "head dim or dtype"
-    if not ragged and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
+    if not c["RAGGED"] and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
         return "lengths not whole tiles"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
@@ -325,8 +367,8 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    flash_fwd_sm90[(n_q // bm, b * h)](
-        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), lse, scale * LOG2E, h, h // hkv,
+    flash_fwd_sm90[(triton.cdiv(n_q, bm), b * h)](
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * LOG2E, h, h // hkv,
         n_q, n_kv, layout(k)[1], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
         CAUSAL=causal, **c)
     return out, lse

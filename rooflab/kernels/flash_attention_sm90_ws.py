@@ -26,8 +26,8 @@ if F9.gluon is not None:
     import triton
 
     from rooflab.kernels.flash_attention_sm90 import (
-        _at, _masked, _softmax, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
-        tma_store, warpgroup_mma, warpgroup_mma_wait)
+        _at, _key_tail, _masked, _softmax, _store_o, gl, gluon, mbarrier, tma_load,
+        warpgroup_mma, warpgroup_mma_wait)
 
     @gluon.jit
     def _tile(n_q, n_kv, H, GROUP, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -50,16 +50,6 @@ if F9.gluon is not None:
         # one tile by TMA from (row, column) ``at``; bar counts its bytes in
         mbarrier.expect(bar, desc.block_type.nbytes)
         tma_load(desc, [at[0], at[1]], bar, dst)
-
-    @gluon.jit
-    def _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                  RAGGED: gl.constexpr):
-        # a ragged n_kv's last block holds rows past the head's keys: they score -inf (causal
-        # masks them already for every row that is stored)
-        if RAGGED and not CAUSAL:
-            if j == n_blocks - 1:
-                s = gl.where((j * BLOCK_N + offs_n < n_kv)[None, :], s, float("-inf"))
-        return s
 
     @gluon.jit
     def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch,
@@ -157,29 +147,9 @@ if F9.gluon is not None:
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.wait(v_ready.index(slot), phase)
             mbarrier.arrive(v_empty.index(slot), count=1)
-        l_o = gl.convert_layout(l_i, row_o)
-        acc = acc / l_o[:, None]
-        lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
-        rows = gl.convert_layout(offs_m, row_o)
-        lse_at = LSE + (b * H + h).to(gl.int64) * n_q + rows
-        if RAGGED:
-            gl.store(lse_at, lse, mask=rows < n_q)
-        else:
-            gl.store(lse_at, lse)
-        if RAGGED and first + BLOCK_M > n_q:  # a tile past the head's last row: only its rows
-            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            row, col = _at(b, h, rows.to(gl.int64), H, n_q, HEAD_DIM, Q_STRIDED)
-            if Q_STRIDED:                    # elements from one row of the view to the next
-                out = O + (row * (H * HEAD_DIM) + col)[:, None] + offs_d[None, :]
-            else:
-                out = O + (row * HEAD_DIM)[:, None] + offs_d[None, :]
-            gl.store(out, acc.to(dtype), mask=(rows < n_q)[:, None])
-        else:
-            q.store(acc.to(dtype))               # this warpgroup's Q buffer holds its O
-            fence_async_shared()
-            tile = _at(b, h, first, H, n_q, HEAD_DIM, Q_STRIDED)
-            tma_store(o_desc, [tile[0], tile[1]], q)
-            tma.store_wait(pendings=0)
+        # this warpgroup's Q buffer holds its O
+        _store_o(acc, m_i, l_i, first, q, o_desc, O, LSE, b, h, H, n_q, HEAD_DIM, BLOCK_M,
+                 RAGGED, Q_STRIDED)
 
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q,
@@ -250,8 +220,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] > 128 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out,
-                     ragged=c["RAGGED"])
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
