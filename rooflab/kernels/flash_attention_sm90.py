@@ -235,8 +235,9 @@ if gluon is not None:
 
 
 # query rows a program; config()'s bounds (flash_attention.which() sends this kernel at most
-# SHORT_KEYS keys at head dim 128)
-BLOCK_M, SHORT_KEYS, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 1024, 256, 3, 1024
+# SHORT_KEYS[causal] keys at head dim 128)
+BLOCK_M, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 256, 3, 1024
+SHORT_KEYS = {False: 1024, True: 2048}
 
 
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
@@ -245,16 +246,18 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
     few key blocks, so its setup, first softmax and last P V weigh; more programs an SM hide
     them. Where the A/Bs found that faster (docs/kernels/flash_attention_sm90.md):
     - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (four programs an SM
-      where 128-key blocks fit three; and fewer masked scores computed on the diagonal).
-    - head dim 128, at most SHORT_KEYS keys: 64-key blocks in one stage (48 KB, three programs
-      an SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
-      of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an SM).
+      where 128-key blocks fit three; and fewer masked scores computed on the diagonal); and
+      wherever the keys are not whole 128-key blocks.
+    - head dim 128, at most SHORT_KEYS[causal] keys: 64-key blocks in one stage (48 KB, three
+      programs an SM where two stages fit two); at most N32_KEYS on a grid of at least
+      SHORT_WAVES waves of four programs an SM (``per_sm``: programs over SMs), 32-key blocks
+      in two (four an SM).
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
     tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
-    if head_dim == 64 and causal and 0 < n_kv <= CAUSAL_KEYS_64:
+    if head_dim == 64 and (causal and 0 < n_kv <= CAUSAL_KEYS_64 or n_kv % 128):
         bn = 64
-    if head_dim == 128 and 0 < n_kv <= SHORT_KEYS:
+    if head_dim == 128 and 0 < n_kv <= SHORT_KEYS[causal]:
         if n_kv <= N32_KEYS and per_sm >= 4 * SHORT_WAVES:
             bn = 32
         else:
