@@ -89,7 +89,8 @@ has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_
 # whole tiles, written before the plain kernel took them, beside the Triton kernel; rows written
 # before any ran to judge two rules set on ``ragged`` and ``long``: ``d64_keys_heldout``, 64-key
 # blocks at head dim 64 where the keys are not whole 128-key blocks; ``causal_heldout``, one stage
-# on the plain kernel for causal rows up to 2,048 keys at head dim 128
+# on the plain kernel for causal rows up to 2,048 keys at head dim 128; ``shallow_heldout``, that
+# rule past 1,024 keys only on a grid of at least one wave of three programs an SM
 declare -A ab_rows=(
   [short]='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
   [heldout]='[(24,32,8,384,128,"bf16",True),(48,28,4,320,128,"bf16",True),(96,16,16,256,128,"fp16",False),(12,32,8,448,128,"bf16",False),(64,64,8,128,128,"bf16",True),(6,32,8,448,128,"bf16",True),(4,32,8,512,128,"bf16",True),(2,32,8,512,128,"fp16",False),(128,32,8,256,64,"bf16",True),(32,32,8,512,64,"bf16",False)]'
@@ -100,6 +101,7 @@ declare -A ab_rows=(
   [ragged]='[(2,32,8,1000,128,"bf16",True),(4,32,8,700,128,"bf16",False),(8,28,4,333,128,"fp16",True),(16,32,8,200,128,"bf16",True),(1,32,8,1000,128,"bf16",False),(2,32,8,1500,128,"bf16",True),(2,32,8,1000,64,"bf16",True),(8,32,8,500,64,"bf16",False),(4,16,4,777,64,"fp16",True),(16,32,8,300,64,"bf16",False)]'
   [d64_keys_heldout]='[(4,32,8,700,64,"bf16",False),(2,28,4,1100,64,"fp16",False),(1,32,8,3000,64,"bf16",False),(32,16,16,200,64,"bf16",False),(8,32,8,640,64,"bf16",False),(8,32,8,768,64,"bf16",False)]'
   [causal_heldout]='[(4,32,8,1280,128,"bf16",True),(1,32,8,1800,128,"bf16",True),(8,28,4,1536,128,"fp16",True),(3,32,8,2000,128,"bf16",True),(6,40,8,1152,128,"bf16",True),(2,32,8,2560,128,"bf16",True)]'
+  [shallow_heldout]='[(1,8,8,1536,128,"bf16",True),(2,4,4,1280,128,"bf16",True),(1,12,4,1100,128,"fp16",True),(1,16,8,2048,128,"bf16",True),(2,8,8,1792,128,"bf16",True),(1,24,8,1400,128,"bf16",True)]'
   [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]')
 ab_short() {  # AB_TESTS: the tests' -k expression
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py -k \
