@@ -360,8 +360,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that FA.GLUON names for their head dim, ragged
-    lengths too (at 256 to the Triton kernel); at 128 with at most F9.SHORT_KEYS[causal] keys,
-    to the plain Gluon kernel; transformers' layout goes where contiguous tensors of its shape
+    lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the plain
+    Gluon kernel; transformers' layout goes where contiguous tensors of its shape
     go; an explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -373,10 +373,14 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         real = getattr(m, name)
         monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
                             calls.append(name) or real(*a, **k))
-    long = plain if causal else ws  # past 1,024 keys at head dim 128, to 2,048
+    from rooflab.kernels import flash_attention_sm90 as F9
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def long(n):  # past 1,024 keys at 128, to 2,048: plain causal on a grid of 2 x 8 heads deep
+        return plain if causal and 16 * -(-n // 64) / sms >= F9.CAUSAL_WAVE else ws
     for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, plain), (256, 128, plain),
                          (512, 256, ws), (1000, 64, plain), (1000, 128, plain), (500, 128, plain),
-                         (1500, 128, long), (2048, 128, long), (1000, 256, None)]:
+                         (1500, 128, long(1500)), (2048, 128, long(2048)), (1000, 256, None)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
@@ -474,7 +478,8 @@ def test_the_plain_gluon_kernels_flags_follow_the_inputs():
 
 def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say():
     """Head dim 128: 32-key blocks in two stages at most N32_KEYS keys and SHORT_WAVES waves of
-    four programs an SM, else 64-key blocks in one stage up to SHORT_KEYS[causal], two past it.
+    four programs an SM, else 64-key blocks in one stage where short() takes the row, two
+    elsewhere.
     Head dim 64: 64-key blocks causal up to CAUSAL_KEYS_64 keys or on keys that are not whole
     128-key blocks, else 128. Head dim 256: 32."""
     from rooflab.kernels import flash_attention_sm90 as F9
@@ -482,10 +487,10 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     tiles = lambda *a: (F9.config(*a)["BLOCK_N"], F9.config(*a)["STAGES"])  # noqa: E731
     assert tiles(128, F9.N32_KEYS, deep) == tiles(128, 128, 10 * deep, True) == (32, 2)
     assert tiles(128, F9.N32_KEYS + 64, deep) == tiles(128, F9.N32_KEYS, deep - 1) == (64, 1)
-    short, short_causal = F9.SHORT_KEYS[False], F9.SHORT_KEYS[True]
-    assert tiles(128, short, 1) == tiles(128, short_causal, 1, True) == (64, 1)
-    assert tiles(128, short + 64, deep) == tiles(128, short_causal + 64, 1, True) == (64, 2)
-    assert tiles(128) == (64, 2)
+    wave = F9.CAUSAL_WAVE
+    assert tiles(128, F9.SHORT_KEYS, 1) == tiles(128, F9.CAUSAL_KEYS, wave, True) == (64, 1)
+    assert tiles(128, F9.SHORT_KEYS + 64, deep) == tiles(128, F9.CAUSAL_KEYS + 64, deep, True) \
+        == tiles(128, F9.SHORT_KEYS + 64, wave - 0.5, True) == tiles(128) == (64, 2)
     assert tiles(64, F9.CAUSAL_KEYS_64, 1, True) == tiles(64, 256, 10 * deep, True) == (64, 2)
     assert tiles(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == tiles(64, 256, deep, False) == (128, 2)
     assert tiles(64, 320) == tiles(64, 4000) == tiles(64, 4000, 1, True) == (64, 2)

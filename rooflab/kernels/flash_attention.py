@@ -283,10 +283,10 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
 # Which Gluon kernels may run, in order, by head dim, on an sm_90 GPU for the inputs each takes
 # (its usable(); both take ragged lengths, transformers' layouts and a longer cache's first
 # rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling at 128 and 256
-# (whole tiles at 256), where each beat this module's Triton kernel and cuDNN. At 128 with at
-# most its SHORT_KEYS[causal] keys the plain one goes first: a program per 64 rows, two to four
-# an SM, where the warp-specialized kernel's one an SM exposes each short program's setup
-# (docs/kernels/flash_attention_sm90.md).
+# (whole tiles at 256), where each beat this module's Triton kernel and cuDNN. At 128, on rows
+# its short() takes (at most 1,024 keys, or 2,048 causal on a grid deep enough), the plain one
+# goes first: a program per 64 rows, two to four an SM, where the warp-specialized kernel's one
+# an SM exposes each short program's setup (docs/kernels/flash_attention_sm90.md).
 GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
          256: ("flash_attention_sm90_ws",)}
 
@@ -297,7 +297,7 @@ def which(q, k, v, causal: bool, out=None) -> str:
     d = q.shape[-1]
     names = GLUON.get(d, ()) if q.is_cuda else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
-    if d == 128 and k.shape[2] <= plain.SHORT_KEYS[causal] and names:
+    if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
         names = ("flash_attention_sm90", *names)
     for name in names:
         if not importlib.import_module(f"rooflab.kernels.{name}").usable(q, k, v, causal,

@@ -234,10 +234,18 @@ if gluon is not None:
             mbarrier.invalidate(bar_v.index(i))
 
 
-# query rows a program; config()'s bounds (flash_attention.which() sends this kernel at most
-# SHORT_KEYS[causal] keys at head dim 128)
+# query rows a program; config()'s and short()'s bounds
 BLOCK_M, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 256, 3, 1024
-SHORT_KEYS = {False: 1024, True: 2048}
+SHORT_KEYS, CAUSAL_KEYS, CAUSAL_WAVE = 1024, 2048, 3
+
+
+def short(n_kv: int, per_sm: float, causal: bool) -> bool:
+    """Whether a row at head dim 128 is short enough for this kernel to go before the
+    warp-specialized one (flash_attention.which()): at most SHORT_KEYS keys, or causal at most
+    CAUSAL_KEYS on a grid of at least CAUSAL_WAVE programs an SM (``per_sm``). On a shallower
+    one an SM holds one or two 64-row programs, which cannot keep it busy over that many keys
+    (docs/kernels/flash_attention_sm90.md)."""
+    return 0 < n_kv <= SHORT_KEYS or causal and n_kv <= CAUSAL_KEYS and per_sm >= CAUSAL_WAVE
 
 
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
@@ -248,7 +256,7 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
     - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (four programs an SM
       where 128-key blocks fit three; and fewer masked scores computed on the diagonal); and
       wherever the keys are not whole 128-key blocks.
-    - head dim 128, at most SHORT_KEYS[causal] keys: 64-key blocks in one stage (48 KB, three
+    - head dim 128, rows short() takes: 64-key blocks in one stage (48 KB, three
       programs an SM where two stages fit two); at most N32_KEYS on a grid of at least
       SHORT_WAVES waves of four programs an SM (``per_sm``: programs over SMs), 32-key blocks
       in two (four an SM).
@@ -257,7 +265,7 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and (causal and 0 < n_kv <= CAUSAL_KEYS_64 or n_kv % 128):
         bn = 64
-    if head_dim == 128 and 0 < n_kv <= SHORT_KEYS[causal]:
+    if head_dim == 128 and short(n_kv, per_sm, causal):
         if n_kv <= N32_KEYS and per_sm >= 4 * SHORT_WAVES:
             bn = 32
         else:
@@ -301,14 +309,21 @@ def strided(q, k) -> dict:
     return {"Q_STRIDED": bool(q_at and q_at[0]), "KV_STRIDED": bool(kv_at and kv_at[0])}
 
 
+def programs_per_sm(q) -> float:
+    """This kernel's programs (BLOCK_M query rows of a head) for q over the GPU's SMs; 0 off
+    a GPU."""
+    if not q.is_cuda:
+        return 0.0
+    b, h, n_q, _ = q.shape
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    return b * h * -(-n_q // BLOCK_M) / sms
+
+
 def flags(q, k, causal: bool = False, cfg: dict | None = None) -> dict:
     """config() for these inputs' keys, mask and grid, with their layouts (strided), RAGGED
     where a length is not whole tiles, and ``cfg`` over it."""
-    b, h, n_q, d = q.shape
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 0
-    per_sm = b * h * -(-n_q // BLOCK_M) / sms if sms else 0.0
-    c = config(d, k.shape[2], per_sm, causal)
-    c["RAGGED"] = bool(n_q % BLOCK_M or k.shape[2] % c["BLOCK_N"])
+    c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal)
+    c["RAGGED"] = bool(q.shape[2] % BLOCK_M or k.shape[2] % c["BLOCK_N"])
     return {**c, **strided(q, k), **(cfg or {})}
 
 
