@@ -79,18 +79,18 @@ has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --di
 has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
-# the plain Gluon kernel's GPU tests, then the short rows' A/B: 64- and 32-key blocks and more
-# beside ``after``, what flash_attention runs (why these rows and the rule they set:
-# docs/kernels/flash_attention_sm90.md). AB_SETS picks the row sets: ``short`` the rows the
-# 32-key rule was set on, ``heldout`` rows it was not, on both sides of its bounds; ``d64`` and
-# ``d64_heldout`` the same at head dim 64; ``stages`` rows held out from the one-stage rule,
-# ``long`` rows past SHORT_KEYS; ``long_heldout`` rows, written before any ran, to judge one
-# stage against the warp-specialized kernel up to 1,024 keys; ``ragged`` lengths that are not
-# whole tiles, written before the plain kernel took them, beside the Triton kernel; rows written
-# before any ran to judge two rules set on ``ragged`` and ``long``: ``d64_keys_heldout``, 64-key
-# blocks at head dim 64 where the keys are not whole 128-key blocks; ``causal_heldout``, one stage
-# on the plain kernel for causal rows up to 2,048 keys at head dim 128; ``shallow_heldout``, that
-# rule past 1,024 keys only on a grid of at least one wave of three programs an SM
+# the plain Gluon kernel's GPU tests (AB_TESTS: their -k), then the A/B of its key blocks and
+# stages beside the warp-specialized and Triton kernels and ``after``, what flash_attention runs
+# (why these rows and the rules they set: docs/kernels/flash_attention_sm90.md). AB_SETS picks:
+#   short, heldout        the 32-key rule's rows and rows held out from it (head dim 128)
+#   d64, d64_heldout      the same at head dim 64
+#   stages                rows held out from the one-stage rule
+#   long, long_heldout    past 512 keys; held out: one stage up to 1,024 keys
+#   ragged                lengths that are not whole tiles
+#   d64_keys_heldout      held out: 64-key blocks at 64 where keys are not whole 128-key blocks
+#   causal_heldout        held out: one stage on causal rows up to 2,048 keys at 128
+#   shallow_heldout       held out: that rule past 1,024 keys only from three programs an SM
+# (held-out rows were written here before any of them ran)
 declare -A ab_rows=(
   [short]='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
   [heldout]='[(24,32,8,384,128,"bf16",True),(48,28,4,320,128,"bf16",True),(96,16,16,256,128,"fp16",False),(12,32,8,448,128,"bf16",False),(64,64,8,128,128,"bf16",True),(6,32,8,448,128,"bf16",True),(4,32,8,512,128,"bf16",True),(2,32,8,512,128,"fp16",False),(128,32,8,256,64,"bf16",True),(32,32,8,512,64,"bf16",False)]'
@@ -103,7 +103,7 @@ declare -A ab_rows=(
   [causal_heldout]='[(4,32,8,1280,128,"bf16",True),(1,32,8,1800,128,"bf16",True),(8,28,4,1536,128,"fp16",True),(3,32,8,2000,128,"bf16",True),(6,40,8,1152,128,"bf16",True),(2,32,8,2560,128,"bf16",True)]'
   [shallow_heldout]='[(1,8,8,1536,128,"bf16",True),(2,4,4,1280,128,"bf16",True),(1,12,4,1100,128,"fp16",True),(1,16,8,2048,128,"bf16",True),(2,8,8,1792,128,"bf16",True),(1,24,8,1400,128,"bf16",True)]'
   [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]')
-ab_short() {  # AB_TESTS: the tests' -k expression
+ab_short() {
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py -k \
     "${AB_TESTS:-sm90_takes or sm90_matches_fp64 or sm90_ws or runs_the_gluon or narrower_key_blocks}" \
     || return
