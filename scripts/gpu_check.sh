@@ -20,7 +20,7 @@
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
-#          blocks; AB_SETS="short heldout" by default; d64 d64_heldout stages long long_heldout ragged),
+#          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
