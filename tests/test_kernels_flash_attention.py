@@ -361,8 +361,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that FA.GLUON names for their head dim, ragged
     lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the plain
-    Gluon kernel; transformers' layout goes where contiguous tensors of its shape
-    go; an explicit config goes to the Triton kernel; every answer matches fp64."""
+    Gluon kernel; transformers' layout goes where contiguous tensors of its shape go; an
+    explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
@@ -479,9 +479,8 @@ def test_the_plain_gluon_kernels_flags_follow_the_inputs():
 def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say():
     """Head dim 128: 32-key blocks in two stages at most N32_KEYS keys and SHORT_WAVES waves of
     four programs an SM, else 64-key blocks in one stage where short() takes the row, two
-    elsewhere.
-    Head dim 64: 64-key blocks causal up to CAUSAL_KEYS_64 keys or on keys that are not whole
-    128-key blocks, else 128. Head dim 256: 32."""
+    elsewhere. Head dim 64: 64-key blocks causal up to CAUSAL_KEYS_64 keys or on keys that are
+    not whole 128-key blocks, else 128. Head dim 256: 32."""
     from rooflab.kernels import flash_attention_sm90 as F9
     deep = 4 * F9.SHORT_WAVES
     tiles = lambda *a: (F9.config(*a)["BLOCK_N"], F9.config(*a)["STAGES"])  # noqa: E731
