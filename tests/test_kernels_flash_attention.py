@@ -493,6 +493,7 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     assert tiles(64, F9.CAUSAL_KEYS_64, 1, True) == tiles(64, 256, 10 * deep, True) == (64, 2)
     assert tiles(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == tiles(64, 256, deep, False) == (128, 2)
     assert tiles(64, 320) == tiles(64, 4000) == tiles(64, 4000, 1, True) == (64, 2)
+    assert not F9.short(0, 10 * deep, True)  # no keys: no short row, on any grid
     assert tiles(256, 256, 10 * deep, True) == (32, 2)
 
 

@@ -245,7 +245,8 @@ def short(n_kv: int, per_sm: float, causal: bool) -> bool:
     CAUSAL_KEYS on a grid of at least CAUSAL_WAVE programs an SM (``per_sm``). On a shallower
     one an SM holds one or two 64-row programs, which cannot keep it busy over that many keys
     (docs/kernels/flash_attention_sm90.md)."""
-    return 0 < n_kv <= SHORT_KEYS or causal and n_kv <= CAUSAL_KEYS and per_sm >= CAUSAL_WAVE
+    return 0 < n_kv and (n_kv <= SHORT_KEYS or
+                         causal and n_kv <= CAUSAL_KEYS and per_sm >= CAUSAL_WAVE)
 
 
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
@@ -256,10 +257,10 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
     - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (four programs an SM
       where 128-key blocks fit three; and fewer masked scores computed on the diagonal); and
       wherever the keys are not whole 128-key blocks.
-    - head dim 128, rows short() takes: 64-key blocks in one stage (48 KB, three
-      programs an SM where two stages fit two); at most N32_KEYS on a grid of at least
-      SHORT_WAVES waves of four programs an SM (``per_sm``: programs over SMs), 32-key blocks
-      in two (four an SM).
+    - head dim 128, rows short() takes: 64-key blocks in one stage (48 KB, three programs an
+      SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
+      of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an
+      SM).
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
     tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
