@@ -7,7 +7,7 @@ of what two correct kernels differ by, the logits under SDPA's flash backend aga
 Usage: python benchmarks/generate.py OUT_DIR [model,...] [BxL,BxL,...] [attn,attn,...]
        (a model: a preset's name or a config.json's path)
        (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)
-       python benchmarks/generate.py OUT_DIR --diagnose MODEL BxL prefill|decode
+       python benchmarks/generate.py OUT_DIR --diagnose MODEL BxL prefill|decode [attn]
        (one step op by op against its prediction: OUT_DIR/diagnose.json)"""
 from __future__ import annotations
 
@@ -102,10 +102,11 @@ def _print(name, batch, seq, attn, r) -> None:
            if k.startswith("logits_rel")}, flush=True)
 
 
-def diagnose(out_dir: str, name: str, shape: str, phase: str = "decode") -> None:
+def diagnose(out_dir: str, name: str, shape: str, phase: str = "decode",
+             attn: str = "sdpa") -> None:
     """Where a whole model's prefill or decode step spends its kernel time, op by op, beside the
     prediction (the rates generate measures: floors, attention, grouped GEMMs, GEMM shapes,
-    top-k and sorts): OUT_DIR/diagnose.json."""
+    top-k and sorts), under transformers' attention ``attn`` (GN.ATTN): OUT_DIR/diagnose.json."""
     from rooflab import count
     from rooflab.studies import layer_measure as LM
     from rooflab.measure import profile as P
@@ -114,7 +115,7 @@ def diagnose(out_dir: str, name: str, shape: str, phase: str = "decode") -> None
     cfg = M.load(name)
     ceil, costs = CE.get("cuda"), OC.measure_op_costs("cuda")
     with torch.no_grad():
-        g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16")
+        g = GN.Generation(cfg, batch, seq, 32, "cuda", "bf16", attn=attn)
         run = g.prefill if phase == "prefill" else g.step
         with count.Counter(g.model) as c:
             run()
@@ -123,18 +124,19 @@ def diagnose(out_dir: str, name: str, shape: str, phase: str = "decode") -> None
     ops = LM.by_op(c.records, ceil, "bf16", costs, prof)
     kernel_s = prof.device_time_us / prof.iters / 1e6
     predicted_s = sum(o["predicted_s"] for o in ops)
-    print(name, shape, phase, f"kernel {kernel_s * 1e3:.2f} ms",
+    print(name, shape, phase, attn, f"kernel {kernel_s * 1e3:.2f} ms",
           f"predicted {predicted_s * 1e3:.2f} ms")
     for o in sorted(ops, key=lambda o: -abs((o["kernel_s"] or 0) - o["predicted_s"]))[:15]:
         print(f"  {o['op'][:64]:64s} {o['class']:11s} calls {o['calls']:4d} measured "
               f"{(o['kernel_s'] or 0) * 1e6:9.1f} us predicted {o['predicted_s'] * 1e6:9.1f} us")
     write(out_dir, "diagnose", {"model": name, "batch": batch, "seq": seq, "phase": phase,
+                                "attn": attn,
                                 "kernel_s": kernel_s, "predicted_s": predicted_s,
                                 "op_costs": costs.as_dict(), "ops": ops})
 
 
 if __name__ == "__main__":
     if sys.argv[2:3] == ["--diagnose"]:
-        diagnose(sys.argv[1], *sys.argv[3:6])
+        diagnose(sys.argv[1], *sys.argv[3:7])
     else:
         main(sys.argv[1], *sys.argv[2:5])

@@ -15,7 +15,7 @@
 #          generate_moe (three mixtures of
 #          experts generating, predicted against measured; MOE_MODELS, MOE_SHAPES narrow or
 #          widen it; generate_mixtral: the largest alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
-#          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode"),
+#          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode [sdpa|rooflab]"),
 #          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
