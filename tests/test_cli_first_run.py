@@ -255,9 +255,11 @@ def command_lines(draw):
 
 
 @pytest.fixture
-def no_heavy_work(monkeypatch):
+def no_heavy_work(monkeypatch, tmp_path):
     """Past validation, the measuring commands would start work: there the stand-ins raise
-    Ctrl-C, so a valid line ends in 130 within milliseconds and an invalid one must end in 2."""
+    Ctrl-C, so a valid line ends in 130 within milliseconds and an invalid one must end in 2.
+    The folders a valid --out or --trace makes go under tmp_path, not the checkout."""
+    monkeypatch.chdir(tmp_path)
     from rooflab.studies import attention, fusion
     from rooflab.measure import ceilings, collectives
 
