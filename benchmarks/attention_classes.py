@@ -6,8 +6,10 @@ seen as (B, H, L, D), not contiguous), and such a q with k, v contiguous (what t
 passes at prefill with a dynamic cache) or the first rows of a static cache twice as long (with a
 static one); fewer queries than keys, causal (the queries last, as a
 chunked prefill: SDPA takes it as the explicit mask HF builds) and not; GQA groups 1-16, some not
-powers of two; batch 1-256; fp16 and bf16; head dims 64, 128, 256; a decode's cache with a mask
-of kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
+powers of two; batch 1-256; fp16 and bf16; head dims 64, 128, 256; a sliding window (SDPA takes
+it as the mask HF builds; gemma-3-270m-it's heads at 8 x 4,096 among them); a decode's cache with
+a mask of kept keys (a static cache's unused slots). Every output is checked against fp32
+attention.
 Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ from common import write
 DEVICE = "cuda"  # the tests run the same rows, small, on the CPU under the interpreter
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 BASE = dict(b=2, h=32, hkv=8, lq=2048, lkv=2048, d=128, dt="bf16", causal=True, layout="bhld",
-            keep=False)
+            keep=False, window=None)
 PREFILL = [  # class, changes from BASE
     ("base", {}), ("ragged", {"lq": 1000, "lkv": 1000}), ("ragged", {"lq": 3001, "lkv": 3001}),
     ("hf layout", {"layout": "blhd"}), ("hf layout, ragged", {"layout": "blhd", "lq": 1500,
@@ -45,6 +47,10 @@ PREFILL = [  # class, changes from BASE
     ("fp16", {"dt": "fp16"}), ("head dim 64", {"d": 64}),
     ("head dim 64", {"d": 64, "b": 32, "lq": 512, "lkv": 512, "layout": "blhd"}),
     ("head dim 256", {"d": 256, "h": 8, "hkv": 8}),
+    ("sliding window", {"window": 512, "d": 256, "h": 4, "hkv": 1, "b": 8, "lq": 4096,
+                        "lkv": 4096}),
+    ("sliding window", {"window": 1024, "lq": 4096, "lkv": 4096}),
+    ("sliding window, ragged", {"window": 500, "lq": 3001, "lkv": 3001, "layout": "blhd"}),
 ]
 DECODE = [
     ("base", {"lq": 1, "lkv": 4096, "b": 8, "causal": False}),
@@ -88,9 +94,12 @@ def inputs(s: dict):
 
 def mask_of(s: dict, keep):
     """The boolean mask SDPA takes for this class (None where is_causal or nothing says it):
-    causal with the queries last (what HF builds for a chunk), or the kept keys."""
+    causal with the queries last (what HF builds for a chunk), a sliding window, or the kept
+    keys."""
     if keep is not None:
         return keep[:, None, None, :]
+    if s["window"]:
+        return FA.seen(s["lq"], s["lkv"], s["window"], DEVICE)
     if s["causal"] and s["lq"] != s["lkv"]:
         i = torch.arange(s["lq"], device=DEVICE)[:, None]
         return torch.arange(s["lkv"], device=DEVICE)[None, :] <= s["lkv"] - s["lq"] + i
@@ -100,7 +109,7 @@ def mask_of(s: dict, keep):
 def ours(q, k, v, s, keep):
     if s["lq"] <= DECODE_MAX_Q:  # as rooflab's attention in a model picks its kernel
         return FD.flash_decode(q, k, v, s["causal"], keep=keep)[0]
-    return FA.flash_attention(q, k, v, s["causal"])[0]
+    return FA.flash_attention(q, k, v, s["causal"], window=s["window"])[0]
 
 
 def row(cls: str, change: dict) -> dict:

@@ -12,7 +12,7 @@ import torch
 
 from rooflab.cost import (BATCHNORM_CHANNEL_FLOPS, BATCHNORM_FLOPS, BATCHNORM_STATS_FLOPS,
                           GELU_TANH_FLOPS, LAYERNORM_FLOPS, LSTM_CELL_FLOPS, RMSNORM_FLOPS,
-                          RMSNORM_ROW_FLOPS, SILU_FLOPS, SOFTMAX_FLOPS)
+                          RMSNORM_ROW_FLOPS, SILU_FLOPS, SOFTMAX_FLOPS, attention_pairs)
 
 aten = torch.ops.aten
 
@@ -137,12 +137,15 @@ def _linear(args, out):
     return rows * k * n, 2 * rows * k * n + bias
 
 
-def _sdpa(q, k, v, causal: bool = False) -> tuple[int, int]:
+def _sdpa(q, k, v, causal: bool = False, window: int | None = None) -> tuple[int, int]:
     """QK^T and PV. Dense, as FlopCounterMode counts; with is_causal and Lq == Lkv, the causal
-    pairs only, which is what the fused kernels compute (they skip masked blocks)."""
+    pairs only, which is what the fused kernels compute (they skip masked blocks), at most
+    ``window`` a query where a kernel takes a sliding window (rooflab's)."""
     *lead, lq, d = _shape(q)
     lkv, dv = _shape(k)[-2], _shape(v)[-1]
     pairs = lq * (lq + 1) // 2 if (causal and lq == lkv) else lq * lkv
+    if causal and window:
+        pairs = attention_pairs(lq, lkv, True, window)
     macs = math.prod(lead) * pairs * (d + dv)
     return macs, 2 * macs
 
@@ -155,7 +158,9 @@ SDPA_OPS = [getattr(aten, n) for n in (
 
 @register(*SDPA_OPS)
 def _sdpa_op(args, out, named=None):
-    return _sdpa(args[0], args[1], args[2], bool((named or {}).get("is_causal", False)))
+    named = named or {}
+    return _sdpa(args[0], args[1], args[2], bool(named.get("is_causal", False)),
+                 named.get("window"))
 
 
 NAMED_OPS = set(SDPA_OPS)  # formulas that read arguments by name (flags, or keywords)

@@ -178,6 +178,7 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     ("prefill", {"lq": 37, "lkv": 37, "layout": "blhd"}),              # HF's layout, ragged
     ("prefill", {"lq": 40, "lkv": 40, "layout": "cache"}),             # a static cache's rows
     ("prefill", {"lq": 40, "lkv": 40, "layout": "dynamic"}),           # a dynamic cache's
+    ("prefill", {"lq": 37, "lkv": 37, "window": 9, "layout": "blhd"}),  # a sliding window
     ("decode", {"lq": 1, "lkv": 50, "keep": True, "causal": False}),   # kept keys
     ("decode", {"lq": 3, "lkv": 45, "hkv": 1}),                        # causal queries, MQA
 ])

@@ -1,7 +1,8 @@
 """rooflab's attention inside a transformers model (kernels/hf_attention.py), on the CPU under
 TRITON_INTERPRET=1 and on a GPU where there is one: the same logits and tokens as SDPA, FlashAttention at prefill and
-flash-decoding at decode, SDPA where a mask is given (counted), and the counter sees each kernel
-as one attention op with SDPA's formula."""
+flash-decoding at decode, SDPA where a mask is given (counted), sliding windows applied by the
+kernels, softcapped scores by the model's eager attention, and the counter sees each kernel as
+one attention op with SDPA's formula (a window's pairs only)."""
 import copy
 
 import pytest
@@ -130,11 +131,11 @@ def test_the_counter_sees_each_kernel_as_one_attention_op(models):
     assert OC.op_class(ops[0]) == "attention" and "causal prefill" in OC.attention_key(ops[0])
 
 
-@pytest.mark.parametrize("kw,why", [({"dropout": 0.1}, "dropout"),
-                                    ({"softcap": 50.0}, "softcapping"),
-                                    ({"sliding_window": 16}, "a sliding window")])
-def test_what_the_kernels_do_not_take(kw, why):
-    q = torch.randn(1, H, L, D, dtype=torch.bfloat16)
+@pytest.mark.parametrize("kw,why,lq", [({"dropout": 0.1}, "dropout", L),
+                                       ({"softcap": 50.0}, "softcapping", L),
+                                       ({"sliding_window": 16}, "a sliding window over", 4)])
+def test_what_the_kernels_do_not_take(kw, why, lq):
+    q = torch.randn(1, H, lq, D, dtype=torch.bfloat16)
     k = torch.randn(1, HKV, L, D, dtype=torch.bfloat16)
     dropout = kw.pop("dropout", 0.0)
     assert HA.outside(None, q, k, k, None, dropout, kw).startswith(why)
@@ -160,3 +161,98 @@ def test_causal_is_sdpas_top_left_with_fewer_or_more_queries_than_keys():
             v.float().repeat_interleave(H // HKV, 1), is_causal=True).transpose(1, 2)
         assert dict(HA.CALLS) == {path: 1}
         assert float((out.float() - want).abs().max()) < 3e-2  # bf16
+
+
+# --- sliding windows and softcapping (gemma 3 and gemma 2) --------------------------------------
+def _pair(family: str, dtype, window: int = 8):
+    """A tiny model of ``family`` (gemma3_text or gemma2) under SDPA or eager (gemma2's
+    softcapping), and the same weights under rooflab's attention: sliding layers of ``window``
+    keys and one full layer."""
+    import transformers as T
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                  num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                  sliding_window=window, max_position_embeddings=256,
+                  layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    if family == "gemma2":
+        cfg, model, ref_impl = T.Gemma2Config(**common), T.Gemma2ForCausalLM, "eager"
+    else:
+        cfg, model, ref_impl = T.Gemma3TextConfig(**common), T.Gemma3ForCausalLM, "sdpa"
+    register_hf_attention()
+    torch.manual_seed(0)
+    ref = model._from_config(copy.deepcopy(cfg), attn_implementation=ref_impl, dtype=dtype)
+    ours = model._from_config(copy.deepcopy(cfg), attn_implementation="rooflab", dtype=dtype)
+    ours.load_state_dict(ref.state_dict())
+    return ref.eval().to(DEV), ours.eval().to(DEV)
+
+
+def test_gemma3s_sliding_layers_run_the_kernel_with_their_window():
+    """20 tokens, a window of 8: the two sliding layers run FlashAttention with the window (no
+    mask made), the full one without; decoding from a dynamic and a static cache gives SDPA's
+    tokens; a padded batch goes to SDPA with its mask."""
+    ref, ours = _pair("gemma3_text", torch.bfloat16)
+    ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(6)).to(DEV)
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids).logits.float(), ours(ids).logits.float()
+        assert float((a - b).norm() / a.norm()) < 2e-2
+        assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window)": 2,
+                                  "flash_attention (Triton)": 1}
+        for cache in ("dynamic", "static"):
+            kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False,
+                      pad_token_id=0, **({"cache_implementation": cache}
+                                         if cache == "static" else {}))
+            HA.CALLS.clear()
+            assert torch.equal(ref.generate(ids, **kw), ours.generate(ids, **kw)), cache
+            assert not any(c.startswith("sdpa") for c in HA.CALLS), (cache, dict(HA.CALLS))
+        padded = torch.ones_like(ids)
+        padded[0, :3] = 0
+        HA.CALLS.clear()
+        a, b = ref(ids, attention_mask=padded).logits, ours(ids, attention_mask=padded).logits
+    assert torch.equal(a, b) and set(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)"}
+
+
+@pytest.mark.parametrize("family", ["gemma3_text", "gemma2"])
+def test_where_the_kernels_cannot_run_the_fallback_keeps_the_window(family):
+    """fp32 (SDPA) and gemma 2's softcapped scores (its eager attention, which adds its mask):
+    where the window was left out of the mask for the kernels, the fallback makes it; the
+    logits are the reference's, bit for bit."""
+    ref, ours = _pair(family, torch.float32 if family == "gemma3_text" else torch.bfloat16)
+    ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(7)).to(DEV)
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids).logits, ours(ids).logits
+    assert torch.equal(a, b)
+    assert set(HA.CALLS) == ({"sdpa (dtype torch.float32)"} if family == "gemma3_text"
+                             else {"eager (softcapping)"})
+
+
+def test_one_query_past_its_window_decodes_the_windows_keys():
+    """A decode with no mask and more cached keys than the window (a sliding layer over a full
+    cache): flash-decoding keeps the window's keys, the last ones."""
+    from types import SimpleNamespace
+    module = SimpleNamespace(is_causal=True, num_key_value_groups=H // HKV, training=False)
+    g = torch.Generator().manual_seed(8)
+    q = torch.randn(2, H, 1, D, generator=g).to(DEV, torch.bfloat16)
+    k, v = (torch.randn(2, HKV, 30, D, generator=g).to(DEV, torch.bfloat16) for _ in "kv")
+    HA.CALLS.clear()
+    out, _ = HA.attention_forward(module, q, k, v, None, sliding_window=8)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), *(t[:, :, -8:].float().repeat_interleave(H // HKV, 1) for t in (k, v)))
+    assert dict(HA.CALLS) == {"flash_decoding (kept keys)": 1}
+    assert float((out.float() - want.transpose(1, 2)).abs().max()) < 3e-2  # bf16
+
+
+def test_the_counter_counts_a_windows_pairs_and_its_kind_names_the_window():
+    """Against a hand count (each query sees min(i + 1, window) keys); the op's kind for its
+    measured rate carries the window, recovered from the count."""
+    _, ours = _pair("gemma3_text", torch.bfloat16)
+    ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(9)).to(DEV)
+    with torch.no_grad():
+        c = count(lambda: ours(ids), module=ours)
+    ops = sorted((r for r in c.records if r.op == "flash_attention"), key=lambda r: r.macs)
+    assert len(ops) == 3 and not c.unsupported_ops()
+    by_hand = [sum(min(i + 1, w) for i in range(20)) for w in (8, 8, 20)]
+    assert [r.macs for r in ops] == [2 * 2 * n * 2 * 32 for n in by_hand]
+    assert [OC.attention_window(r) for r in ops] == [8, 8, None]
+    assert " causal window 8 prefill" in OC.attention_key(ops[0])
+    assert " causal prefill" in OC.attention_key(ops[2])

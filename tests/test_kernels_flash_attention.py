@@ -163,10 +163,60 @@ def test_flash_attention_falls_back_to_smaller_tiles(monkeypatch, device):
     assert float((o.double() - ref).abs().max()) < 1e-2
 
 
+WINDOWS = [  # (B, H, Lq, Lkv, D, Hkv, window): sliding windows, causal
+    (1, 2, 40, 40, 32, 1, 8),     # narrower than a tile: both edges in one block
+    (2, 4, 37, 37, 64, 2, 16),    # ragged length, GQA, the window a whole tile
+    (1, 2, 50, 50, 32, 2, 1),     # each query itself alone
+    (1, 2, 30, 45, 32, 1, 7),     # fewer queries than keys: the last 30 of 45 positions
+    (1, 2, 64, 64, 16, 1, 63),    # one key hidden from the last query
+    (1, 2, 33, 33, 256, 1, 17),   # gemma's head dim
+]
+
+
+@pytest.mark.parametrize("shape", WINDOWS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_flash_attention_with_a_sliding_window_matches_fp64(device, shape, dtype):
+    """Each query sees its last ``window`` keys, itself included, as transformers' sliding
+    layers do: blocks before the tile's first window skipped, its edge masked."""
+    b, h, lq, lkv, d, hkv, w = shape
+    e = FA.errors(b, h, lq, lkv, d, hkv, dtype, True, device=device, seed=lq + w, window=w)
+    assert e["all_finite"]
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
+    # an answer the window changes: the plain causal one is far from it
+    q, k, v = (torch.randn(b, n, m, d, device=device, dtype=dtype)
+               for n, m in ((h, lq), (hkv or h, lkv), (hkv or h, lkv)))
+    windowed, causal = FA.flash_attention(q, k, v, True, window=w)[0], \
+        FA.flash_attention(q, k, v, True)[0]
+    assert not torch.allclose(windowed, causal, atol=1e-2) and FA.which(q, k, v, True, window=w) \
+        == "flash_attention"
+
+
+def test_a_window_as_long_as_the_keys_is_plain_causal(device):
+    q = torch.randn(1, 2, 24, 32, device=device, dtype=torch.float16)
+    assert FA.local(24, 24) is None and FA.local(23, 24) == 23
+    assert torch.equal(FA.flash_attention(q, q, q, True, window=24)[0],
+                       FA.flash_attention(q, q, q, True)[0])
+    with pytest.raises(ValueError, match="window takes causal"):
+        FA.flash_attention(q, q, q, False, window=8)
+    with pytest.raises(ValueError, match="window takes causal"):
+        FA.flash_attention(q, q, q, True, window=0)
+
+
+def test_seen_is_the_causal_band_a_window_wide():
+    keep = FA.seen(3, 5, 2)  # queries at positions 2, 3, 4 of 5, the last two keys each
+    assert keep.tolist() == [[False, True, True, False, False], [False, False, True, True, False],
+                             [False, False, False, True, True]]
+    assert FA.seen(3, 5).sum() == 3 + 4 + 5
+
+
 def test_flash_cost_is_fused_and_causal():
     c = FA.cost(1, 2, 128, 128, 64, dtype="fp16", causal=True)
     assert c.macs == 2 * (2 * (128 * 129 // 2)) * 64  # causal pairs only
     assert c.bytes == 2 * (4 * 2 * 128 * 64) + 4 * 2 * 128  # Q, K, V, O once + fp32 LSE
+    w = FA.cost(1, 2, 128, 128, 64, dtype="fp16", causal=True, window=16)
+    # queries 0-15 see 1-16 keys, the other 112 see 16 each
+    assert w.macs == 2 * 2 * (16 * 17 // 2 + 112 * 16) * 64 and w.bytes == c.bytes
 
 
 @pytest.mark.gpu
@@ -176,6 +226,16 @@ def test_flash_cost_is_fused_and_causal():
 def test_flash_attention_gpu_large(d, dtype, causal):
     e = FA.errors(2, 8, 1031, 1031, d, 2, dtype, causal, device="cuda", seed=d)
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_flash_attention_gpu_sliding_window(d):
+    """A window of 300 over 1,031 ragged tokens: its edge falls inside blocks of every width."""
+    e = FA.errors(2, 8, 1031, 1031, d, 2, torch.bfloat16, True, device="cuda", seed=d,
+                  window=300)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    assert e["lse_max_abs_err"] < 1e-3
 
 
 GLUON_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv): whole tiles; GQA, Lq != Lkv, one block, many

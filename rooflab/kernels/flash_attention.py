@@ -2,7 +2,9 @@
 
 Read in order: the reference (standard attention, its HBM traffic annotated), the kernel, the
 launcher, the cost, the check. Shapes: q (B, H, Lq, D), k and v (B, Hkv, Lkv, D) with Hkv dividing
-H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq == Lkv).
+H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq == Lkv). A sliding
+window (causal only) lets each query see its last ``window`` keys, itself included, as
+transformers' sliding layers do.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from rooflab import cost as C
 
 
 # --- 1. the reference ------------------------------------------------------------------------
-def standard_attention(q, k, v, causal: bool = False, scale: float | None = None):
+def standard_attention(q, k, v, causal: bool = False, scale: float | None = None,
+                       window: int | None = None):
     """softmax(Q K^T * scale) V, materialising the (Lq, Lkv) score matrix S."""
     scale = scale if scale is not None else q.shape[-1] ** -0.5
     rep = q.shape[1] // k.shape[1]
@@ -23,11 +26,17 @@ def standard_attention(q, k, v, causal: bool = False, scale: float | None = None
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     s = (q @ k.transpose(-2, -1)) * scale     # read Q, K -> write S (B, H, Lq, Lkv) to HBM
     if causal:
-        lq, lkv = q.shape[-2], k.shape[-2]
-        keep = torch.ones(lq, lkv, dtype=torch.bool, device=q.device).tril(lkv - lq)
-        s = s.masked_fill(~keep, float("-inf"))  # read S -> write S
+        s = s.masked_fill(~seen(q.shape[-2], k.shape[-2], window, q.device),
+                          float("-inf"))  # read S -> write S
     p = torch.softmax(s.float(), dim=-1).to(q.dtype)  # read S (several passes) -> write P
     return p @ v                              # read P, V -> write O (B, H, Lq, D)
+
+
+def seen(n_q: int, n_kv: int, window: int | None = None, device=None) -> torch.Tensor:
+    """(Lq, Lkv) bool: the keys each query sees under the causal mask (queries the last Lq),
+    at most its last ``window``."""
+    keep = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).tril(n_kv - n_q)
+    return keep if window is None else keep & ~keep.tril(n_kv - n_q - window)
 
 
 # --- 2. the kernel ---------------------------------------------------------------------------
@@ -60,13 +69,17 @@ if triton is not None:
         return t
 
     @triton.jit
-    def _update(acc, l_i, m_i, qk, v, qk_scale):
+    def _update(acc, l_i, m_i, qk, v, qk_scale, EMPTY_ROWS: tl.constexpr = False):
         # the online softmax on one block of raw scores qk (BLOCK_M, BLOCK_N): the running max
         # in log2 units (qk_scale > 0 commutes with max), then one fused multiply-add per score,
-        # scale and shift together, the softmax's cheapest form
+        # scale and shift together, the softmax's cheapest form. EMPTY_ROWS: a row may have seen
+        # no key yet (a window starts after the block), so its max is -inf: shift by 0 there
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)             # rescale what was summed so far
+        m_use = m_new
+        if EMPTY_ROWS:
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(qk * qk_scale - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)             # rescale what was summed so far
         l_i = l_i * alpha + tl.sum(p, 1)
         # the tensor cores add P V onto the rescaled accumulator in place
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
@@ -75,9 +88,11 @@ if triton is not None:
     @triton.jit
     def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
                lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
+               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr, window=0,
+               LOCAL: tl.constexpr = False):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
+        # MASK with LOCAL: the window's edge too (a query sees its last ``window`` keys).
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
@@ -87,9 +102,12 @@ if triton is not None:
             qk = tl.dot(q, tl.trans(k))              # raw scores, never stored
             if MASK:  # the diagonal band: causal mask (query row + delta sees keys <= it)
                 qk = tl.where(offs_m[:, None] + delta >= cols[None, :], qk, float("-inf"))
+                if LOCAL:
+                    qk = tl.where(offs_m[:, None] + delta - cols[None, :] < window, qk,
+                                  float("-inf"))
             if not EVEN_N:
                 qk = tl.where(cols[None, :] < n_kv, qk, float("-inf"))
-            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale)
+            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale, LOCAL)
         return acc, l_i, m_i
 
     @triton.jit
@@ -116,15 +134,17 @@ if triton is not None:
     @triton.jit
     def flash_fwd(Q, K, V, O, LSE, sm_scale,
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-                  H, GROUP, n_q, n_kv,
+                  H, GROUP, n_q, n_kv, window,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr):
+                  TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr,
+                  LOCAL: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
         # Q_REG: the Q tile held in registers for Q K^T (else the compiler reads it from shared
-        # memory at every block)
+        # memory at every block). LOCAL (causal only, FIXED_MAX off): each query sees its last
+        # ``window`` keys; the blocks before the tile's first window are skipped
         start_m = tl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = tl.num_programs(0) - 1 - start_m
@@ -161,11 +181,21 @@ if triton is not None:
         else:       # whole blocks need no mask; a ragged last one does
             full_hi = (n_kv // BLOCK_N) * BLOCK_N
             hi = n_kv
+        lo = 0
+        if LOCAL:  # the band across the window's edge: from the first key the tile's first
+            # query sees to the first every query of the tile sees
+            lo = (tl.maximum(start_m * BLOCK_M + delta - window + 1, 0) // BLOCK_N) * BLOCK_N
+            edge = tl.maximum((start_m + 1) * BLOCK_M + delta - window, 0)
+            mid = tl.minimum(tl.maximum(tl.cdiv(edge, BLOCK_N) * BLOCK_N, lo), full_hi)
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
+                                   offs_d, lo, mid, n_kv, delta, qk_scale, b, hk, BLOCK_N, True,
+                                   True, UPCAST, TMA, window, True)
+            lo = mid
         first = full_hi               # the whole blocks with a running max: all of them, or
         if FIXED_MAX:                 # the first alone, which sets the max the rest keep
             first = tl.minimum(full_hi, BLOCK_N)
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                               offs_d, 0, first, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
+                               offs_d, lo, first, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
                                True, UPCAST, TMA)
         if FIXED_MAX:
             acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, k_base, v_base, skn, svn,
@@ -184,7 +214,7 @@ if triton is not None:
                 acc, l_i = acc_f, l_f
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
-                               EVEN_N, UPCAST, TMA)
+                               EVEN_N, UPCAST, TMA, window, LOCAL)
         acc = acc / l_i[:, None]
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
@@ -291,11 +321,12 @@ GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
          256: ("flash_attention_sm90_ws",)}
 
 
-def which(q, k, v, causal: bool, out=None) -> str:
-    """The module whose kernel flash_attention() runs for these inputs without a config."""
+def which(q, k, v, causal: bool, out=None, window: int | None = None) -> str:
+    """The module whose kernel flash_attention() runs for these inputs without a config (a
+    window shorter than the keys: this module's, the one kernel that takes it)."""
     import importlib
     d = q.shape[-1]
-    names = GLUON.get(d, ()) if q.is_cuda else ()
+    names = GLUON.get(d, ()) if q.is_cuda and local(window, k.shape[2]) is None else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
         names = ("flash_attention_sm90", *names)
@@ -317,17 +348,27 @@ def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
         q, k, v, causal, scale, out=out)
 
 
+def local(window: int | None, n_kv: int) -> int | None:
+    """A sliding window that hides keys (shorter than n_kv), else None."""
+    return window if window is not None and window < n_kv else None
+
+
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
-                    cfg: dict | None = None, out: torch.Tensor | None = None):
+                    cfg: dict | None = None, out: torch.Tensor | None = None,
+                    window: int | None = None):
     """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
-    where which() picks one."""
+    where which() picks one. ``window`` (causal only): each query sees its last ``window``
+    keys."""
     q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
+    if window is not None and not (causal and window >= 1):
+        raise ValueError(f"a window takes causal attention and at least 1 key (got {window})")
     b, h, n_q, d = q.shape
     _, hkv, n_kv, _ = k.shape
-    if cfg is None:  # on Hopper, a Gluon kernel where which() picks one
+    window = local(window, n_kv)
+    if cfg is None and window is None:  # on Hopper, a Gluon kernel where which() picks one
         done = gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done
@@ -336,15 +377,18 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]
     for i, chosen in enumerate(configs):
         bm, bn, flags, options = resolved(chosen, o.dtype == q.dtype and tma_ok(q, k, v, o))
+        if window is not None:  # the fixed max assumes the sweep starts at the first key
+            flags["FIXED_MAX"] = False
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if flags["TMA"] else (q, k, v, o)),
                 lse, scale if scale is not None else d ** -0.5,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                h, h // hkv, n_q, n_kv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
-                EVEN_N=n_kv % bn == 0, UPCAST=INTERPRET and q.dtype == torch.bfloat16, **flags,
-                **options)
+                h, h // hkv, n_q, n_kv, window or 0, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+                CAUSAL=causal, EVEN_N=n_kv % bn == 0,
+                UPCAST=INTERPRET and q.dtype == torch.bfloat16, LOCAL=window is not None,
+                **flags, **options)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
@@ -352,17 +396,18 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
 
 
 # --- 4. the cost -----------------------------------------------------------------------------
-def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False) -> C.Cost:
-    """What this kernel must do: the causal count when causal (it skips masked blocks); bytes
-    are fused-ideal (Q, K, V read once, O written once; the LSE is B*H*Lq*4 more)."""
-    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal)
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False, window=None) -> C.Cost:
+    """What this kernel must do: the causal (and windowed) count when causal (it skips masked
+    blocks); bytes are fused-ideal (Q, K, V read once, O written once; the LSE is B*H*Lq*4
+    more)."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, window=window)
     return C.Cost("flash attention (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
                   c.bytes_fused + 4 * b * h * n_q)
 
 
 # --- 5. the check ----------------------------------------------------------------------------
 def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.float16, causal=False, device="cuda",
-           seed=0, kernel=None) -> dict:
+           seed=0, kernel=None, window=None) -> dict:
     """Error of the kernel and of PyTorch's own low-precision attention against fp64, on fresh
     random inputs (relative Frobenius norm), plus the LSE error and whether every output was
     written (outputs are poisoned with NaN first). ``kernel(q, k, v, causal) -> (O, LSE)``
@@ -371,15 +416,15 @@ def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.float16, causal=False, devi
     hkv = hkv or h
     mk = lambda heads, n: torch.randn(b, heads, n, d, generator=g).to(device, dtype)  # noqa: E731
     q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv)
-    ref = standard_attention(q.double(), k.double(), v.double(), causal)
-    torch_lp = standard_attention(q, k, v, causal)
+    ref = standard_attention(q.double(), k.double(), v.double(), causal, window=window)
+    torch_lp = standard_attention(q, k, v, causal, window=window)
     o, lse = (kernel(q, k, v, causal) if kernel else
-              flash_attention(q, k, v, causal, out=torch.full_like(q, float("nan"))))
+              flash_attention(q, k, v, causal, out=torch.full_like(q, float("nan")),
+                              window=window))
     rep = h // hkv
     s = (q.double() @ k.double().repeat_interleave(rep, 1).transpose(-2, -1)) * d ** -0.5
     if causal:
-        keep = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).tril(n_kv - n_q)
-        s = s.masked_fill(~keep, float("-inf"))
+        s = s.masked_fill(~seen(n_q, n_kv, window, device), float("-inf"))
     lse_ref = torch.logsumexp(s, dim=-1)
     rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
     return {"triton_rel_err": rel(o), "torch_rel_err": rel(torch_lp),

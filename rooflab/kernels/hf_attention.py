@@ -1,6 +1,8 @@
 """rooflab's attention kernels inside a real transformers model: an attention implementation named
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
-flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often.
+flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
+(the model's eager attention where it softcaps its scores, which SDPA cannot). A sliding layer's
+window is the kernels' to apply where it is the mask's only pattern (mask()).
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
 the dispatch counter sees them as one attention op each, with SDPA's formula (formulas.py), and
@@ -31,12 +33,14 @@ KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
 # --- the kernels as torch ops -------------------------------------------------------------------
 @torch.library.custom_op("rooflab::flash_attention", mutates_args=())
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                       scale: float, kernel: str = "") -> torch.Tensor:
-    """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it."""
+                       scale: float, kernel: str = "", window: int = 0) -> torch.Tensor:
+    """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it;
+    ``window`` (0: none): the last keys each query sees, itself included."""
     from rooflab.kernels import flash_attention as FA
-    kernel = kernel or FA.which(q, k, v, is_causal)
+    window = window or None
+    kernel = kernel or FA.which(q, k, v, is_causal, window=window)
     return (FA.gluon(q, k, v, is_causal, scale, None, kernel)
-            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}))[0]
+            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window))[0]
 
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
@@ -73,8 +77,9 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return "dropout"
     if kwargs.get("softcap") is not None:
         return "softcapping"
-    if kwargs.get("sliding_window") and lkv > kwargs["sliding_window"]:
-        return "a sliding window shorter than the keys"
+    if attention_mask is None and 1 < lq <= DECODE_MAX_Q and (kwargs.get("sliding_window") or
+                                                              lkv) < lkv:
+        return "a sliding window over a decode's several queries"
     if query.dtype not in (torch.float16, torch.bfloat16) or key.dtype != query.dtype:
         return f"dtype {query.dtype}"
     if d not in (16, 32, 64, 128, 256) or value.shape[-1] != d:
@@ -91,41 +96,79 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     """transformers' attention contract: (B, Lq, H, D) output and no weights. Causal is SDPA's
     (what transformers asks for when it leaves the mask out): aligned at the top left, query i
     sees keys 0..i; with fewer queries than keys that is a static cache's prefill from empty,
-    whose keys past Lq are slots not yet written."""
+    whose keys past Lq are slots not yet written. Without a mask, a sliding layer sees its last
+    ``sliding_window`` keys (mask() left the window out for this)."""
     lq, lkv = query.shape[2], key.shape[2]
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     causal = causal and lq > 1 and attention_mask is None  # one new token sees the whole cache
     why = outside(module, query, key, value, attention_mask, dropout, kwargs) or (
         "causal, more queries than keys" if causal and lq > lkv else "")
-    if why:
-        CALLS[f"sdpa ({why})"] += 1
-        if why == "softcapping":  # SDPA has no softcap: the model's own eager path
-            fallback = sys.modules[type(module).__module__].eager_attention_forward
-        else:
-            from transformers.integrations.sdpa_attention import sdpa_attention_forward
-            fallback = sdpa_attention_forward
-        return fallback(module, query, key, value, attention_mask, dropout=dropout,
-                        scaling=scaling, is_causal=is_causal, **kwargs)
     if causal and lq < lkv:  # top-left: the keys past Lq are never seen (a view, no copy)
-        key, value = key[:, :, :lq], value[:, :, :lq]
+        key, value, lkv = key[:, :, :lq], value[:, :, :lq], lq
+    window = kwargs.get("sliding_window") if attention_mask is None and (causal or lq == 1) \
+        else None
+    window = window if window and window < lkv else None  # now the last queries' (bottom right)
+    if why:
+        return fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
+                        causal, window, why, kwargs)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if lq <= DECODE_MAX_Q:
         keep = kept_keys(attention_mask, lq)
+        if window:  # one query (outside()), the last: the window's keys are the last ones
+            keep = (torch.arange(lkv, device=key.device) >= lkv - window).expand(len(key), lkv)
         CALLS["flash_decoding" + (" (kept keys)" if keep is not None else "")] += 1
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
     else:
         from rooflab.kernels.flash_attention import which
-        kernel = which(query, key, value, causal)
-        CALLS[f"flash_attention ({KERNELS[kernel]})"] += 1
-        out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel)
+        kernel = which(query, key, value, causal, window=window)
+        CALLS[f"flash_attention ({KERNELS[kernel]}{', sliding window' if window else ''})"] += 1
+        out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel,
+                                                window or 0)
     return out.transpose(1, 2).contiguous(), None
 
 
-def register() -> str:
-    """Register "rooflab" with transformers (attention and, as SDPA's, its masks); its name."""
-    from transformers import AttentionInterface, AttentionMaskInterface
+def fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
+             causal: bool, window, why: str, kwargs: dict):
+    """SDPA, or where the model softcaps its scores (SDPA cannot) the model's own eager
+    attention, counted in CALLS. Where the mask was left out for the kernels (a sliding window;
+    causal, which eager does not apply itself) it is made here."""
+    softcap = kwargs.get("softcap") is not None
+    CALLS[f"{'eager' if softcap else 'sdpa'} ({why})"] += 1
+    mask = attention_mask
+    if mask is None and (window or causal and softcap):
+        from rooflab.kernels.flash_attention import seen
+        mask = seen(query.shape[2], key.shape[2], window, query.device)[None, None]
+        is_causal = False
+    if softcap:  # eager adds its mask to the scores: a boolean one becomes 0 or -inf
+        if mask is not None and mask.dtype == torch.bool:
+            mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill(
+                ~mask, torch.finfo(query.dtype).min)
+        eager = sys.modules[type(module).__module__].eager_attention_forward
+        return eager(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout,
+                                  scaling=scaling, is_causal=is_causal, **kwargs)
+
+
+def mask(*args, **kwargs):
+    """transformers' SDPA mask (sdpa_mask: boolean, or None where SDPA's is_causal does the
+    work), except that a sliding layer's is left out wherever a causal one would be (no padding,
+    no pattern but causal and the window): the kernels apply the window (attention_forward).
+    Known by its local size being the config's sliding window; chunked or bidirectional masks
+    are left as they are."""
     from transformers.masking_utils import sdpa_mask
+    config = kwargs.get("config")
+    if (kwargs.get("local_size") is not None and not kwargs.get("allow_is_bidirectional_skip")
+            and kwargs["local_size"] == getattr(config, "sliding_window", None)
+            and getattr(config, "attention_chunk_size", None) is None):
+        kwargs["local_size"] = None
+    return sdpa_mask(*args, **kwargs)
+
+
+def register() -> str:
+    """Register "rooflab" with transformers (attention, and its masks: mask()); its name."""
+    from transformers import AttentionInterface, AttentionMaskInterface
 
     AttentionInterface.register(NAME, attention_forward)
-    AttentionMaskInterface.register(NAME, sdpa_mask)
+    AttentionMaskInterface.register(NAME, mask)
     return NAME

@@ -253,14 +253,30 @@ def _nearest(rates: dict[int, float], itemsize: int) -> float:
 DECODE_MAX_Q = 16  # an attention op with at most this many queries per sequence is a decode
 
 
+def attention_window(r: count.OpRecord) -> int | None:
+    """The sliding window a causal prefill's count implies (fewer pairs than causal: rooflab's
+    kernel with a window, formulas._sdpa), else None."""
+    q, k, v = (torch.empty(s, device="meta") for s in r.shapes[:3])
+    lq, lkv = q.shape[-2], k.shape[-2]
+    if lq != lkv or r.macs >= formulas._sdpa(q, k, v, True)[0]:
+        return None
+    lo, hi = 1, lkv  # the pairs grow with the window: the least window that counts as many
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if formulas._sdpa(q, k, v, True, mid)[0] < r.macs else (lo, mid)
+    return lo
+
+
 def attention_key(r: count.OpRecord, sm_count: int = 0) -> str:
     """What decides an attention kernel's speed: the backend op, head dim, element size, mask
-    (an attention-bias operand), causal (fewer FLOPs than dense) and phase; for a decode, and a
-    prefill too small to fill ``sm_count`` SMs, its shapes too (how many programs share the
-    GPU: see _attention_reference)."""
+    (an attention-bias operand), causal (fewer FLOPs than dense), a sliding window, and phase;
+    for a decode, and a prefill too small to fill ``sm_count`` SMs, its shapes too (how many
+    programs share the GPU: see _attention_reference)."""
     lq, d = r.shapes[0][-2:]
     _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
     mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
+    window = attention_window(r) if mask == "causal" else None
+    mask += f" window {window}" if window else ""
     kind = f"{r.op} d{d} {8 * r.itemsize}-bit {mask}"
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     phase = "decode" if lq <= DECODE_MAX_Q else "prefill"
@@ -323,6 +339,7 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
     mask = (torch.zeros(batch, 1, lq, n, device=device, dtype=dtype) if " mask " in key
             else None)
     causal = " causal " in key
+    window = attention_window(r) if causal else None
     backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                "flash": SDPBackend.FLASH_ATTENTION}
     chosen = [b for name, b in backend.items() if name in r.op] or list(backend.values())
@@ -330,9 +347,9 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
     if r.op in ROOFLAB_ATTENTION_OPS:  # rooflab's own kernel, on the same reference shape
         from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
         op = getattr(torch.ops.rooflab, r.op)
-        keep = (torch.ones(batch, n, device=device, dtype=torch.bool),) if mask is not None \
-            else ()  # flash-decoding's kept keys: the one mask it takes
-        return lambda: op(q, k, v, causal, d ** -0.5, *keep)
+        extra = ((torch.ones(batch, n, device=device, dtype=torch.bool),) if mask is not None
+                 else ("", window) if window else ())  # kept keys (decode) or a window
+        return lambda: op(q, k, v, causal, d ** -0.5, *extra)
 
     def call():
         with sdpa_kernel(chosen):
