@@ -46,8 +46,9 @@ run() {  # run PART CMD...: the part's command, exit code, seconds and new files
 }
 has() { [[ ",$parts," == *",$1,"* ]]; }
 # -v: each test's name as it ends, so a part stopped by PART_TIMEOUT (no XML then) still says
-# which failed; the host has no package index: tests that need one are left out
-py_test() { timeout "${PART_TIMEOUT:-0}" python3 -m pytest -v -p no:cacheprovider -o addopts= -m "not network" "$@"; }
+# which failed; the host has no package index: tests that need one are left out. TESTS_K: a -k
+# expression narrowing the tests parts (tests, kernel_tests, other_tests, gpu_tests)
+py_test() { timeout "${PART_TIMEOUT:-0}" python3 -m pytest -v -p no:cacheprovider -o addopts= -m "not network" ${TESTS_K:+-k "$TESTS_K"} "$@"; }
 has tests && run tests py_test --junitxml="$cur/pytest-gpu.xml" tests
 has kernel_tests && run kernel_tests py_test --junitxml="$cur/pytest-gpu-kernels.xml" \
   tests/test_kernels_*.py
