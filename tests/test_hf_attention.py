@@ -226,6 +226,33 @@ def test_where_the_kernels_cannot_run_the_fallback_keeps_the_window(family):
                              else {"eager (softcapping)"})
 
 
+def test_attention_sinks_run_the_models_eager_attention():
+    """gpt-oss adds a learned logit a head to each softmax's denominator (s_aux), which neither
+    the kernels nor SDPA apply: its eager attention runs, with the masks left out made for it,
+    and the logits are eager's bit for bit (the kernels, ignoring the sinks, were 34% off)."""
+    import transformers as T
+    cfg = T.GptOssConfig(vocab_size=128, hidden_size=64, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=32, sliding_window=8, num_local_experts=4,
+                         num_experts_per_tok=2, max_position_embeddings=256,
+                         layer_types=["sliding_attention", "full_attention"])
+    register_hf_attention()
+    torch.manual_seed(0)
+    ref = T.GptOssForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="eager",
+                                           dtype=torch.bfloat16)
+    for m in ref.modules():  # sinks far from their zero init, so that they matter
+        if hasattr(m, "sinks"):
+            torch.nn.init.normal_(m.sinks)
+    ours = T.GptOssForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
+                                            dtype=torch.bfloat16)
+    ours.load_state_dict(ref.state_dict())
+    ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(10))
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref.eval().to(DEV)(ids.to(DEV)).logits, ours.eval().to(DEV)(ids.to(DEV)).logits
+    assert torch.equal(a, b) and dict(HA.CALLS) == {"eager (attention sinks)": 2}
+
+
 def test_one_query_past_its_window_decodes_the_windows_keys():
     """A decode with no mask and more cached keys than the window (a sliding layer over a full
     cache): flash-decoding keeps the window's keys, the last ones."""

@@ -1,7 +1,8 @@
 """rooflab's attention kernels inside a real transformers model: an attention implementation named
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
 flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
-(the model's eager attention where it softcaps its scores, which SDPA cannot). A sliding layer's
+(the model's eager attention where it softcaps its scores or adds attention sinks, which SDPA
+and the kernels cannot: EAGER_ONLY). A sliding layer's
 window is the kernels' to apply where it is the mask's only pattern (mask()).
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
@@ -24,6 +25,8 @@ from rooflab.kernels.flash_decoding import MAX_ROWS  # query rows one decode pro
 from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries: a decode
 
 NAME = "rooflab"
+# what a model may pass that only its own eager attention applies: argument, and why
+EAGER_ONLY = {"softcap": "softcapping", "s_aux": "attention sinks", "sinks": "attention sinks"}
 CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)"
 # FlashAttention's kernels by module (flash_attention.which()), as CALLS names them
 KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
@@ -75,8 +78,9 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return "a mask other than a decode's kept keys"
     if dropout:
         return "dropout"
-    if kwargs.get("softcap") is not None:
-        return "softcapping"
+    for arg, why in EAGER_ONLY.items():
+        if kwargs.get(arg) is not None:
+            return why
     if attention_mask is None and 1 < lq <= DECODE_MAX_Q and (kwargs.get("sliding_window") or
                                                               lkv) < lkv:
         return "a sliding window over a decode's several queries"
@@ -129,22 +133,23 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
 
 def fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
              causal: bool, window, why: str, kwargs: dict):
-    """SDPA, or where the model softcaps its scores (SDPA cannot) the model's own eager
+    """SDPA, or where the model passes what only its eager attention applies (EAGER_ONLY) that
     attention, counted in CALLS. Where the mask was left out for the kernels (a sliding window;
     causal, which eager does not apply itself) it is made here."""
-    softcap = kwargs.get("softcap") is not None
-    CALLS[f"{'eager' if softcap else 'sdpa'} ({why})"] += 1
+    eager = any(kwargs.get(arg) is not None for arg in EAGER_ONLY)
+    CALLS[f"{'eager' if eager else 'sdpa'} ({why})"] += 1
     mask = attention_mask
-    if mask is None and (window or causal and softcap):
+    if mask is None and (window or causal and eager):
         from rooflab.kernels.flash_attention import seen
         mask = seen(query.shape[2], key.shape[2], window, query.device)[None, None]
         is_causal = False
-    if softcap:  # eager adds its mask to the scores: a boolean one becomes 0 or -inf
+    if eager:  # eager adds its mask to the scores: a boolean one becomes 0 or -inf
         if mask is not None and mask.dtype == torch.bool:
             mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill(
                 ~mask, torch.finfo(query.dtype).min)
-        eager = sys.modules[type(module).__module__].eager_attention_forward
-        return eager(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
+        forward = sys.modules[type(module).__module__].eager_attention_forward
+        return forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
+                       **kwargs)
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout,
                                   scaling=scaling, is_causal=is_causal, **kwargs)
