@@ -133,7 +133,9 @@ def test_the_counter_sees_each_kernel_as_one_attention_op(models):
 
 @pytest.mark.parametrize("kw,why,lq", [({"dropout": 0.1}, "dropout", L),
                                        ({"softcap": 50.0}, "softcapping", L),
-                                       ({"sliding_window": 16}, "a sliding window over", 4)])
+                                       ({"sliding_window": 16}, "a sliding window over", 4),
+                                       ({"position_bias": torch.zeros(1)},
+                                        "argument position_bias", L)])
 def test_what_the_kernels_do_not_take(kw, why, lq):
     q = torch.randn(1, H, lq, D, dtype=torch.bfloat16)
     k = torch.randn(1, HKV, L, D, dtype=torch.bfloat16)

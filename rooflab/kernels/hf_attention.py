@@ -1,8 +1,8 @@
 """rooflab's attention kernels inside a real transformers model: an attention implementation named
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
 flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
-(the model's eager attention where it softcaps its scores or adds attention sinks, which SDPA
-and the kernels cannot: EAGER_ONLY). A sliding layer's
+(the model's eager attention where it passes what the kernels do not apply, such as softcapped
+scores or attention sinks: eager_only()). A sliding layer's
 window is the kernels' to apply where it is the mask's only pattern (mask()).
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
@@ -25,8 +25,14 @@ from rooflab.kernels.flash_decoding import MAX_ROWS  # query rows one decode pro
 from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries: a decode
 
 NAME = "rooflab"
-# what a model may pass that only its own eager attention applies: argument, and why
-EAGER_ONLY = {"softcap": "softcapping", "s_aux": "attention sinks", "sinks": "attention sinks"}
+# what a model passes that leaves the attention's math to q, k, v, the mask and the scale (and
+# the window, which attention_forward applies): any other argument given is one only the model's
+# own eager attention applies (softcap, gpt-oss's sinks, T5's position bias, sparse indices, ...)
+IGNORED = {"dropout", "scaling", "is_causal", "sliding_window", "position_ids", "cache_position",
+           "use_cache", "output_attentions", "output_hidden_states", "return_dict",
+           "past_key_values", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
+           "max_length_k", "deterministic"}
+NAMED = {"softcap": "softcapping", "s_aux": "attention sinks", "sinks": "attention sinks"}
 CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)"
 # FlashAttention's kernels by module (flash_attention.which()), as CALLS names them
 KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
@@ -69,6 +75,15 @@ def kept_keys(mask, lq: int):
 
 
 # --- the attention implementation ---------------------------------------------------------------
+def eager_only(kwargs: dict) -> str:
+    """The first argument given that the kernels do not apply (not IGNORED), as the reason for
+    the fallback; '' where there is none."""
+    for arg, value in kwargs.items():
+        if arg not in IGNORED and value is not None and value is not False:
+            return NAMED.get(arg, f"argument {arg}")
+    return ""
+
+
 def outside(module, query, key, value, attention_mask, dropout: float, kwargs: dict) -> str:
     """Why the kernels do not take this call ('' where they do). q (B, H, Lq, D), k and v
     (B, Hkv, Lkv, D), as transformers passes them."""
@@ -78,9 +93,8 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return "a mask other than a decode's kept keys"
     if dropout:
         return "dropout"
-    for arg, why in EAGER_ONLY.items():
-        if kwargs.get(arg) is not None:
-            return why
+    if why := eager_only(kwargs):
+        return why
     if attention_mask is None and 1 < lq <= DECODE_MAX_Q and (kwargs.get("sliding_window") or
                                                               lkv) < lkv:
         return "a sliding window over a decode's several queries"
@@ -133,10 +147,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
 
 def fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
              causal: bool, window, why: str, kwargs: dict):
-    """SDPA, or where the model passes what only its eager attention applies (EAGER_ONLY) that
-    attention, counted in CALLS. Where the mask was left out for the kernels (a sliding window;
-    causal, which eager does not apply itself) it is made here."""
-    eager = any(kwargs.get(arg) is not None for arg in EAGER_ONLY)
+    """SDPA, or where the model passes what only its eager attention applies (eager_only()) and
+    defines one, that attention, counted in CALLS. Where the mask was left out for the kernels (a
+    sliding window; causal, which eager does not apply itself) it is made here."""
+    forward = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+    eager = bool(eager_only(kwargs)) and forward is not None
     CALLS[f"{'eager' if eager else 'sdpa'} ({why})"] += 1
     mask = attention_mask
     if mask is None and (window or causal and eager):
@@ -147,7 +162,6 @@ def fallback(module, query, key, value, attention_mask, dropout, scaling, is_cau
         if mask is not None and mask.dtype == torch.bool:
             mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill(
                 ~mask, torch.finfo(query.dtype).min)
-        forward = sys.modules[type(module).__module__].eager_attention_forward
         return forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
                        **kwargs)
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
