@@ -1,8 +1,9 @@
 """rooflab's attention inside a transformers model (kernels/hf_attention.py), on the CPU under
-TRITON_INTERPRET=1 and on a GPU where there is one: the same logits and tokens as SDPA, FlashAttention at prefill and
-flash-decoding at decode, SDPA where a mask is given (counted), sliding windows applied by the
-kernels, softcapped scores by the model's eager attention, and the counter sees each kernel as
-one attention op with SDPA's formula (a window's pairs only)."""
+TRITON_INTERPRET=1 and on a GPU where there is one: the same logits and tokens as SDPA,
+FlashAttention at prefill and flash-decoding at decode, SDPA where a mask is given (counted),
+sliding windows applied by the kernels, softcapped scores and attention sinks by the model's
+eager attention, and the counter sees each kernel as one attention op with SDPA's formula (a
+window's pairs only)."""
 import copy
 
 import pytest
@@ -66,7 +67,8 @@ def test_a_mask_falls_back_to_sdpa_and_is_counted(models):
     with torch.no_grad():
         a = ref(ids, attention_mask=mask).logits
         b = ours(ids, attention_mask=mask).logits
-    assert torch.equal(a, b) and dict(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)": 2}
+    assert torch.equal(a, b)
+    assert dict(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)": 2}
 
 
 def test_a_static_cache_decodes_with_its_kept_keys(models):

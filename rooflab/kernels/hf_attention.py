@@ -33,7 +33,7 @@ IGNORED = {"dropout", "scaling", "is_causal", "sliding_window", "position_ids", 
            "past_key_values", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
            "max_length_k", "deterministic"}
 NAMED = {"softcap": "softcapping", "s_aux": "attention sinks", "sinks": "attention sinks"}
-CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)"
+CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)", "eager (why)"
 # FlashAttention's kernels by module (flash_attention.which()), as CALLS names them
 KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
            "flash_attention_sm90_ws": "Gluon, warp-specialized"}
