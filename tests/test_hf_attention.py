@@ -274,8 +274,10 @@ def test_one_query_past_its_window_decodes_the_windows_keys():
 
 
 def test_the_counter_counts_a_windows_pairs_and_its_kind_names_the_window():
-    """Against a hand count (each query sees min(i + 1, window) keys); the op's kind for its
-    measured rate carries the window, recovered from the count."""
+    """Against a hand count (each query sees min(i + 1, window) keys) and the analytic layer
+    model's causal count; the op's kind for its measured rate carries the window, recovered from
+    the count."""
+    from rooflab import models as M
     _, ours = _pair("gemma3_text", torch.bfloat16)
     ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(9)).to(DEV)
     with torch.no_grad():
@@ -284,6 +286,11 @@ def test_the_counter_counts_a_windows_pairs_and_its_kind_names_the_window():
     assert len(ops) == 3 and not c.unsupported_ops()
     by_hand = [sum(min(i + 1, w) for i in range(20)) for w in (8, 8, 20)]
     assert [r.macs for r in ops] == [2 * 2 * n * 2 * 32 for n in by_hand]
+    cfg = M.from_hf_dict(ours.config.to_dict(), "tiny-gemma3")
+    analytic = [next(c for c in M.layer_costs(cfg, M.Phase.prefill(2, 20), kind)
+                     if c.name == "attn.core").detail["macs_causal"]
+                for kind in ("sliding", "sliding", "full")]
+    assert [r.macs for r in ops] == analytic
     assert [OC.attention_window(r) for r in ops] == [8, 8, None]
     assert " causal window 8 prefill" in OC.attention_key(ops[0])
     assert " causal prefill" in OC.attention_key(ops[2])
