@@ -8,8 +8,9 @@ config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519:
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
 warp-specialized one of flash_attention_sm90_ws.py.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
-           [--gluon | --gluon-ws] [--variant NAME=JSON ...]   (JSON merged over the config, as
-           in ab_flash.py; --window: the Triton kernel with a sliding window)
+           [--qk-extra N] [--gluon | --gluon-ws] [--variant NAME=JSON ...]   (JSON merged over
+           the config, as in ab_flash.py; --window: the Triton kernel with a sliding window;
+           --qk-extra: q and k N dims wider than v, as latent attention's 64 rotary dims)
 """
 from __future__ import annotations
 
@@ -33,14 +34,16 @@ from common import variants as parse_variants, write
 SM_REGS, SM_SMEM_BYTES, SM_WARPS, RESERVED_SMEM_BYTES = 65536, 228 << 10, 64, 1024
 
 
-def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False):
+def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0):
     """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``; ``local``: with
-    a sliding window (as flash_attention runs it: no fixed max)."""
-    bm, bn, flags, options = FA.resolved(cfg, tma_possible=True)  # Hopper, aligned tensors
+    a sliding window (as flash_attention runs it: no fixed max); ``qk_extra``: q and k that much
+    wider than v (by addresses, as flash_attention runs it)."""
+    # Hopper, aligned tensors: TMA where the kernel takes it
+    bm, bn, flags, options = FA.resolved(cfg, tma_possible=not qk_extra)
     if local:
         flags["FIXED_MAX"] = False
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
-              "EVEN_N": True, "UPCAST": False, "LOCAL": local, **flags}
+              "EVEN_N": True, "UPCAST": False, "LOCAL": local, "QK_EXTRA": qk_extra, **flags}
     tma = flags["TMA"]
     names = FA.flash_fwd.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
@@ -114,6 +117,7 @@ def main(argv=None) -> None:
     p.add_argument("--head-dims", default="64,128,256")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", action="store_true")
+    p.add_argument("--qk-extra", type=int, default=0)
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--gluon", action="store_true")
     kind.add_argument("--gluon-ws", action="store_true")
@@ -129,6 +133,8 @@ def main(argv=None) -> None:
     gluon = a.gluon or a.gluon_ws
     if a.window and (gluon or not a.causal):
         p.error("--window takes --causal and the Triton kernel (no --gluon)")
+    if a.qk_extra and (gluon or a.qk_extra not in FA.HEAD_DIMS):
+        p.error(f"--qk-extra takes one of {FA.HEAD_DIMS} and the Triton kernel (no --gluon)")
     if gluon and F9.GLUON_MISSING:
         p.error(F9.GLUON_MISSING)
     rows = []
@@ -137,11 +143,11 @@ def main(argv=None) -> None:
             base = (F9W.config(d, a.causal) if a.gluon_ws else F9.config(d) if a.gluon
                     else FA.config(d, a.causal))
             cfg = {**base, **over}
-            r = {"head_dim": d, "causal": a.causal, "window": a.window, "name": name,
-                 "config": cfg}
+            r = {"head_dim": d, "causal": a.causal, "window": a.window,
+                 "qk_extra": a.qk_extra, "name": name, "config": cfg}
             try:
                 kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws) if gluon
-                          else compiled(d, a.causal, cfg, a.window))
+                          else compiled(d, a.causal, cfg, a.window, a.qk_extra))
                 # the warp-specialized program: two consumer warpgroups and a producer warp,
                 # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
                 r.update(resources(kernel, 12 if a.gluon_ws else cfg["num_warps"]))

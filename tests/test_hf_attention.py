@@ -257,6 +257,45 @@ def test_attention_sinks_run_the_models_eager_attention():
     assert torch.equal(a, b) and dict(HA.CALLS) == {"eager (attention sinks)": 2}
 
 
+def test_latent_attention_prefills_on_the_kernel_with_q_and_k_wider_than_v():
+    """DeepSeek-V2's attention: q and k of 32 + 16 rotary dims, v of 32. The prefill runs
+    FlashAttention (SDPA's logits within bf16 rounding), counted as the analytic layer model
+    counts it; decode, whose kernel takes one head dim, goes to SDPA and says why."""
+    import transformers as T
+    from rooflab import models as M
+    cfg = T.DeepseekV2Config(vocab_size=128, hidden_size=64, intermediate_size=128,
+                             moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             num_key_value_heads=2, n_routed_experts=4, num_experts_per_tok=2,
+                             n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=32,
+                             q_lora_rank=None, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                             v_head_dim=32, max_position_embeddings=256)
+    register_hf_attention()
+    torch.manual_seed(0)
+    ref = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
+                                               dtype=torch.bfloat16).eval().to(DEV)
+    ours = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
+                                                dtype=torch.bfloat16).eval().to(DEV)
+    ours.load_state_dict(ref.state_dict())
+    ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(11)).to(DEV)
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids).logits.float(), ours(ids).logits.float()
+        assert float((a - b).norm() / a.norm()) < 2e-2
+        assert dict(HA.CALLS) == {"flash_attention (Triton)": 2}
+        kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
+                  pad_token_id=0)
+        HA.CALLS.clear()
+        assert torch.equal(ref.generate(ids, **kw), ours.generate(ids, **kw))
+        assert HA.CALLS["sdpa (head dim 48, v's 32)"] == 2 * 2  # 2 decode steps
+        c = count(lambda: ours(ids), module=ours)
+    ops = [r for r in c.records if r.op == "flash_attention"]
+    core = next(x for x in M.layer_costs(M.from_hf_dict(cfg.to_dict(), "tiny-dsv2"),
+                                         M.Phase.prefill(2, 20)) if x.name == "attn.core")
+    # 20 * 21 / 2 causal pairs a head, each 48 MACs for the score and 32 for P V
+    assert [r.macs for r in ops] == [2 * 2 * 210 * (48 + 32)] * 2
+    assert ops[0].macs == core.detail["macs_causal"]
+
+
 def test_one_query_past_its_window_decodes_the_windows_keys():
     """A decode with no mask and more cached keys than the window (a sliding layer over a full
     cache): flash-decoding keeps the window's keys, the last ones."""

@@ -137,6 +137,8 @@ def test_flash_attention_bad_input(device):
         FA.flash_attention(q, k, k)
     with pytest.raises(ValueError, match="scale must be positive"):
         FA.flash_attention(q, q, q, scale=-0.125)
+    with pytest.raises(ValueError, match="q and k must have one head dim"):
+        FA.flash_attention(q, q[..., :32], q[..., :32])
 
 
 def test_flash_attention_falls_back_to_smaller_tiles(monkeypatch, device):
@@ -190,6 +192,39 @@ def test_flash_attention_with_a_sliding_window_matches_fp64(device, shape, dtype
         FA.flash_attention(q, k, v, True)[0]
     assert not torch.allclose(windowed, causal, atol=1e-2) and FA.which(q, k, v, True, window=w) \
         == "flash_attention"
+
+
+WIDER_QK = [  # (B, H, Lq, Lkv, D of q and k, Hkv, D of v): latent attention's q and k wider
+    (1, 2, 40, 40, 192, 2, 128),  # DeepSeek's 128 + 64 rotary dims
+    (2, 4, 20, 53, 48, 2, 32),    # GQA, Lq < Lkv, ragged
+    (1, 2, 33, 33, 96, 1, 64),    # MiniCPM3's 64 + 32
+]
+
+
+@pytest.mark.parametrize("shape", WIDER_QK)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_with_q_and_k_wider_than_v_matches_fp64(device, shape, causal):
+    """The extra dims of q and k in a second dot onto the scores; O is v's width. Every other
+    path's flag on (the first block's max, Q in registers), and a window."""
+    b, h, lq, lkv, d, hkv, dv = shape
+    for window in (None, 9) if causal else (None,):
+        e = FA.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, causal, device=device, seed=lq + d,
+                      window=window, v_dim=dv)
+        assert e["all_finite"] and e["lse_max_abs_err"] < 1e-3, (window, e)
+        assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, (window, e)
+    q = torch.randn(b, h, lq, d, device=device, dtype=torch.float16)
+    k, v = q[:, :hkv, :1].expand(b, hkv, lkv, d), q[:, :hkv, :1, :dv].expand(b, hkv, lkv, dv)
+    assert FA.which(q, k, v, causal) == "flash_attention"  # the Gluon kernels take one dim
+    assert FA.flash_attention(q, k, v, causal)[0].shape == (b, h, lq, dv)
+
+
+def test_head_dims_the_kernels_take():
+    assert FA.dims_error(128, 128) == FA.dims_error(192, 128) == FA.dims_error(32, 16) == ""
+    assert "got 192 for q and k, 128 for v" in FA.dims_error(192, 128, wider_qk=False)
+    assert FA.dims_error(160, 128) == ""  # 32 wider
+    # 72 wider: not a power of two; 256 wider: wider than v; 48: not a head dim; q narrower
+    for d_qk, d_v in ((200, 128), (384, 128), (48, 48), (128, 192)):
+        assert FA.dims_error(d_qk, d_v), (d_qk, d_v)
 
 
 def test_a_window_as_long_as_the_keys_is_plain_causal(device):

@@ -385,6 +385,23 @@ def test_a_prefill_too_small_to_fill_the_gpu_is_timed_on_its_own_shapes():
     assert costs.predict_s(pre, 1e12, 1e12) == pytest.approx(pre.flops / 1e11)
 
 
+def test_a_latent_attentions_reference_keeps_v_narrower_than_q_and_k():
+    """DeepSeek's q and k of 192 dims against v's 128 (here 48 and 32), through rooflab's
+    kernel (SDPA on a CPU runs such shapes unfused): the reference is timed with v at its own
+    width, so that its count (and so its rate) is the op's kind's. (Its own shapes: as a GPU of
+    many SMs times a prefill this small.)"""
+    pytest.importorskip("triton")
+    from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
+    qk, vv = torch.randn(2, 4, 64, 48, dtype=torch.float16), torch.randn(2, 4, 64, 32,
+                                                                          dtype=torch.float16)
+    (r,) = [r for r in _records(lambda: torch.ops.rooflab.flash_attention(qk, qk, vv, True, 0.1))
+            if OC.op_class(r) == "attention"]
+    (ref,) = [x for x in _records(OC._attention_reference(r, "cpu", 1000))
+              if OC.op_class(x) == "attention"]
+    assert ref.shapes[2][-1] == 32 and ref.shapes[0][-1] == 48
+    assert OC.attention_key(ref, 1000) == OC.attention_key(r, 1000)
+
+
 def test_attention_bytes_expand_broadcast_heads():
     """K/V heads as a broadcast view (one head read by 4): the counter holds one copy, the
     decode kernel streams one per query head."""

@@ -4,7 +4,8 @@ Read in order: the reference (standard attention, its HBM traffic annotated), th
 launcher, the cost, the check. Shapes: q (B, H, Lq, D), k and v (B, Hkv, Lkv, D) with Hkv dividing
 H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq == Lkv). A sliding
 window (causal only) lets each query see its last ``window`` keys, itself included, as
-transformers' sliding layers do.
+transformers' sliding layers do. q and k may be wider than v by a power of two (latent attention:
+192 = 128 + 64 rotary dims against v's 128); the output is v's width.
 """
 from __future__ import annotations
 
@@ -69,6 +70,21 @@ if triton is not None:
         return t
 
     @triton.jit
+    def _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
+                BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
+                TMA: tl.constexpr, QK_EXTRA: tl.constexpr):
+        # one key block's raw scores (BLOCK_M, BLOCK_N), never stored. QK_EXTRA: q and k's dims
+        # past v's head dim (q2 holds q's), a second dot onto the first (by addresses)
+        k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
+                  UPCAST, TMA)
+        qk = tl.dot(q, tl.trans(k))
+        if QK_EXTRA:
+            k2 = _tile(k_base + offs_d.shape[0], start_n, stride_kn, offs_n, offs_e, n_kv, b, hk,
+                       BLOCK_N, EVEN_N, UPCAST, False)
+            qk = tl.dot(q2, tl.trans(k2), qk)
+        return qk
+
+    @triton.jit
     def _update(acc, l_i, m_i, qk, v, qk_scale, EMPTY_ROWS: tl.constexpr = False):
         # the online softmax on one block of raw scores qk (BLOCK_M, BLOCK_N): the running max
         # in log2 units (qk_scale > 0 commutes with max), then one fused multiply-add per score,
@@ -86,20 +102,19 @@ if triton is not None:
         return acc, l_i, m_new
 
     @triton.jit
-    def _inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d,
-               lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr, window=0,
-               LOCAL: tl.constexpr = False):
+    def _inner(acc, l_i, m_i, q, q2, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n,
+               offs_d, offs_e, lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr,
+               MASK: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
+               QK_EXTRA: tl.constexpr, window=0, LOCAL: tl.constexpr = False):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
         # MASK with LOCAL: the window's edge too (a query sees its last ``window`` keys).
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
-            k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
-                      UPCAST, TMA)
+            qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
+                         BLOCK_N, EVEN_N, UPCAST, TMA, QK_EXTRA)
             v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
                       UPCAST, TMA)
-            qk = tl.dot(q, tl.trans(k))              # raw scores, never stored
             if MASK:  # the diagonal band: causal mask (query row + delta sees keys <= it)
                 qk = tl.where(offs_m[:, None] + delta >= cols[None, :], qk, float("-inf"))
                 if LOCAL:
@@ -111,20 +126,19 @@ if triton is not None:
         return acc, l_i, m_i
 
     @triton.jit
-    def _inner_fixed_max(acc, l_i, m_ref, q, k_base, v_base, stride_kn, stride_vn, offs_n,
-                         offs_d, lo, hi, n_kv, qk_scale, b, hk, BLOCK_N: tl.constexpr,
-                         UPCAST: tl.constexpr, TMA: tl.constexpr):
+    def _inner_fixed_max(acc, l_i, m_ref, q, q2, k_base, v_base, stride_kn, stride_vn, offs_n,
+                         offs_d, offs_e, lo, hi, n_kv, qk_scale, b, hk, BLOCK_N: tl.constexpr,
+                         UPCAST: tl.constexpr, TMA: tl.constexpr, QK_EXTRA: tl.constexpr):
         # The sweep over whole blocks with the max held where the first block left it (m_ref):
         # no rescale of acc per block (BLOCK_M x D multiplies and an exp2 a row saved each
         # time). p = exp2(score - m_ref) may pass 1; the largest scaled score seen (m_seen)
         # tells the caller whether it stayed small enough.
         m_seen = m_ref
         for start_n in tl.range(lo, hi, BLOCK_N):
-            k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
-                      UPCAST, TMA)
+            qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
+                         BLOCK_N, True, UPCAST, TMA, QK_EXTRA)
             v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
                       UPCAST, TMA)
-            qk = tl.dot(q, tl.trans(k))
             m_seen = tl.maximum(m_seen, tl.max(qk, 1) * qk_scale)
             p = tl.math.exp2(qk * qk_scale - m_ref[:, None])
             l_i += tl.sum(p, 1)
@@ -138,13 +152,14 @@ if triton is not None:
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
                   TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr,
-                  LOCAL: tl.constexpr):
+                  LOCAL: tl.constexpr, QK_EXTRA: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
         # Q_REG: the Q tile held in registers for Q K^T (else the compiler reads it from shared
         # memory at every block). LOCAL (causal only, FIXED_MAX off): each query sees its last
-        # ``window`` keys; the blocks before the tile's first window are skipped
+        # ``window`` keys; the blocks before the tile's first window are skipped.
+        # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v and O HEAD_DIM
         start_m = tl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = tl.num_programs(0) - 1 - start_m
@@ -154,8 +169,12 @@ if triton is not None:
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
+        offs_e = offs_d                                  # q and k's extra dims, if any
+        if QK_EXTRA:
+            offs_e = tl.arange(0, QK_EXTRA)
         if TMA:
             q = Q.load([b, h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+            q2 = q
             k_base, v_base = K, V
         else:
             q_base = Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
@@ -163,11 +182,15 @@ if triton is not None:
             v_base = V + b.to(tl.int64) * svb + hk.to(tl.int64) * svh
             q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :],
                         mask=offs_m[:, None] < n_q, other=0.0)   # read the Q tile once
+            q2 = q
+            if QK_EXTRA:
+                q2 = tl.load(q_base + HEAD_DIM + offs_m[:, None] * sqm + offs_e[None, :],
+                             mask=offs_m[:, None] < n_q, other=0.0)
         out_dtype = q.dtype                              # O's, as Q's before any upcast
         if UPCAST:
-            q = q.to(tl.float32)
+            q, q2 = q.to(tl.float32), q2.to(tl.float32)
         if Q_REG:  # a computed q is a register operand. Halving is exact (a power of two; in
-            q = q * 0.5  # fp16 below 2^-13 it drops the last bit); qk_scale below doubles
+            q, q2 = q * 0.5, q2 * 0.5  # fp16 below 2^-13 it drops the last bit); qk_scale doubles
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -187,34 +210,35 @@ if triton is not None:
             lo = (tl.maximum(start_m * BLOCK_M + delta - window + 1, 0) // BLOCK_N) * BLOCK_N
             edge = tl.maximum((start_m + 1) * BLOCK_M + delta - window, 0)
             mid = tl.minimum(tl.maximum(tl.cdiv(edge, BLOCK_N) * BLOCK_N, lo), full_hi)
-            acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                                   offs_d, lo, mid, n_kv, delta, qk_scale, b, hk, BLOCK_N, True,
-                                   True, UPCAST, TMA, window, True)
+            acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m,
+                                   offs_n, offs_d, offs_e, lo, mid, n_kv, delta, qk_scale, b, hk,
+                                   BLOCK_N, True, True, UPCAST, TMA, QK_EXTRA, window, True)
             lo = mid
         first = full_hi               # the whole blocks with a running max: all of them, or
         if FIXED_MAX:                 # the first alone, which sets the max the rest keep
             first = tl.minimum(full_hi, BLOCK_N)
-        acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                               offs_d, lo, first, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                               True, UPCAST, TMA)
+        acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m, offs_n,
+                               offs_d, offs_e, lo, first, n_kv, delta, qk_scale, b, hk, BLOCK_N,
+                               False, True, UPCAST, TMA, QK_EXTRA)
         if FIXED_MAX:
-            acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, k_base, v_base, skn, svn,
-                                                  offs_n, offs_d, first, full_hi, n_kv,
-                                                  qk_scale, b, hk, BLOCK_N, UPCAST, TMA)
+            acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, q2, k_base, v_base, skn,
+                                                  svn, offs_n, offs_d, offs_e, first, full_hi,
+                                                  n_kv, qk_scale, b, hk, BLOCK_N, UPCAST, TMA,
+                                                  QK_EXTRA)
             grew = tl.where(m_i == float("-inf"), 0.0, m_seen - m_i)
             if tl.max(grew, 0) > 15.0:  # some p passed 2^15 (fp16 ends at 65504): redo the
                 # sweep with a running max (that tile then costs two sweeps)
                 acc, l_i, m_i = _inner(tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
                                        tl.zeros([BLOCK_M], tl.float32),
-                                       tl.full([BLOCK_M], float("-inf"), tl.float32), q,
-                                       k_base, v_base, skn, svn, offs_m, offs_n, offs_d, 0,
-                                       full_hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, False,
-                                       True, UPCAST, TMA)
+                                       tl.full([BLOCK_M], float("-inf"), tl.float32), q, q2,
+                                       k_base, v_base, skn, svn, offs_m, offs_n, offs_d,
+                                       offs_e, 0, full_hi, n_kv, delta, qk_scale, b, hk,
+                                       BLOCK_N, False, True, UPCAST, TMA, QK_EXTRA)
             else:
                 acc, l_i = acc_f, l_f
-        acc, l_i, m_i = _inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, offs_m, offs_n,
-                               offs_d, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N, CAUSAL,
-                               EVEN_N, UPCAST, TMA, window, LOCAL)
+        acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m, offs_n,
+                               offs_d, offs_e, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
+                               CAUSAL, EVEN_N, UPCAST, TMA, QK_EXTRA, window, LOCAL)
         acc = acc / l_i[:, None]
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
@@ -258,9 +282,23 @@ SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
               {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}]
 
 
-def checked(q, k, v, causal: bool, name: str):
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+def dims_error(d_qk: int, d_v: int, wider_qk: bool = True) -> str:
+    """Why these head dims are not the kernels' ('' where they are): v's one of HEAD_DIMS, q and
+    k's the same or, ``wider_qk``, wider by one of them up to v's (latent attention's 128 + 64)."""
+    extra = d_qk - d_v
+    if d_v not in HEAD_DIMS or not (extra == 0 or wider_qk and extra in HEAD_DIMS and extra <= d_v):
+        return (f"head_dim must be one of {', '.join(map(str, HEAD_DIMS))}"
+                + (", q and k's the same or wider by one of them up to v's" if wider_qk else
+                   ", the same for q, k and v") + f" (got {d_qk} for q and k, {d_v} for v)")
+    return ""
+
+
+def checked(q, k, v, causal: bool, name: str, wider_qk: bool = False):
     """q, k, v as the kernels take them (unit stride in the head dim), or the one-line reason
-    they cannot: dtypes, head dim, GQA grouping, causal lengths."""
+    they cannot: dtypes, head dims (dims_error), GQA grouping, causal lengths."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     h, n_q, d = q.shape[1:]
@@ -268,8 +306,10 @@ def checked(q, k, v, causal: bool, name: str):
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"{name} takes fp16 or bf16 q, k, v of one dtype, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if d not in (16, 32, 64, 128, 256) or k.shape[-1] != d or v.shape[-1] != d:
-        raise ValueError(f"head_dim must be one of 16, 32, 64, 128, 256 (got {d})")
+    why = dims_error(d, v.shape[-1], wider_qk) or (
+        "" if k.shape[-1] == d else f"q and k must have one head dim (got {d} and {k.shape[-1]})")
+    if why:
+        raise ValueError(why)
     if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
         raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
     if causal and n_q > n_kv:
@@ -326,7 +366,8 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None) -> str:
     window shorter than the keys: this module's, the one kernel that takes it)."""
     import importlib
     d = q.shape[-1]
-    names = GLUON.get(d, ()) if q.is_cuda and local(window, k.shape[2]) is None else ()
+    names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None
+                                 and v.shape[-1] == d) else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
         names = ("flash_attention_sm90", *names)
@@ -356,39 +397,41 @@ def local(window: int | None, n_kv: int) -> int | None:
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None,
                     window: int | None = None):
-    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
+    """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
     where which() picks one. ``window`` (causal only): each query sees its last ``window``
-    keys."""
-    q, k, v = checked(q, k, v, causal, "flash_attention")
+    keys. q and k may be wider than v (dims_error)."""
+    q, k, v = checked(q, k, v, causal, "flash_attention", wider_qk=True)
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
     if window is not None and not (causal and window >= 1):
         raise ValueError(f"a window takes causal attention and at least 1 key (got {window})")
-    b, h, n_q, d = q.shape
+    b, h, n_q, d_qk = q.shape
     _, hkv, n_kv, _ = k.shape
+    d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
     window = local(window, n_kv)
     if cfg is None and window is None:  # on Hopper, a Gluon kernel where which() picks one
         done = gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done
-    o = torch.empty_like(q) if out is None else out
+    o = q.new_empty(b, h, n_q, d) if out is None else out
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     configs = [cfg] if cfg else [config(d, causal), *SMALL_SMEM]
     for i, chosen in enumerate(configs):
-        bm, bn, flags, options = resolved(chosen, o.dtype == q.dtype and tma_ok(q, k, v, o))
+        bm, bn, flags, options = resolved(chosen, o.dtype == q.dtype and not extra
+                                          and tma_ok(q, k, v, o))
         if window is not None:  # the fixed max assumes the sweep starts at the first key
             flags["FIXED_MAX"] = False
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if flags["TMA"] else (q, k, v, o)),
-                lse, scale if scale is not None else d ** -0.5,
+                lse, scale if scale is not None else d_qk ** -0.5,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 h, h // hkv, n_q, n_kv, window or 0, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
                 CAUSAL=causal, EVEN_N=n_kv % bn == 0,
                 UPCAST=INTERPRET and q.dtype == torch.bfloat16, LOCAL=window is not None,
-                **flags, **options)
+                QK_EXTRA=extra, **flags, **options)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU
@@ -396,31 +439,33 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
 
 
 # --- 4. the cost -----------------------------------------------------------------------------
-def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False, window=None) -> C.Cost:
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False, window=None,
+         v_dim=None) -> C.Cost:
     """What this kernel must do: the causal (and windowed) count when causal (it skips masked
     blocks); bytes are fused-ideal (Q, K, V read once, O written once; the LSE is B*H*Lq*4
-    more)."""
-    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, window=window)
+    more). ``d``: q and k's head dim; ``v_dim``: v's, where it is narrower."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, window=window, v_dim=v_dim)
     return C.Cost("flash attention (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
                   c.bytes_fused + 4 * b * h * n_q)
 
 
 # --- 5. the check ----------------------------------------------------------------------------
 def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.float16, causal=False, device="cuda",
-           seed=0, kernel=None, window=None) -> dict:
+           seed=0, kernel=None, window=None, v_dim=None) -> dict:
     """Error of the kernel and of PyTorch's own low-precision attention against fp64, on fresh
     random inputs (relative Frobenius norm), plus the LSE error and whether every output was
     written (outputs are poisoned with NaN first). ``kernel(q, k, v, causal) -> (O, LSE)``
     checks another kernel of the same contract (flash_decoding's)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     hkv = hkv or h
-    mk = lambda heads, n: torch.randn(b, heads, n, d, generator=g).to(device, dtype)  # noqa: E731
-    q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv)
+    mk = lambda heads, n, dim=d: torch.randn(b, heads, n, dim,  # noqa: E731
+                                             generator=g).to(device, dtype)
+    q, k, v = mk(h, n_q), mk(hkv, n_kv), mk(hkv, n_kv, v_dim or d)
     ref = standard_attention(q.double(), k.double(), v.double(), causal, window=window)
     torch_lp = standard_attention(q, k, v, causal, window=window)
     o, lse = (kernel(q, k, v, causal) if kernel else
-              flash_attention(q, k, v, causal, out=torch.full_like(q, float("nan")),
-                              window=window))
+              flash_attention(q, k, v, causal, window=window, out=torch.full(
+                  (b, h, n_q, v.shape[-1]), float("nan"), device=device, dtype=dtype)))
     rep = h // hkv
     s = (q.double() @ k.double().repeat_interleave(rep, 1).transpose(-2, -1)) * d ** -0.5
     if causal:

@@ -21,6 +21,7 @@ from collections import Counter
 import torch
 
 from rooflab import formulas
+from rooflab.kernels.flash_attention import dims_error
 from rooflab.kernels.flash_decoding import MAX_ROWS  # query rows one decode program holds
 from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries: a decode
 
@@ -100,8 +101,8 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return "a sliding window over a decode's several queries"
     if query.dtype not in (torch.float16, torch.bfloat16) or key.dtype != query.dtype:
         return f"dtype {query.dtype}"
-    if d not in (16, 32, 64, 128, 256) or value.shape[-1] != d:
-        return f"head dim {d}"
+    if dims_error(d, value.shape[-1], wider_qk=lq > DECODE_MAX_Q):  # flash-decoding: one dim
+        return f"head dim {d}" + (f", v's {value.shape[-1]}" if value.shape[-1] != d else "")
     if h % hkv:
         return "K/V heads that do not divide the query heads"
     if lq <= DECODE_MAX_Q and (h // hkv) * lq > MAX_ROWS:

@@ -319,7 +319,8 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
     least one sequence) of 4096 tokens on a GPU, 256 on a CPU; a decode's own shapes (a decode
     kernel splits each head's keys over programs by rules of its own, and a decode of 8 x 16
     heads leaves SMs idle that 512 heads fill: docs/predictions.md), and so a prefill's too
-    small to fill ``sm_count`` SMs.
+    small to fill ``sm_count`` SMs; v as wide as r's (narrower than q and k in latent
+    attention), a window as r's (attention_window).
     The same backend is forced; a mask is a float bias of zeros (the kernels read it whatever it
     holds)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -335,7 +336,8 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
         n = lq = 4096 if gpu else 256
         batch = max(1, 32 // heads)
     q = torch.randn(batch, heads, lq, d, device=device, dtype=dtype)
-    k, v = (torch.randn(batch, kv_heads, n, d, device=device, dtype=dtype) for _ in range(2))
+    k = torch.randn(batch, kv_heads, n, d, device=device, dtype=dtype)
+    v = torch.randn(batch, kv_heads, n, r.shapes[2][-1], device=device, dtype=dtype)
     mask = (torch.zeros(batch, 1, lq, n, device=device, dtype=dtype) if " mask " in key
             else None)
     causal = " causal " in key
@@ -366,7 +368,7 @@ def _timed_reference(call: Callable, device: str, name: str):
             call()
         return c.records, time_call(call, warmup=3, budget_s=0.2, max_reps=50, flush_l2=True,
                                     wall=False, device=device, name=name).device_s
-    except RuntimeError as e:
+    except (RuntimeError, ValueError) as e:  # a kernel that refuses the shape says why
         return None, str(e).splitlines()[0][:160]
 
 
