@@ -4,12 +4,12 @@ backends in the same run: FlashAttention for a prefill, flash-decoding for a dec
 Classes (a grid of its own, wider than any tuning row): ragged lengths; HF's layout ((B, L, H, D)
 seen as (B, H, L, D), not contiguous), and such a q with k, v contiguous (what transformers
 passes at prefill with a dynamic cache) or the first rows of a static cache twice as long (with a
-static one); fewer queries than keys, causal (the queries last, as a
-chunked prefill: SDPA takes it as the explicit mask HF builds) and not; GQA groups 1-16, some not
-powers of two; batch 1-256; fp16 and bf16; head dims 64, 128, 256; a sliding window (SDPA takes
-it as the mask HF builds; gemma-3-270m-it's heads at 8 x 4,096 among them); a decode's cache with
-a mask of kept keys (a static cache's unused slots). Every output is checked against fp32
-attention.
+static one); fewer queries than keys, causal (the queries last, as a chunked prefill: SDPA takes
+it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two; batch 1-256;
+fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
+192 and 128, as transformers expands them); a sliding window (SDPA takes it as the mask HF builds;
+gemma-3-270m-it's heads at 8 x 4,096 among them); a decode's cache with a mask of kept keys (a
+static cache's unused slots). Every output is checked against fp32 attention.
 Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from common import write
 DEVICE = "cuda"  # the tests run the same rows, small, on the CPU under the interpreter
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 BASE = dict(b=2, h=32, hkv=8, lq=2048, lkv=2048, d=128, dt="bf16", causal=True, layout="bhld",
-            keep=False, window=None)
+            keep=False, window=None, dv=None)
 PREFILL = [  # class, changes from BASE
     ("base", {}), ("ragged", {"lq": 1000, "lkv": 1000}), ("ragged", {"lq": 3001, "lkv": 3001}),
     ("hf layout", {"layout": "blhd"}), ("hf layout, ragged", {"layout": "blhd", "lq": 1500,
@@ -51,6 +51,8 @@ PREFILL = [  # class, changes from BASE
                         "lkv": 4096}),
     ("sliding window", {"window": 1024, "lq": 4096, "lkv": 4096}),
     ("sliding window, ragged", {"window": 500, "lq": 3001, "lkv": 3001, "layout": "blhd"}),
+    ("latent attention", {"d": 192, "dv": 128, "h": 16, "hkv": 16, "b": 8, "lq": 1024,
+                          "lkv": 1024}),
 ]
 DECODE = [
     ("base", {"lq": 1, "lkv": 4096, "b": 8, "causal": False}),
@@ -66,6 +68,8 @@ DECODE = [
                       "causal": False}),
     ("kept keys (static cache)", {"lq": 1, "lkv": 4096, "b": 8, "keep": True, "causal": False}),
     ("four queries, causal", {"lq": 4, "lkv": 4096, "b": 8}),
+    ("latent attention", {"lq": 1, "lkv": 4096, "b": 8, "d": 192, "dv": 128, "h": 16,
+                          "hkv": 16, "causal": False}),
 ]
 
 
@@ -74,17 +78,17 @@ def inputs(s: dict):
     g = torch.Generator(device=DEVICE).manual_seed(s["lkv"] + s["h"])
     dt = DT[s["dt"]]
 
-    def mk(heads, n, layout):
+    def mk(heads, n, layout, d=s["d"]):
         if layout == "blhd":  # HF's projection output, heads transposed in a view
-            return torch.randn(s["b"], n, heads, s["d"], device=DEVICE, dtype=dt,
+            return torch.randn(s["b"], n, heads, d, device=DEVICE, dtype=dt,
                                generator=g).transpose(1, 2)
         if layout == "cache":  # the first n rows of a static cache of 2n
-            return torch.randn(s["b"], heads, 2 * n, s["d"], device=DEVICE, dtype=dt,
+            return torch.randn(s["b"], heads, 2 * n, d, device=DEVICE, dtype=dt,
                                generator=g)[:, :, :n]
-        return torch.randn(s["b"], heads, n, s["d"], device=DEVICE, dtype=dt, generator=g)
+        return torch.randn(s["b"], heads, n, d, device=DEVICE, dtype=dt, generator=g)
     kv = {"dynamic": "bhld"}.get(s["layout"], s["layout"])  # k and v; q is transformers'
     q = mk(s["h"], s["lq"], "blhd" if s["layout"] in ("cache", "dynamic") else kv)
-    k, v = mk(s["hkv"], s["lkv"], kv), mk(s["hkv"], s["lkv"], kv)
+    k, v = mk(s["hkv"], s["lkv"], kv), mk(s["hkv"], s["lkv"], kv, s["dv"] or s["d"])
     keep = None
     if s["keep"]:  # a static cache of 4096 slots, 3/4 written: row b has its own length
         lens = torch.linspace(s["lkv"] // 2, 3 * s["lkv"] // 4, s["b"], device=DEVICE).long()

@@ -86,6 +86,27 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal):
         FD.flash_decode(q, k, v, causal, keep=keep[:, :-1].to(device))
 
 
+@pytest.mark.parametrize("shape", [  # (B, H, Lq, Lkv, D of q and k, Hkv, D of v, programs)
+    (2, 4, 1, 70, 48, 2, 32, None),      # 32 + 16: GQA, ragged
+    (1, 16, 1, 100, 192, 16, 128, 3),    # DeepSeek's 128 + 64, 16 heads, cut and merged
+    (2, 4, 3, 45, 96, 1, 64, 3),         # 64 + 32, three causal queries on one KV head
+])
+@pytest.mark.parametrize("last", [False, True])
+def test_flash_decode_with_q_and_k_wider_than_v(device, shape, last):
+    """Latent attention's decode: the extra dims of q and k in a second dot (by addresses, TMA
+    off), O and the partials v's width; merged by the merge kernel and by a head's last
+    program."""
+    b, h, lq, lkv, d, hkv, dv, programs = shape
+    cfg = {**FD.config(dv), "LAST_MERGES": last}
+    e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, lq > 1, device=device, seed=lkv,
+                  programs=programs, v_dim=dv)
+    assert e["all_finite"] and e["lse_max_abs_err"] < 1e-3
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+    q = torch.randn(b, h, lq, d, device=device, dtype=torch.float16)
+    k, v = q[:, :hkv, :1].expand(b, hkv, lkv, d), q[:, :hkv, :1, :dv].expand(b, hkv, lkv, dv)
+    assert FD.flash_decode(q, k, v, programs=programs, cfg=cfg)[0].shape == (b, h, lq, dv)
+
+
 def test_flash_decode_strided_inputs_and_limits(device):
     """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
     g = torch.Generator(device="cpu").manual_seed(1)
@@ -235,6 +256,16 @@ def test_flash_decode_gives_every_program_the_same_work():
 def test_flash_decode_gpu_large(shape):
     b, h, lq, lkv, d, hkv = shape
     e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, True, device="cuda", seed=lkv)
+    assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(8, 16, 1, 4096, 192, 16, 128), (64, 16, 1, 1031, 192, 16, 128)])
+def test_flash_decode_gpu_wider_qk(shape):
+    """DeepSeek-V2-Lite's decode shapes (16 heads, q and k 192 wide, v 128), compiled."""
+    b, h, lq, lkv, d, hkv, dv = shape
+    e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, True, device="cuda", seed=lkv,
+                  v_dim=dv)
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
 
 

@@ -42,9 +42,11 @@ if triton is not None:
                         skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                         UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
-                        HAS_KEEP: tl.constexpr):
+                        HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
         # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache).
+        # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v HEAD_DIM (latent
+        # attention), their extra dims a second dot onto the scores.
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
         # LSE_PART are then O and LSE themselves, written in their final form (no merge).
         b, hk = bhk // HKV, bhk % HKV
@@ -52,10 +54,14 @@ if triton is not None:
         g, i = rows // n_q, rows % n_q
         valid = rows < GROUP * n_q
         offs_d = tl.arange(0, HEAD_DIM)
-        q = tl.load(Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
-                    + offs_d[None, :], mask=valid[:, None], other=0.0)  # the group's queries
+        q_rows = Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
+        q = tl.load(q_rows + offs_d[None, :], mask=valid[:, None], other=0.0)  # the group's
+        q2 = q
+        if QK_EXTRA:
+            offs_e = tl.arange(0, QK_EXTRA)
+            q2 = tl.load(q_rows + HEAD_DIM + offs_e[None, :], mask=valid[:, None], other=0.0)
         if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
-            q = q.to(tl.float32)
+            q, q2 = q.to(tl.float32), q2.to(tl.float32)
         if not TMA:
             k_base = K + b * skb + hk * skh
             v_base = V + b * svb + hk * svh
@@ -78,7 +84,14 @@ if triton is not None:
             if UPCAST:
                 k = k.to(tl.float32)
                 v = v.to(tl.float32)
-            qk = tl.dot(q, tl.trans(k)) * qk_scale       # scores in log2 units
+            qk = tl.dot(q, tl.trans(k))
+            if QK_EXTRA:
+                k2 = tl.load(k_base + HEAD_DIM + cols[:, None] * skn + offs_e[None, :],
+                             mask=inside[:, None], other=0.0)
+                if UPCAST:
+                    k2 = k2.to(tl.float32)
+                qk = tl.dot(q2, tl.trans(k2), qk)
+            qk = qk * qk_scale                           # scores in log2 units
             keep = inside[None, :]
             if HAS_KEEP:  # this batch row's valid keys
                 kept = tl.load(KEEP + b * skeep + cols, mask=inside, other=0) != 0
@@ -115,7 +128,7 @@ if triton is not None:
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
                      WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
-                     HAS_KEEP: tl.constexpr):
+                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
         # laid end to end, one partial per head it touches (slot 0: the head's first program).
         # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
@@ -133,7 +146,8 @@ if triton is not None:
                             pid - (bhk * n_blocks) // per_program, max_slots, lo * BLOCK_N,
                             tl.minimum(hi * BLOCK_N, n_kv), qk_scale, sqb, sqh, sqm, skb, skh,
                             skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
-                            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP)
+                            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP,
+                            QK_EXTRA)
             if LAST_MERGES:
                 tl.debug_barrier()                       # every store of the partial, then
                 arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
@@ -280,17 +294,18 @@ def merge_rows(heads: int, given: int | None = None) -> int:
     return 4 if heads >= MANY_PAIRS else 0
 
 
-def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict) -> int:
+def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int = 0) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either fill the
     SMs or are short (see the module's docstring). Otherwise about as many as run at once
     (aligned: a count that cuts every head alike): two per SM where two fit in shared memory
     (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 or with
-    128 keys a step at 128 (192 KB)."""
+    128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
-        tiles_bytes = cfg["num_stages"] * cfg["BLOCK_N"] * head_dim * 2 * 2  # K, V: 2 B each
+        # K and V tiles of every stage, 2 bytes an element
+        tiles_bytes = cfg["num_stages"] * cfg["BLOCK_N"] * (2 * head_dim + qk_extra) * 2
         per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
         if heads <= sms * max(1, per_sm) and (heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
@@ -333,12 +348,14 @@ def dependent_launch(device) -> bool:
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
                  programs: int | None = None, cfg: dict | None = None, keep=None):
-    """(O, LSE): O (B, H, Lq, D) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
+    """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
     None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
-    valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one."""
-    q, k, v = checked(q, k, v, causal, "flash_decode")
-    b, h, n_q, d = q.shape
+    valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one. q and k
+    may be wider than v (FA.dims_error)."""
+    q, k, v = checked(q, k, v, causal, "flash_decode", wider_qk=True)
+    b, h, n_q, d_qk = q.shape
     _, hkv, n_kv, _ = k.shape
+    d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
     group = h // hkv
     if group * n_q > MAX_ROWS:
         raise ValueError(f"flash_decode holds (heads per KV head) x q_len <= {MAX_ROWS} rows "
@@ -346,24 +363,24 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     c = dict(cfg or config(d, n_kv, group * n_q, b * hkv))
     block_n = c.pop("BLOCK_N")
     pdl = c.pop("PDL", dependent_launch(q.device))
-    tma = c.pop("TMA", False) and FA.tma_ok(k, v)
+    tma = c.pop("TMA", False) and not extra and FA.tma_ok(k, v)
     block_m = max(16, triton.next_power_of_2(group * n_q))
     rows = min(merge_rows(b * hkv, c.pop("MERGE_ROWS", None)), block_m)  # 0: one row a program
     n_blocks = -(-n_kv // block_n)
-    programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c})
+    programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c}, extra)
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
     # the merge by a head's last program: by default where a head has at most two runs
     last_merges = bool(c.pop("LAST_MERGES", -(-n_blocks // per) <= 2)) and not whole
     pdl = pdl and not (whole or last_merges)
-    o = torch.empty_like(q)
+    o = q.new_empty(b, h, n_q, d)
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     if whole:
         o_part, lse_part = o, lse
     else:
         o_part = torch.empty(b * hkv * slots * block_m * d, device=q.device, dtype=torch.float32)
         lse_part = torch.empty(b * hkv * slots * block_m, device=q.device, dtype=torch.float32)
-    scale = scale if scale is not None else d ** -0.5
+    scale = scale if scale is not None else d_qk ** -0.5
     kd, vd = (FA.descriptor(k, block_n), FA.descriptor(v, block_n)) if tma else (k, v)
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
     if keep is not None:
@@ -379,7 +396,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         keep.stride(0) if keep is not None else 0, hkv, group, n_q, n_kv, n_blocks, per,
         b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
         UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, TMA=tma,
-        LAST_MERGES=last_merges, HAS_KEEP=keep is not None, **c)
+        LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra, **c)
     if whole or last_merges:
         return o, lse
     if rows:
@@ -397,19 +414,21 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
 
 
 # --- the cost --------------------------------------------------------------------------------
-def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True) -> C.Cost:
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True, v_dim=None) -> C.Cost:
     """Attention's count; bytes fused-ideal (K and V read once per KV head, Q and O once, the
     LSE 4 bytes a row). The partials (fp32, B*Hkv*splits*rows*(D+1)*4 bytes written and read)
-    are left out: at the lab's shapes they are under 1% of the cache."""
-    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal)
+    are left out: at the lab's shapes they are under 1% of the cache. ``v_dim``: v's head dim
+    where it is narrower than q and k's ``d``."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, v_dim=v_dim)
     return C.Cost("flash decoding (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
                   c.bytes_fused + 4 * b * h * n_q)
 
 
 # --- the check -------------------------------------------------------------------------------
 def errors(b, h, n_q, n_kv, d, hkv=None, dtype=torch.bfloat16, causal=True, device="cuda",
-           seed=0, programs=None) -> dict:
+           seed=0, programs=None, v_dim=None) -> dict:
     """flash_attention's check (relative error against fp64 beside PyTorch's own, the LSE error,
     every output finite), run on this kernel."""
     return FA.errors(b, h, n_q, n_kv, d, hkv, dtype, causal, device, seed,
-                     kernel=lambda q, k, v, c: flash_decode(q, k, v, c, programs=programs))
+                     kernel=lambda q, k, v, c: flash_decode(q, k, v, c, programs=programs),
+                     v_dim=v_dim)

@@ -101,7 +101,7 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return "a sliding window over a decode's several queries"
     if query.dtype not in (torch.float16, torch.bfloat16) or key.dtype != query.dtype:
         return f"dtype {query.dtype}"
-    if dims_error(d, value.shape[-1], wider_qk=lq > DECODE_MAX_Q):  # flash-decoding: one dim
+    if dims_error(d, value.shape[-1]):
         return f"head dim {d}" + (f", v's {value.shape[-1]}" if value.shape[-1] != d else "")
     if h % hkv:
         return "K/V heads that do not divide the query heads"
