@@ -3,7 +3,9 @@ warmed up (compiled, autotuned), then launched once more inside an NVTX range na
 Usage: ncu --clock-control none --nvtx --nvtx-include 'NAME/' ... python benchmarks/ncu_targets.py
 NAMES: decode_q16 (B8 H32 Hkv8, 16 queries, 4k keys, d128), decode_q1 (the same, 1 query),
 flash_d128 (B2 H16 N4096 d128 bf16, non-causal), decode_q1_512 and cudnn_q1_512 (one query
-against 512 keys, rooflab's kernel and SDPA's cuDNN backend); default all."""
+against 512 keys, rooflab's kernel and SDPA's cuDNN backend), decode_d64 and cudnn_d64 (one
+query, 4k keys, d64), decode_b64 and cudnn_b64 (B64, one query, 1k keys): the class sweep's
+decode rows furthest below cuDNN; default all."""
 from __future__ import annotations
 
 import argparse
@@ -14,10 +16,10 @@ from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
 
 
-def decode(lq: int, n_kv: int = 4096, cudnn: bool = False):
+def decode(lq: int, n_kv: int = 4096, cudnn: bool = False, d: int = 128, b: int = 8):
     g = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(8, 32, lq, 128, device="cuda", dtype=torch.bfloat16, generator=g)
-    k, v = (torch.randn(8, 8, n_kv, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    q = torch.randn(b, 32, lq, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    k, v = (torch.randn(b, 8, n_kv, d, device="cuda", dtype=torch.bfloat16, generator=g)
             for _ in range(2))
     if cudnn:
         from rooflab.studies.attention import _sdpa
@@ -34,7 +36,10 @@ def flash():
 
 TARGETS = {"decode_q16": lambda: decode(16), "decode_q1": lambda: decode(1),
            "flash_d128": flash, "decode_q1_512": lambda: decode(1, 512),
-           "cudnn_q1_512": lambda: decode(1, 512, cudnn=True)}
+           "cudnn_q1_512": lambda: decode(1, 512, cudnn=True),
+           "decode_d64": lambda: decode(1, d=64), "cudnn_d64": lambda: decode(1, cudnn=True, d=64),
+           "decode_b64": lambda: decode(1, 1024, b=64),
+           "cudnn_b64": lambda: decode(1, 1024, cudnn=True, b=64)}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

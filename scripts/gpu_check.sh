@@ -17,6 +17,8 @@
 #          widen it; generate_mixtral: the largest alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
 #          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode [sdpa|rooflab]"),
 #          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
+#          ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels, NCU_TARGETS: by default
+#          the class sweep's decode rows furthest below cuDNN, rooflab's and cuDNN's kernel each),
 #          decode_ops (a decode's small ops
 #          one by one against their prediction, with their launches),
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
@@ -79,6 +81,14 @@ has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --di
   ${DIAGNOSE:-Mixtral-8x7B 1x1024 prefill}
 has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
+ncu_targets() {  # ncu_targets NAMES: each kernel's launch, occupancy and memory sections
+  local names=$1 include=() n
+  for n in ${names//,/ }; do include+=(--nvtx-include "$n/"); done
+  timeout "${PART_TIMEOUT:-0}" ncu --clock-control none --nvtx "${include[@]}" --section \
+    SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+    python3 benchmarks/ncu_targets.py "$names" > "$cur/ncu_${names//,/_}.txt" 2>&1
+}
+has ncu && run ncu ncu_targets "${NCU_TARGETS:-decode_d64,cudnn_d64,decode_b64,cudnn_b64}"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
 # the plain Gluon kernel's GPU tests (AB_TESTS: their -k), then the A/B of its key blocks and
 # stages beside the warp-specialized and Triton kernels and ``after``, what flash_attention runs
