@@ -56,7 +56,7 @@ if triton is not None:
         offs_d = tl.arange(0, HEAD_DIM)
         q_rows = Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
         q = tl.load(q_rows + offs_d[None, :], mask=valid[:, None], other=0.0)  # the group's
-        q2 = q
+        q2, offs_e = q, offs_d                           # q and k's extra dims, if any
         if QK_EXTRA:
             offs_e = tl.arange(0, QK_EXTRA)
             q2 = tl.load(q_rows + HEAD_DIM + offs_e[None, :], mask=valid[:, None], other=0.0)
