@@ -296,6 +296,15 @@ def test_latent_attention_runs_the_kernels_with_q_and_k_wider_than_v():
     assert ops[0].macs == core.detail["macs_causal"]
 
 
+def test_the_ops_shapes_without_running_them_are_vs_width():
+    """On the meta device (a count with no weights) and under torch.compile, the ops' outputs
+    have v's head dim, as the kernels' do (latent attention's 128 under q and k's 192)."""
+    q = torch.empty(2, 4, 8, 48, device="meta", dtype=torch.bfloat16)
+    v = torch.empty(2, 4, 8, 32, device="meta", dtype=torch.bfloat16)
+    assert torch.ops.rooflab.flash_attention(q, q, v, True, 0.1).shape == (2, 4, 8, 32)
+    assert torch.ops.rooflab.flash_decoding(q[:, :, :1], q, v, False, 0.1).shape == (2, 4, 1, 32)
+
+
 def test_one_query_past_its_window_decodes_the_windows_keys():
     """A decode with no mask and more cached keys than the window (a sliding layer over a full
     cache): flash-decoding keeps the window's keys, the last ones."""

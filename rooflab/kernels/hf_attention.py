@@ -2,8 +2,8 @@
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
 flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
 (the model's eager attention where it passes what the kernels do not apply, such as softcapped
-scores or attention sinks: eager_only()). A sliding layer's
-window is the kernels' to apply where it is the mask's only pattern (mask()).
+scores or attention sinks: eager_only()). A sliding layer's window is the kernels' to apply where
+it is the mask's only pattern (mask()).
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
 the dispatch counter sees them as one attention op each, with SDPA's formula (formulas.py), and
@@ -61,8 +61,9 @@ def flash_decoding_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_caus
 
 
 for _name, _op in (("flash_attention", flash_attention_op), ("flash_decoding", flash_decoding_op)):
-    _op.register_fake(lambda q, *args: torch.empty_like(q))
-    formulas.register_attention(getattr(torch.ops.rooflab, _name))  # out: (B, H, Lq, D)
+    # out: (B, H, Lq, D of v), on the meta device and under torch.compile too
+    _op.register_fake(lambda q, k, v, *args: q.new_empty(*q.shape[:-1], v.shape[-1]))
+    formulas.register_attention(getattr(torch.ops.rooflab, _name))
 
 
 def kept_keys(mask, lq: int):
