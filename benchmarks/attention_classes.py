@@ -8,8 +8,9 @@ static one); fewer queries than keys, causal (the queries last, as a chunked pre
 it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two; batch 1-256;
 fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
 192 and 128, as transformers expands them); a sliding window (SDPA takes it as the mask HF builds;
-gemma-3-270m-it's heads at 8 x 4,096 among them); a decode's cache with a mask of kept keys (a
-static cache's unused slots). Every output is checked against fp32 attention.
+gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left padding of each
+row its own length: kept keys, SDPA given the mask HF builds); a decode's cache with a mask of
+kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
 Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
 """
 from __future__ import annotations
@@ -53,6 +54,9 @@ PREFILL = [  # class, changes from BASE
     ("sliding window, ragged", {"window": 500, "lq": 3001, "lkv": 3001, "layout": "blhd"}),
     ("latent attention", {"d": 192, "dv": 128, "h": 16, "hkv": 16, "b": 8, "lq": 1024,
                           "lkv": 1024}),
+    ("padded batch", {"keep": True, "b": 8, "lq": 1024, "lkv": 1024}),
+    ("padded batch, sliding window", {"keep": True, "window": 512, "d": 256, "h": 4, "hkv": 1,
+                                      "b": 8, "lq": 4096, "lkv": 4096}),
 ]
 DECODE = [
     ("base", {"lq": 1, "lkv": 4096, "b": 8, "causal": False}),
@@ -90,9 +94,12 @@ def inputs(s: dict):
     q = mk(s["h"], s["lq"], "blhd" if s["layout"] in ("cache", "dynamic") else kv)
     k, v = mk(s["hkv"], s["lkv"], kv), mk(s["hkv"], s["lkv"], kv, s["dv"] or s["d"])
     keep = None
-    if s["keep"]:  # a static cache of 4096 slots, 3/4 written: row b has its own length
+    at = torch.arange(s["lkv"], device=DEVICE)[None, :]
+    if s["keep"] and s["lq"] > DECODE_MAX_Q:  # a padded batch: row b left-padded by its own
+        keep = at >= torch.linspace(0, s["lkv"] // 4, s["b"], device=DEVICE).long()[:, None]
+    elif s["keep"]:  # a static cache of 4096 slots, 3/4 written: row b has its own length
         lens = torch.linspace(s["lkv"] // 2, 3 * s["lkv"] // 4, s["b"], device=DEVICE).long()
-        keep = torch.arange(s["lkv"], device=DEVICE)[None, :] < lens[:, None]
+        keep = at < lens[:, None]
     return q, k, v, keep
 
 
@@ -100,6 +107,8 @@ def mask_of(s: dict, keep):
     """The boolean mask SDPA takes for this class (None where is_causal or nothing says it):
     causal with the queries last (what HF builds for a chunk), a sliding window, or the kept
     keys."""
+    if keep is not None and s["lq"] > DECODE_MAX_Q:  # causal, a window, the padding
+        return FA.seen(s["lq"], s["lkv"], s["window"], DEVICE)[None, None] & keep[:, None, None]
     if keep is not None:
         return keep[:, None, None, :]
     if s["window"]:
@@ -113,7 +122,7 @@ def mask_of(s: dict, keep):
 def ours(q, k, v, s, keep):
     if s["lq"] <= DECODE_MAX_Q:  # as rooflab's attention in a model picks its kernel
         return FD.flash_decode(q, k, v, s["causal"], keep=keep)[0]
-    return FA.flash_attention(q, k, v, s["causal"], window=s["window"])[0]
+    return FA.flash_attention(q, k, v, s["causal"], window=s["window"], keep=keep)[0]
 
 
 def row(cls: str, change: dict) -> dict:
@@ -121,9 +130,9 @@ def row(cls: str, change: dict) -> dict:
     q, k, v, keep = inputs(s)
     mask = mask_of(s, keep)
     causal = s["causal"] and mask is None  # SDPA's is_causal, where no mask says it
-    ref = F.scaled_dot_product_attention(  # fp32 math: the answer every output is held to
+    ref = torch.nan_to_num(F.scaled_dot_product_attention(  # fp32: the answer every output is
         q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=s["h"] != s["hkv"],
-        is_causal=causal)
+        is_causal=causal))  # held to; a query that sees no key (padding): zeros
     impls = {"rooflab": lambda: ours(q, k, v, s, keep),
              **{f"sdpa_{b}": (lambda f=A._sdpa(b): f(q, k, v, causal, mask))
                 for b in ("flash", "cudnn", "efficient")}}

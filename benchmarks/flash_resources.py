@@ -8,9 +8,10 @@ config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519:
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
 warp-specialized one of flash_attention_sm90_ws.py.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
-           [--qk-extra N] [--gluon | --gluon-ws] [--variant NAME=JSON ...]   (JSON merged over
-           the config, as in ab_flash.py; --window: the Triton kernel with a sliding window;
-           --qk-extra: q and k N dims wider than v, as latent attention's 64 rotary dims)
+           [--qk-extra N] [--keep] [--gluon | --gluon-ws] [--variant NAME=JSON ...]   (JSON
+           merged over the config, as in ab_flash.py; --window: the Triton kernel with a sliding
+           window; --qk-extra: q and k N dims wider than v, as latent attention's 64 rotary dims;
+           --keep: with kept keys, a padded batch's)
 """
 from __future__ import annotations
 
@@ -34,22 +35,24 @@ from common import variants as parse_variants, write
 SM_REGS, SM_SMEM_BYTES, SM_WARPS, RESERVED_SMEM_BYTES = 65536, 228 << 10, 64, 1024
 
 
-def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0):
+def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0,
+             keep: bool = False):
     """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``; ``local``: with
-    a sliding window (as flash_attention runs it: no fixed max); ``qk_extra``: q and k that much
-    wider than v (by addresses, as flash_attention runs it)."""
+    a sliding window, ``keep``: with kept keys (as flash_attention runs them: no fixed max);
+    ``qk_extra``: q and k that much wider than v (by addresses, as flash_attention runs it)."""
     # Hopper, aligned tensors: TMA where the kernel takes it
     bm, bn, flags, options = FA.resolved(cfg, tma_possible=not qk_extra)
-    if local:
+    if local or keep:
         flags["FIXED_MAX"] = False
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
-              "EVEN_N": True, "UPCAST": False, "LOCAL": local, "QK_EXTRA": qk_extra, **flags}
+              "EVEN_N": True, "UPCAST": False, "LOCAL": local, "QK_EXTRA": qk_extra,
+              "HAS_KEEP": keep, **flags}
     tma = flags["TMA"]
     names = FA.flash_fwd.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
         sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
-    sig.update(LSE="*fp32", sm_scale="fp32")
+    sig.update(LSE="*fp32", KEEP="*u8", sm_scale="fp32")
     aligned = [n for n in names if sig[n] in ("*fp16", "*fp32")  # pointers and strides
                or (sig[n] == "i32" and n.startswith("s"))]  # (s..): multiples of 16
     src = ASTSource(fn=FA.flash_fwd, signature=sig,
@@ -118,6 +121,7 @@ def main(argv=None) -> None:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", action="store_true")
     p.add_argument("--qk-extra", type=int, default=0)
+    p.add_argument("--keep", action="store_true")
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--gluon", action="store_true")
     kind.add_argument("--gluon-ws", action="store_true")
@@ -133,6 +137,8 @@ def main(argv=None) -> None:
     gluon = a.gluon or a.gluon_ws
     if a.window and (gluon or not a.causal):
         p.error("--window takes --causal and the Triton kernel (no --gluon)")
+    if a.keep and gluon:
+        p.error("--keep takes the Triton kernel (no --gluon)")
     if a.qk_extra and (gluon or a.qk_extra not in FA.HEAD_DIMS):
         p.error(f"--qk-extra takes one of {FA.HEAD_DIMS} and the Triton kernel (no --gluon)")
     if gluon and F9.GLUON_MISSING:
@@ -144,10 +150,10 @@ def main(argv=None) -> None:
                     else FA.config(d, a.causal))
             cfg = {**base, **over}
             r = {"head_dim": d, "causal": a.causal, "window": a.window,
-                 "qk_extra": a.qk_extra, "name": name, "config": cfg}
+                 "qk_extra": a.qk_extra, "keep": a.keep, "name": name, "config": cfg}
             try:
                 kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws) if gluon
-                          else compiled(d, a.causal, cfg, a.window, a.qk_extra))
+                          else compiled(d, a.causal, cfg, a.window, a.qk_extra, a.keep))
                 # the warp-specialized program: two consumer warpgroups and a producer warp,
                 # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
                 r.update(resources(kernel, 12 if a.gluon_ws else cfg["num_warps"]))

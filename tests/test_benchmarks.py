@@ -180,6 +180,7 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     ("prefill", {"lq": 40, "lkv": 40, "layout": "dynamic"}),           # a dynamic cache's
     ("prefill", {"lq": 37, "lkv": 37, "window": 9, "layout": "blhd"}),  # a sliding window
     ("prefill", {"lq": 37, "lkv": 37, "d": 48, "dv": 32}),            # latent attention
+    ("prefill", {"lq": 37, "lkv": 37, "keep": True, "window": 9}),    # a padded batch
     ("decode", {"lq": 1, "lkv": 50, "d": 48, "dv": 32, "causal": False}),
     ("decode", {"lq": 1, "lkv": 50, "keep": True, "causal": False}),   # kept keys
     ("decode", {"lq": 3, "lkv": 45, "hkv": 1}),                        # causal queries, MQA

@@ -58,15 +58,40 @@ def test_prefill_and_decode_run_the_kernels_and_match_sdpa(models):
     assert dict(HA.CALLS) == {"flash_attention (Triton)": 2, "flash_decoding": 2 * 2}
 
 
-def test_a_mask_falls_back_to_sdpa_and_is_counted(models):
+def test_a_padded_batch_runs_the_kernels_with_its_kept_keys(models):
+    """A left-padded row: the prefill's mask is causal and the padding (mask() reads it so),
+    FlashAttention takes the kept keys, and its padded queries, which see no key, get zeros as
+    SDPA gives them; the decode steps take the kept keys of each step's mask; SDPA's tokens."""
     ref, ours = models
     ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(2)).to(DEV)
     mask = torch.ones(B, L, dtype=torch.long, device=DEV)
-    mask[0, :5] = 0  # a left-padded row
+    mask[0, :5] = 0
     HA.CALLS.clear()
     with torch.no_grad():
-        a = ref(ids, attention_mask=mask).logits
-        b = ours(ids, attention_mask=mask).logits
+        a, b = ref(ids, attention_mask=mask).logits.float(), ours(ids, attention_mask=mask).logits
+        assert float((a - b.float()).norm() / a.norm()) < 2e-2
+        assert dict(HA.CALLS) == {"flash_attention (Triton, kept keys)": 2}
+        kw = dict(attention_mask=mask, max_new_tokens=2, do_sample=False, pad_token_id=0,
+                  output_scores=True, return_dict_in_generate=True)
+        HA.CALLS.clear()
+        want, got = ref.generate(ids, **kw), ours.generate(ids, **kw)
+    assert torch.equal(want.sequences[:, :L + 1], got.sequences[:, :L + 1])  # the same first
+    for a, b in zip(want.scores, got.scores):  # and the decode step's logits on it (greedy picks
+        assert float((a - b).norm() / a.norm()) < 2e-2  # between near ties flip with rounding)
+    assert dict(HA.CALLS) == {"flash_attention (Triton, kept keys)": 2,
+                              "flash_decoding (kept keys)": 2}
+
+
+def test_a_mask_the_kernels_cannot_read_falls_back_to_sdpa_and_is_counted(models):
+    """A 4D mask of the caller's own (transformers passes it as given): SDPA, bit for bit."""
+    ref, ours = models
+    ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(12)).to(DEV)
+    mask = torch.ones(B, 1, L, L, dtype=torch.bool, device=DEV).tril()
+    mask[1, :, :, :3] = False  # every query of row 1 blind to its first 3 keys
+    mask[1, :, :3, 0] = True   # but for the first 3 queries' first key
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids, attention_mask=mask).logits, ours(ids, attention_mask=mask).logits
     assert torch.equal(a, b)
     assert dict(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)": 2}
 
@@ -192,7 +217,7 @@ def _pair(family: str, dtype, window: int = 8):
 def test_gemma3s_sliding_layers_run_the_kernel_with_their_window():
     """20 tokens, a window of 8: the two sliding layers run FlashAttention with the window (no
     mask made), the full one without; decoding from a dynamic and a static cache gives SDPA's
-    tokens; a padded batch goes to SDPA with its mask."""
+    tokens; a padded batch runs the kernel with its kept keys and the window."""
     ref, ours = _pair("gemma3_text", torch.bfloat16)
     ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(6)).to(DEV)
     HA.CALLS.clear()
@@ -212,7 +237,9 @@ def test_gemma3s_sliding_layers_run_the_kernel_with_their_window():
         padded[0, :3] = 0
         HA.CALLS.clear()
         a, b = ref(ids, attention_mask=padded).logits, ours(ids, attention_mask=padded).logits
-    assert torch.equal(a, b) and set(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)"}
+    assert float((a.float() - b.float()).norm() / a.float().norm()) < 2e-2
+    assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, kept keys)": 2,
+                              "flash_attention (Triton, kept keys)": 1}
 
 
 @pytest.mark.parametrize("family", ["gemma3_text", "gemma2"])

@@ -218,6 +218,48 @@ def test_flash_attention_with_q_and_k_wider_than_v_matches_fp64(device, shape, c
     assert FA.flash_attention(q, k, v, causal)[0].shape == (b, h, lq, dv)
 
 
+def _padded(b: int, n: int, device) -> torch.Tensor:
+    """(B, Lkv) kept keys: row 0 left-padded by 5, the last row by 11 and missing key 20 too,
+    the others whole."""
+    keep = torch.ones(b, n, dtype=torch.bool, device=device)
+    keep[0, :5] = False
+    keep[-1, :11] = False
+    keep[-1, 20] = False
+    return keep
+
+
+@pytest.mark.parametrize("shape", [  # (B, H, L, D of q and k, Hkv, D of v, window)
+    (3, 4, 37, 32, 2, 32, None),   # GQA, ragged
+    (2, 2, 40, 64, 1, 64, 9),      # with a window
+    (2, 2, 33, 48, 2, 32, None),   # q and k wider than v
+])
+def test_flash_attention_with_kept_keys_matches_fp64(device, shape):
+    """A padded batch: each row attends to its kept keys only (in every block, not the diagonal
+    alone); a query that sees none (a padded one) gets zeros and an LSE of -inf, as SDPA's
+    output is zeros there."""
+    b, h, n, d, hkv, dv, window = shape
+    g = torch.Generator(device="cpu").manual_seed(n)
+    q, k, v = (torch.randn(b, heads, n, dim, generator=g).to(device, torch.bfloat16)
+               for heads, dim in ((h, d), (hkv, d), (hkv, dv)))
+    keep = _padded(b, n, device)
+    o, lse = FA.flash_attention(q, k, v, True, window=window, keep=keep,
+                                out=torch.full((b, h, n, dv), float("nan"), device=device,
+                                               dtype=torch.bfloat16))
+    seen = FA.seen(n, n, window, device)[None, None] & keep[:, None, None, :]
+    rep = h // hkv
+    ref, low = (torch.nn.functional.scaled_dot_product_attention(
+        q.to(dt), k.to(dt).repeat_interleave(rep, 1), v.to(dt).repeat_interleave(rep, 1),
+        attn_mask=seen) for dt in (torch.float64, torch.bfloat16))
+    ref = torch.nan_to_num(ref)  # queries that see no key: zeros (SDPA's since torch 2.5)
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4
+    empty = ~seen.any(-1).expand(b, h, n)
+    assert empty[0, :, :5].all() and (o[empty] == 0).all() and (lse[empty] == float("-inf")).all()
+    assert FA.which(q, k, v, True, keep=keep) == "flash_attention"
+    with pytest.raises(ValueError, match="keep is a"):
+        FA.flash_attention(q, k, v, True, keep=keep[:, :-1])
+
+
 def test_head_dims_the_kernels_take():
     assert FA.dims_error(128, 128) == FA.dims_error(192, 128) == FA.dims_error(32, 16) == ""
     assert "got 192 for q and k, 128 for v" in FA.dims_error(192, 128, wider_qk=False)
@@ -280,6 +322,22 @@ def test_flash_attention_gpu_wider_qk(causal):
     e = FA.errors(2, 16, 1031, 1031, 192, 16, torch.bfloat16, causal, device="cuda", seed=3,
                   v_dim=128)
     assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_flash_attention_gpu_kept_keys(d):
+    """A padded batch of 1,031 tokens, compiled: rows padded by 5 and by 11 (and a hole)."""
+    g = torch.Generator(device="cpu").manual_seed(d)
+    q, k, v = (torch.randn(3, heads, 1031, d, generator=g).to("cuda", torch.bfloat16)
+               for heads in (8, 2, 2))
+    keep = _padded(3, 1031, "cuda")
+    o, _ = FA.flash_attention(q, k, v, True, keep=keep)
+    seen = FA.seen(1031, 1031, None, "cuda")[None, None] & keep[:, None, None, :]
+    ref = torch.nan_to_num(torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float().repeat_interleave(4, 1), v.float().repeat_interleave(4, 1),
+        attn_mask=seen))
+    assert torch.isfinite(o).all() and float((o.float() - ref).norm() / ref.norm()) < 1e-2
 
 
 GLUON_SHAPES = [  # (B, H, Lq, Lkv, D, Hkv): whole tiles; GQA, Lq != Lkv, one block, many

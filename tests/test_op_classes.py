@@ -402,6 +402,25 @@ def test_a_latent_attentions_reference_keeps_v_narrower_than_q_and_k():
     assert OC.attention_key(ref, 1000) == OC.attention_key(r, 1000)
 
 
+def test_a_padded_prefills_kind_is_causal_with_a_mask_and_its_reference_keeps_keys():
+    """rooflab's kernel with a padded batch's kept keys: counted causal (it skips the blocks past
+    the diagonal), keyed "causal mask", and its reference runs the same kernel with kept keys
+    (as a GPU of many SMs times a prefill this small: its own shapes)."""
+    pytest.importorskip("triton")
+    from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
+    qkv = torch.randn(2, 4, 64, 32, dtype=torch.float16)
+    keep = torch.ones(2, 64, dtype=torch.bool)
+    keep[0, :9] = False
+    (r,) = [r for r in _records(lambda: torch.ops.rooflab.flash_attention(
+        qkv, qkv, qkv, True, 0.1, keep=keep)) if OC.op_class(r) == "attention"]
+    assert r.macs == 2 * 4 * (64 * 65 // 2) * 2 * 32  # the causal pairs, padded keys included
+    key = OC.attention_key(r, 1000)
+    assert " 16-bit causal mask prefill " in key
+    (ref,) = [x for x in _records(OC._attention_reference(r, "cpu", 1000))
+              if OC.op_class(x) == "attention"]
+    assert OC.attention_key(ref, 1000) == key and len(ref.shapes) == 4
+
+
 def test_attention_bytes_expand_broadcast_heads():
     """K/V heads as a broadcast view (one head read by 4): the counter holds one copy, the
     decode kernel streams one per query head."""

@@ -4,8 +4,9 @@ Read in order: the reference (standard attention, its HBM traffic annotated), th
 launcher, the cost, the check. Shapes: q (B, H, Lq, D), k and v (B, Hkv, Lkv, D) with Hkv dividing
 H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq == Lkv). A sliding
 window (causal only) lets each query see its last ``window`` keys, itself included, as
-transformers' sliding layers do. q and k may be wider than v by a power of two (latent attention:
-192 = 128 + 64 rotary dims against v's 128); the output is v's width.
+transformers' sliding layers do, and kept keys (B, Lkv) hide keys of a batch row (a padded batch);
+a query that sees no key gets zeros, as SDPA gives it. q and k may be wider than v by a power of
+two (latent attention: 192 = 128 + 64 rotary dims against v's 128); the output is v's width.
 """
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ if triton is not None:
         # the online softmax on one block of raw scores qk (BLOCK_M, BLOCK_N): the running max
         # in log2 units (qk_scale > 0 commutes with max), then one fused multiply-add per score,
         # scale and shift together, the softmax's cheapest form. EMPTY_ROWS: a row may have seen
-        # no key yet (a window starts after the block), so its max is -inf: shift by 0 there
+        # no key yet (a window starts after the block, or its keys are not kept), so its max is
+        # -inf: shift by 0 there
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         m_use = m_new
         if EMPTY_ROWS:
@@ -105,10 +107,12 @@ if triton is not None:
     def _inner(acc, l_i, m_i, q, q2, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n,
                offs_d, offs_e, lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr,
                MASK: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
-               QK_EXTRA: tl.constexpr, window=0, LOCAL: tl.constexpr = False):
+               QK_EXTRA: tl.constexpr, window=0, LOCAL: tl.constexpr = False, keep_row=None,
+               HAS_KEEP: tl.constexpr = False, EMPTY_ROWS: tl.constexpr = False):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
         # MASK with LOCAL: the window's edge too (a query sees its last ``window`` keys).
+        # HAS_KEEP: in every block, only the keys keep_row (this batch row's) keeps.
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
@@ -122,7 +126,10 @@ if triton is not None:
                                   float("-inf"))
             if not EVEN_N:
                 qk = tl.where(cols[None, :] < n_kv, qk, float("-inf"))
-            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale, LOCAL)
+            if HAS_KEEP:
+                kept = tl.load(keep_row + cols, mask=cols < n_kv, other=0) != 0
+                qk = tl.where(kept[None, :], qk, float("-inf"))
+            acc, l_i, m_i = _update(acc, l_i, m_i, qk, v, qk_scale, EMPTY_ROWS)
         return acc, l_i, m_i
 
     @triton.jit
@@ -146,26 +153,30 @@ if triton is not None:
         return acc, l_i, m_seen
 
     @triton.jit
-    def flash_fwd(Q, K, V, O, LSE, sm_scale,
-                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+    def flash_fwd(Q, K, V, O, LSE, KEEP, sm_scale,
+                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                   H, GROUP, n_q, n_kv, window,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
                   TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr,
-                  LOCAL: tl.constexpr, QK_EXTRA: tl.constexpr):
+                  LOCAL: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_KEEP: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
         # Q_REG: the Q tile held in registers for Q K^T (else the compiler reads it from shared
         # memory at every block). LOCAL (causal only, FIXED_MAX off): each query sees its last
         # ``window`` keys; the blocks before the tile's first window are skipped.
-        # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v and O HEAD_DIM
+        # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v and O HEAD_DIM.
+        # HAS_KEEP (FIXED_MAX off): KEEP (B, Lkv) says which keys each batch row attends to.
+        # With either mask a row may see no key: EMPTY_ROWS, and such a row's O is zeros
         start_m = tl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = tl.num_programs(0) - 1 - start_m
         bh = tl.program_id(1)
         b, h = bh // H, bh % H
         hk = h // GROUP                                  # the K/V head this query head reads
+        keep_row = KEEP + b.to(tl.int64) * skeep         # its batch row's kept keys
+        EMPTY_ROWS: tl.constexpr = LOCAL or HAS_KEEP
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
@@ -212,14 +223,16 @@ if triton is not None:
             mid = tl.minimum(tl.maximum(tl.cdiv(edge, BLOCK_N) * BLOCK_N, lo), full_hi)
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m,
                                    offs_n, offs_d, offs_e, lo, mid, n_kv, delta, qk_scale, b, hk,
-                                   BLOCK_N, True, True, UPCAST, TMA, QK_EXTRA, window, True)
+                                   BLOCK_N, True, True, UPCAST, TMA, QK_EXTRA, window, True,
+                                   keep_row, HAS_KEEP, True)
             lo = mid
         first = full_hi               # the whole blocks with a running max: all of them, or
         if FIXED_MAX:                 # the first alone, which sets the max the rest keep
             first = tl.minimum(full_hi, BLOCK_N)
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, offs_e, lo, first, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                               False, True, UPCAST, TMA, QK_EXTRA)
+                               False, True, UPCAST, TMA, QK_EXTRA, 0, False, keep_row, HAS_KEEP,
+                               EMPTY_ROWS)
         if FIXED_MAX:
             acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, q2, k_base, v_base, skn,
                                                   svn, offs_n, offs_d, offs_e, first, full_hi,
@@ -238,9 +251,15 @@ if triton is not None:
                 acc, l_i = acc_f, l_f
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, offs_e, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
-                               CAUSAL, EVEN_N, UPCAST, TMA, QK_EXTRA, window, LOCAL)
-        acc = acc / l_i[:, None]
-        lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
+                               CAUSAL, EVEN_N, UPCAST, TMA, QK_EXTRA, window, LOCAL, keep_row,
+                               HAS_KEEP, EMPTY_ROWS)
+        if EMPTY_ROWS:  # a row that saw no key: O zeros, LSE -inf
+            acc = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+            lse = tl.where(l_i > 0, (m_i + tl.math.log2(l_i)) * 0.6931471805599453,
+                           float("-inf"))
+        else:
+            acc = acc / l_i[:, None]
+            lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
         if TMA:  # rows past n_q are clipped by the descriptor
             O.store([b, h, start_m * BLOCK_M, 0],
@@ -361,12 +380,13 @@ GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
          256: ("flash_attention_sm90_ws",)}
 
 
-def which(q, k, v, causal: bool, out=None, window: int | None = None) -> str:
+def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None) -> str:
     """The module whose kernel flash_attention() runs for these inputs without a config (a
-    window shorter than the keys: this module's, the one kernel that takes it)."""
+    window shorter than the keys, kept keys, v narrower than q: this module's, the one kernel
+    that takes them)."""
     import importlib
     d = q.shape[-1]
-    names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None
+    names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None and keep is None
                                  and v.shape[-1] == d) else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
@@ -389,6 +409,17 @@ def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
         q, k, v, causal, scale, out=out)
 
 
+def kept(keep, b: int, n_kv: int):
+    """Kept keys as the kernels read them, (B, Lkv) bytes of unit stride, or None; else the
+    one-line reason."""
+    if keep is None:
+        return None
+    if keep.shape != (b, n_kv) or keep.dtype != torch.bool or keep.stride(-1) != 1:
+        raise ValueError(f"keep is a (B, Lkv) = ({b}, {n_kv}) bool tensor, rows contiguous; "
+                         f"got {tuple(keep.shape)} {keep.dtype}")
+    return keep.view(torch.uint8)
+
+
 def local(window: int | None, n_kv: int) -> int | None:
     """A sliding window that hides keys (shorter than n_kv), else None."""
     return window if window is not None and window < n_kv else None
@@ -396,11 +427,13 @@ def local(window: int | None, n_kv: int) -> int | None:
 
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None,
-                    window: int | None = None):
+                    window: int | None = None, keep: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
     where which() picks one. ``window`` (causal only): each query sees its last ``window``
-    keys. q and k may be wider than v (dims_error)."""
+    keys. ``keep``: None, or (B, Lkv) bool, the keys each batch row attends to (a padded
+    batch); a query that sees no key gets zeros (LSE -inf). q and k may be wider than v
+    (dims_error)."""
     q, k, v = checked(q, k, v, causal, "flash_attention", wider_qk=True)
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
@@ -410,7 +443,9 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     _, hkv, n_kv, _ = k.shape
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
     window = local(window, n_kv)
-    if cfg is None and window is None:  # on Hopper, a Gluon kernel where which() picks one
+    keep = kept(keep, b, n_kv)
+    if cfg is None and window is None and keep is None:  # on Hopper, a Gluon kernel where
+        # which() picks one
         done = gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done
@@ -420,18 +455,19 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     for i, chosen in enumerate(configs):
         bm, bn, flags, options = resolved(chosen, o.dtype == q.dtype and not extra
                                           and tma_ok(q, k, v, o))
-        if window is not None:  # the fixed max assumes the sweep starts at the first key
-            flags["FIXED_MAX"] = False
+        if window is not None or keep is not None:  # the fixed max assumes every row sees
+            flags["FIXED_MAX"] = False  # the first key
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if flags["TMA"] else (q, k, v, o)),
-                lse, scale if scale is not None else d_qk ** -0.5,
+                lse, lse if keep is None else keep, scale if scale is not None else d_qk ** -0.5,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                0 if keep is None else keep.stride(0),
                 h, h // hkv, n_q, n_kv, window or 0, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
                 CAUSAL=causal, EVEN_N=n_kv % bn == 0,
                 UPCAST=INTERPRET and q.dtype == torch.bfloat16, LOCAL=window is not None,
-                QK_EXTRA=extra, **flags, **options)
+                QK_EXTRA=extra, HAS_KEEP=keep is not None, **flags, **options)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU

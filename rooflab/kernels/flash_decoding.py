@@ -383,11 +383,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     scale = scale if scale is not None else d_qk ** -0.5
     kd, vd = (FA.descriptor(k, block_n), FA.descriptor(v, block_n)) if tma else (k, v)
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
-    if keep is not None:
-        if keep.shape != (b, n_kv) or keep.dtype != torch.bool or keep.stride(-1) != 1:
-            raise ValueError(f"keep is a (B, Lkv) = ({b}, {n_kv}) bool tensor, rows "
-                             f"contiguous; got {tuple(keep.shape)} {keep.dtype}")
-        keep = keep.view(torch.uint8)
+    keep = FA.kept(keep, b, n_kv)
     split_kv_fwd[(grid,)](
         q, kd, vd, keep if keep is not None else q, o_part, lse_part, o, lse, arrived,
         scale * 1.4426950408889634,  # log2(e): exp2

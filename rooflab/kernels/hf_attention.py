@@ -43,14 +43,17 @@ KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
 # --- the kernels as torch ops -------------------------------------------------------------------
 @torch.library.custom_op("rooflab::flash_attention", mutates_args=())
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                       scale: float, kernel: str = "", window: int = 0) -> torch.Tensor:
+                       scale: float, kernel: str = "", window: int = 0,
+                       keep: torch.Tensor | None = None) -> torch.Tensor:
     """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it;
-    ``window`` (0: none): the last keys each query sees, itself included."""
+    ``window`` (0: none): the last keys each query sees, itself included; ``keep``: (B, Lkv)
+    the keys each batch row attends to (a padded batch)."""
     from rooflab.kernels import flash_attention as FA
     window = window or None
-    kernel = kernel or FA.which(q, k, v, is_causal, window=window)
+    kernel = kernel or FA.which(q, k, v, is_causal, window=window, keep=keep)
     return (FA.gluon(q, k, v, is_causal, scale, None, kernel)
-            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window))[0]
+            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window,
+                                  keep=keep))[0]
 
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
@@ -117,20 +120,27 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     (what transformers asks for when it leaves the mask out): aligned at the top left, query i
     sees keys 0..i; with fewer queries than keys that is a static cache's prefill from empty,
     whose keys past Lq are slots not yet written. Without a mask, a sliding layer sees its last
-    ``sliding_window`` keys (mask() left the window out for this)."""
+    ``sliding_window`` keys (mask() left the window out for this). A prefill's mask that mask()
+    read as causal, a window and a padded batch's kept keys runs the kernel on those."""
     lq, lkv = query.shape[2], key.shape[2]
+    padded = padding(attention_mask) if lq > DECODE_MAX_Q else None
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
-    causal = causal and lq > 1 and attention_mask is None  # one new token sees the whole cache
-    why = outside(module, query, key, value, attention_mask, dropout, kwargs) or (
-        "causal, more queries than keys" if causal and lq > lkv else "")
-    if causal and lq < lkv:  # top-left: the keys past Lq are never seen (a view, no copy)
-        key, value, lkv = key[:, :, :lq], value[:, :, :lq], lq
-    window = kwargs.get("sliding_window") if attention_mask is None and (causal or lq == 1) \
-        else None
-    window = window if window and window < lkv else None  # now the last queries' (bottom right)
-    if why:
+    causal = padded is not None or causal and lq > 1 and attention_mask is None  # one new token
+    # sees the whole cache
+    why = outside(module, query, key, value, None if padded else attention_mask, dropout,
+                  kwargs) or ("causal, more queries than keys" if causal and lq > lkv else "")
+    if why and attention_mask is not None:  # the mask says it all: the fallback takes it as is
         return fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
-                        causal, window, why, kwargs)
+                        False, None, why, kwargs)
+    keep, shift, window = padded or (None, 0, kwargs.get("sliding_window"))
+    if causal and lq + shift < lkv:  # keys past the last query's are never seen (a view);
+        # without a mask that is SDPA's top left: a static cache's slots not yet written
+        key, value, lkv = key[:, :, :lq + shift], value[:, :, :lq + shift], lq + shift
+        keep = keep[:, :lkv] if keep is not None else None
+    window = window if (causal or lq == 1) and window and window < lkv else None
+    if why:
+        return fallback(module, query, key, value, None, dropout, scaling, is_causal, causal,
+                        window, why, kwargs)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if lq <= DECODE_MAX_Q:
         keep = kept_keys(attention_mask, lq)
@@ -140,11 +150,20 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
     else:
         from rooflab.kernels.flash_attention import which
-        kernel = which(query, key, value, causal, window=window)
-        CALLS[f"flash_attention ({KERNELS[kernel]}{', sliding window' if window else ''})"] += 1
+        kernel = which(query, key, value, causal, window=window, keep=keep)
+        CALLS[f"flash_attention ({KERNELS[kernel]}{', sliding window' if window else ''}"
+              f"{', kept keys' if keep is not None else ''})"] += 1
         out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel,
-                                                window or 0)
+                                                window or 0, keep)
     return out.transpose(1, 2).contiguous(), None
+
+
+def padding(attention_mask):
+    """(kept keys (B, Lkv), shift, window) of a mask mask() read as a prefill's causal pattern,
+    a sliding window and a padded batch (query i sits at key i + shift); else None."""
+    keep = getattr(attention_mask, "rooflab_keys", None)
+    return None if keep is None else (keep, attention_mask.rooflab_shift,
+                                      attention_mask.rooflab_window)
 
 
 def fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
@@ -173,17 +192,32 @@ def fallback(module, query, key, value, attention_mask, dropout, scaling, is_cau
 
 def mask(*args, **kwargs):
     """transformers' SDPA mask (sdpa_mask: boolean, or None where SDPA's is_causal does the
-    work), except that a sliding layer's is left out wherever a causal one would be (no padding,
-    no pattern but causal and the window): the kernels apply the window (attention_forward).
-    Known by its local size being the config's sliding window; chunked or bidirectional masks
-    are left as they are."""
-    from transformers.masking_utils import sdpa_mask
-    config = kwargs.get("config")
-    if (kwargs.get("local_size") is not None and not kwargs.get("allow_is_bidirectional_skip")
-            and kwargs["local_size"] == getattr(config, "sliding_window", None)
-            and getattr(config, "attention_chunk_size", None) is None):
+    work), with two readings for the kernels where the mask's only patterns are causal, the
+    config's sliding window and a padded batch (transformers' own test before it skips a mask:
+    allow_is_causal_skip, no chunks, no bidirectional part):
+    - a sliding layer's is left out wherever a causal one would be (no padding, a prefill from
+      empty or one query): attention_forward applies the window;
+    - where it is made, its kept keys (B, Lkv) of the 2D padding mask, the query's offset into
+      the keys and the window ride on it (padding()), for a prefill of a padded batch."""
+    from transformers.masking_utils import prepare_padding_mask, sdpa_mask
+    config, local = kwargs.get("config"), kwargs.get("local_size")
+    sliding = (local is not None and local == getattr(config, "sliding_window", None)
+               and getattr(config, "attention_chunk_size", None) is None)
+    plain = (kwargs.get("allow_is_causal_skip", True) and not kwargs.get(
+        "allow_is_bidirectional_skip") and (local is None or sliding))
+    if plain and sliding:
         kwargs["local_size"] = None
-    return sdpa_mask(*args, **kwargs)
+    made = sdpa_mask(*args, **kwargs)
+    pad = kwargs.get("attention_mask")
+    q_offset, kv_offset, kv_length = (kwargs.get(k) for k in ("q_offset", "kv_offset",
+                                                              "kv_length"))
+    if (made is not None and plain and pad is not None and pad.dim() == 2
+            and all(isinstance(x, int) for x in (q_offset, kv_offset, kv_length))):
+        keep = prepare_padding_mask(pad, kv_length, kv_offset)[:, kv_offset:kv_offset + kv_length]
+        made.rooflab_keys = keep.bool().contiguous()
+        made.rooflab_shift = q_offset - kv_offset  # query i sits at key i + shift
+        made.rooflab_window = local if sliding else None
+    return made
 
 
 def register() -> str:

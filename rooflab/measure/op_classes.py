@@ -274,8 +274,9 @@ def attention_key(r: count.OpRecord, sm_count: int = 0) -> str:
     programs share the GPU: see _attention_reference)."""
     lq, d = r.shapes[0][-2:]
     _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
-    mask = "mask" if len(r.shapes) > 3 else "causal" if r.flops < dense else "none"
-    window = attention_window(r) if mask == "causal" else None
+    causal = r.flops < dense  # with a mask too: rooflab's kernel with a padded batch's keys
+    mask = " ".join(["causal"] * causal + ["mask"] * (len(r.shapes) > 3)) or "none"
+    window = attention_window(r) if causal else None
     mask += f" window {window}" if window else ""
     kind = f"{r.op} d{d} {8 * r.itemsize}-bit {mask}"
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
@@ -349,9 +350,11 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
     if r.op in ROOFLAB_ATTENTION_OPS:  # rooflab's own kernel, on the same reference shape
         from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
         op = getattr(torch.ops.rooflab, r.op)
-        extra = ((torch.ones(batch, n, device=device, dtype=torch.bool),) if mask is not None
-                 else ("", window) if window else ())  # kept keys (decode) or a window
-        return lambda: op(q, k, v, causal, d ** -0.5, *extra)
+        extra = {"keep": torch.ones(batch, n, device=device, dtype=torch.bool)} if (
+            mask is not None) else {}  # kept keys: the one mask the kernels take
+        if window:
+            extra["window"] = window
+        return lambda: op(q, k, v, causal, d ** -0.5, **extra)
 
     def call():
         with sdpa_kernel(chosen):
