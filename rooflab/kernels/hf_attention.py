@@ -212,7 +212,8 @@ def mask(*args, **kwargs):
     q_offset, kv_offset, kv_length = (kwargs.get(k) for k in ("q_offset", "kv_offset",
                                                               "kv_length"))
     if (made is not None and plain and pad is not None and pad.dim() == 2
-            and all(isinstance(x, int) for x in (q_offset, kv_offset, kv_length))):
+            and all(isinstance(x, int) for x in (q_offset, kv_offset, kv_length))
+            and not torch.compiler.is_compiling()):  # no attributes on a traced tensor
         keep = prepare_padding_mask(pad, kv_length, kv_offset)[:, kv_offset:kv_offset + kv_length]
         made.rooflab_keys = keep.bool().contiguous()
         made.rooflab_shift = q_offset - kv_offset  # query i sits at key i + shift
