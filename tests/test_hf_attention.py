@@ -332,6 +332,33 @@ def test_the_ops_shapes_without_running_them_are_vs_width():
     assert torch.ops.rooflab.flash_decoding(q[:, :, :1], q, v, False, 0.1).shape == (2, 4, 1, 32)
 
 
+def test_the_mask_function_reads_only_causal_a_window_and_padding():
+    """mask(): a sliding layer's window left to the kernels and a padded batch's keys handed on
+    only where transformers itself would call the mask causal (allow_is_causal_skip); a chunked
+    layer's (a config with attention_chunk_size) and a bidirectional one's are SDPA's as made."""
+    from types import SimpleNamespace
+    from transformers.masking_utils import (and_masks, causal_mask_function, sdpa_mask,
+                                            sliding_window_overlay)
+    sliding = and_masks(sliding_window_overlay(4), causal_mask_function)
+    pad = torch.ones(2, 12, dtype=torch.long)
+    pad[0, :3] = 0
+    kw = dict(batch_size=2, q_length=12, kv_length=12, q_offset=0, kv_offset=0,
+              mask_function=sliding, local_size=4, allow_is_causal_skip=True)
+    for config, skipped in ((SimpleNamespace(sliding_window=4), True),  # the config's window
+                            (SimpleNamespace(sliding_window=None, attention_chunk_size=4), False)):
+        assert (HA.mask(**kw, config=config) is None) is skipped  # no padding: left out or made
+        made = HA.mask(**kw, config=config, attention_mask=pad)
+        assert torch.equal(made, sdpa_mask(**kw, attention_mask=pad))  # SDPA's mask, as made
+        assert hasattr(made, "rooflab_keys") is skipped
+    made = HA.mask(**kw, config=SimpleNamespace(sliding_window=4), attention_mask=pad)
+    assert made.rooflab_keys.tolist() == pad.bool().tolist() and made.rooflab_shift == 0
+    assert made.rooflab_window == 4
+    bidirectional = HA.mask(**{**kw, "allow_is_causal_skip": False,
+                               "allow_is_bidirectional_skip": True},
+                            config=SimpleNamespace(sliding_window=4), attention_mask=pad)
+    assert bidirectional is not None and not hasattr(bidirectional, "rooflab_keys")
+
+
 def test_one_query_past_its_window_decodes_the_windows_keys():
     """A decode with no mask and more cached keys than the window (a sliding layer over a full
     cache): flash-decoding keeps the window's keys, the last ones."""
