@@ -125,8 +125,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     lq, lkv = query.shape[2], key.shape[2]
     padded = padding(attention_mask) if lq > DECODE_MAX_Q else None
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
-    causal = padded is not None or causal and lq > 1 and attention_mask is None  # one new token
-    # sees the whole cache
+    # one new token sees the whole cache; a mask padding() reads is causal
+    causal = padded is not None or (causal and lq > 1 and attention_mask is None)
     why = outside(module, query, key, value, None if padded else attention_mask, dropout,
                   kwargs) or ("causal, more queries than keys" if causal and lq > lkv else "")
     if why and attention_mask is not None:  # the mask says it all: the fallback takes it as is
