@@ -29,6 +29,7 @@ from triton.compiler import ASTSource
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_attention_sm90 as F9
 from rooflab.kernels import flash_attention_sm90_ws as F9W
+from rooflab.kernels.inputs import HEAD_DIMS
 
 from common import variants as parse_variants, write
 
@@ -139,8 +140,8 @@ def main(argv=None) -> None:
         p.error("--window takes --causal and the Triton kernel (no --gluon)")
     if a.keep and gluon:
         p.error("--keep takes the Triton kernel (no --gluon)")
-    if a.qk_extra and (gluon or a.qk_extra not in FA.HEAD_DIMS):
-        p.error(f"--qk-extra takes one of {FA.HEAD_DIMS} and the Triton kernel (no --gluon)")
+    if a.qk_extra and (gluon or a.qk_extra not in HEAD_DIMS):
+        p.error(f"--qk-extra takes one of {HEAD_DIMS} and the Triton kernel (no --gluon)")
     if gluon and F9.GLUON_MISSING:
         p.error(F9.GLUON_MISSING)
     rows = []

@@ -261,17 +261,18 @@ def test_flash_attention_with_kept_keys_matches_fp64(device, shape):
 
 
 def test_head_dims_the_kernels_take():
-    assert FA.dims_error(128, 128) == FA.dims_error(192, 128) == FA.dims_error(32, 16) == ""
-    assert "got 192 for q and k, 128 for v" in FA.dims_error(192, 128, wider_qk=False)
-    assert FA.dims_error(160, 128) == ""  # 32 wider
+    from rooflab.kernels.inputs import dims_error
+    assert dims_error(128, 128) == dims_error(192, 128) == dims_error(32, 16) == ""
+    assert dims_error(160, 128) == ""  # 32 wider
     # 72 wider: not a power of two; 256 wider: wider than v; 48: not a head dim; q narrower
     for d_qk, d_v in ((200, 128), (384, 128), (48, 48), (128, 192)):
-        assert FA.dims_error(d_qk, d_v), (d_qk, d_v)
+        assert "(got %d for q and k, %d for v)" % (d_qk, d_v) in dims_error(d_qk, d_v)
 
 
 def test_a_window_as_long_as_the_keys_is_plain_causal(device):
     q = torch.randn(1, 2, 24, 32, device=device, dtype=torch.float16)
-    assert FA.local(24, 24) is None and FA.local(23, 24) == 23
+    from rooflab.kernels.inputs import local
+    assert local(24, 24) is None and local(23, 24) == 23
     assert torch.equal(FA.flash_attention(q, q, q, True, window=24)[0],
                        FA.flash_attention(q, q, q, True)[0])
     with pytest.raises(ValueError, match="window takes causal"):

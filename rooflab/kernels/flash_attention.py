@@ -16,6 +16,7 @@ import os
 import torch
 
 from rooflab import cost as C
+from rooflab.kernels.inputs import checked, kept, local  # what the kernels take
 
 
 # --- 1. the reference ------------------------------------------------------------------------
@@ -301,41 +302,6 @@ SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
               {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}]
 
 
-HEAD_DIMS = (16, 32, 64, 128, 256)
-
-
-def dims_error(d_qk: int, d_v: int, wider_qk: bool = True) -> str:
-    """Why these head dims are not the kernels' ('' where they are): v's one of HEAD_DIMS, q and
-    k's the same or, ``wider_qk``, wider by one of them up to v's (latent attention's 128 + 64)."""
-    extra = d_qk - d_v
-    if d_v not in HEAD_DIMS or not (extra == 0 or wider_qk and extra in HEAD_DIMS and extra <= d_v):
-        return (f"head_dim must be one of {', '.join(map(str, HEAD_DIMS))}"
-                + (", q and k's the same or wider by one of them up to v's" if wider_qk else
-                   ", the same for q, k and v") + f" (got {d_qk} for q and k, {d_v} for v)")
-    return ""
-
-
-def checked(q, k, v, causal: bool, name: str, wider_qk: bool = False):
-    """q, k, v as the kernels take them (unit stride in the head dim), or the one-line reason
-    they cannot: dtypes, head dims (dims_error), GQA grouping, causal lengths."""
-    if triton is None:
-        raise RuntimeError(TRITON_MISSING)
-    h, n_q, d = q.shape[1:]
-    hkv, n_kv = k.shape[1:3]
-    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"{name} takes fp16 or bf16 q, k, v of one dtype, got "
-                        f"{q.dtype}, {k.dtype}, {v.dtype}")
-    why = dims_error(d, v.shape[-1], wider_qk) or (
-        "" if k.shape[-1] == d else f"q and k must have one head dim (got {d} and {k.shape[-1]})")
-    if why:
-        raise ValueError(why)
-    if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
-        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
-    if causal and n_q > n_kv:
-        raise ValueError("causal attention needs q_len <= kv_len")
-    return (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-
-
 def tma_ok(*tensors) -> bool:
     """Whether Hopper's tensor memory accelerator can move these tiles: a GPU of compute
     capability 9 or later (or the interpreter), 16-byte aligned addresses and strides."""
@@ -409,22 +375,6 @@ def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
         q, k, v, causal, scale, out=out)
 
 
-def kept(keep, b: int, n_kv: int):
-    """Kept keys as the kernels read them, (B, Lkv) bytes of unit stride, or None; else the
-    one-line reason."""
-    if keep is None:
-        return None
-    if keep.shape != (b, n_kv) or keep.dtype != torch.bool or keep.stride(-1) != 1:
-        raise ValueError(f"keep is a (B, Lkv) = ({b}, {n_kv}) bool tensor, rows contiguous; "
-                         f"got {tuple(keep.shape)} {keep.dtype}")
-    return keep.view(torch.uint8)
-
-
-def local(window: int | None, n_kv: int) -> int | None:
-    """A sliding window that hides keys (shorter than n_kv), else None."""
-    return window if window is not None and window < n_kv else None
-
-
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None,
                     window: int | None = None, keep: torch.Tensor | None = None):
@@ -433,8 +383,10 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     where which() picks one. ``window`` (causal only): each query sees its last ``window``
     keys. ``keep``: None, or (B, Lkv) bool, the keys each batch row attends to (a padded
     batch); a query that sees no key gets zeros (LSE -inf). q and k may be wider than v
-    (dims_error)."""
-    q, k, v = checked(q, k, v, causal, "flash_attention", wider_qk=True)
+    (inputs.dims_error)."""
+    if triton is None:
+        raise RuntimeError(TRITON_MISSING)
+    q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
     if window is not None and not (causal and window >= 1):

@@ -21,7 +21,8 @@ import torch
 
 from rooflab import cost as C
 from rooflab.kernels import flash_attention as FA
-from rooflab.kernels.flash_attention import checked, standard_attention  # reference, checks
+from rooflab.kernels.flash_attention import standard_attention  # the reference
+from rooflab.kernels.inputs import checked, kept  # what the kernels take
 
 try:
     import triton
@@ -351,8 +352,10 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
     None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
     valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one. q and k
-    may be wider than v (FA.dims_error)."""
-    q, k, v = checked(q, k, v, causal, "flash_decode", wider_qk=True)
+    may be wider than v (inputs.dims_error)."""
+    if triton is None:
+        raise RuntimeError(TRITON_MISSING)
+    q, k, v = checked(q, k, v, causal, "flash_decode")
     b, h, n_q, d_qk = q.shape
     _, hkv, n_kv, _ = k.shape
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
@@ -383,7 +386,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     scale = scale if scale is not None else d_qk ** -0.5
     kd, vd = (FA.descriptor(k, block_n), FA.descriptor(v, block_n)) if tma else (k, v)
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
-    keep = FA.kept(keep, b, n_kv)
+    keep = kept(keep, b, n_kv)
     split_kv_fwd[(grid,)](
         q, kd, vd, keep if keep is not None else q, o_part, lse_part, o, lse, arrived,
         scale * 1.4426950408889634,  # log2(e): exp2

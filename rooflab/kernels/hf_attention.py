@@ -21,7 +21,7 @@ from collections import Counter
 import torch
 
 from rooflab import formulas
-from rooflab.kernels.flash_attention import dims_error
+from rooflab.kernels.inputs import dims_error
 from rooflab.kernels.flash_decoding import MAX_ROWS  # query rows one decode program holds
 from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries: a decode
 

@@ -1,0 +1,52 @@
+"""What the attention kernels (flash_attention.py, flash_decoding.py) take, checked before a
+launch: dtypes, head dims, GQA grouping, causal lengths, kept keys and a sliding window; where
+they cannot take an input, the one-line reason (ValueError or TypeError)."""
+from __future__ import annotations
+
+import torch
+
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+def dims_error(d_qk: int, d_v: int) -> str:
+    """Why these head dims are not the kernels' ('' where they are): v's one of HEAD_DIMS, q and
+    k's the same or wider by one of them up to v's (latent attention's 128 + 64 rotary dims)."""
+    extra = d_qk - d_v
+    if d_v not in HEAD_DIMS or not (extra == 0 or extra in HEAD_DIMS and extra <= d_v):
+        return (f"head_dim must be one of {', '.join(map(str, HEAD_DIMS))}, q and k's the same "
+                f"or wider by one of them up to v's (got {d_qk} for q and k, {d_v} for v)")
+    return ""
+
+
+def checked(q, k, v, causal: bool, name: str):
+    """q (B, H, Lq, D), k (B, Hkv, Lkv, D), v (B, Hkv, Lkv, Dv) as the kernels take them (unit
+    stride in the head dim)."""
+    h, n_q, d = q.shape[1:]
+    hkv, n_kv = k.shape[1:3]
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"{name} takes fp16 or bf16 q, k, v of one dtype, got "
+                        f"{q.dtype}, {k.dtype}, {v.dtype}")
+    why = dims_error(d, v.shape[-1]) or (
+        "" if k.shape[-1] == d else f"q and k must have one head dim (got {d} and {k.shape[-1]})")
+    if why:
+        raise ValueError(why)
+    if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
+        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
+    if causal and n_q > n_kv:
+        raise ValueError("causal attention needs q_len <= kv_len")
+    return (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+
+
+def kept(keep, b: int, n_kv: int):
+    """Kept keys as the kernels read them, (B, Lkv) bytes of unit stride, or None."""
+    if keep is None:
+        return None
+    if keep.shape != (b, n_kv) or keep.dtype != torch.bool or keep.stride(-1) != 1:
+        raise ValueError(f"keep is a (B, Lkv) = ({b}, {n_kv}) bool tensor, rows contiguous; "
+                         f"got {tuple(keep.shape)} {keep.dtype}")
+    return keep.view(torch.uint8)
+
+
+def local(window: int | None, n_kv: int) -> int | None:
+    """A sliding window that hides keys (shorter than n_kv), else None."""
+    return window if window is not None and window < n_kv else None
