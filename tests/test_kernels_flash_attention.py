@@ -233,16 +233,18 @@ def _padded(b: int, n: int, device) -> torch.Tensor:
     (2, 2, 40, 64, 1, 64, 9),      # with a window
     (2, 2, 33, 48, 2, 32, None),   # q and k wider than v
 ])
-def test_flash_attention_with_kept_keys_matches_fp64(device, shape):
+@pytest.mark.parametrize("tiles", [None, (64, 32)])
+def test_flash_attention_with_kept_keys_matches_fp64(device, shape, tiles):
     """A padded batch: each row attends to its kept keys only (in every block, not the diagonal
     alone); a query that sees none (a padded one) gets zeros and an LSE of -inf, as SDPA's
-    output is zeros there."""
+    output is zeros there. At the config's tiles and at a GPU's 64 x 32."""
     b, h, n, d, hkv, dv, window = shape
+    cfg = tiles and {"BLOCK_M": tiles[0], "BLOCK_N": tiles[1], "num_warps": 4, "num_stages": 1}
     g = torch.Generator(device="cpu").manual_seed(n)
     q, k, v = (torch.randn(b, heads, n, dim, generator=g).to(device, torch.bfloat16)
                for heads, dim in ((h, d), (hkv, d), (hkv, dv)))
     keep = _padded(b, n, device)
-    o, lse = FA.flash_attention(q, k, v, True, window=window, keep=keep,
+    o, lse = FA.flash_attention(q, k, v, True, window=window, keep=keep, cfg=cfg,
                                 out=torch.full((b, h, n, dv), float("nan"), device=device,
                                                dtype=torch.bfloat16))
     seen = FA.seen(n, n, window, device)[None, None] & keep[:, None, None, :]
@@ -267,6 +269,20 @@ def test_head_dims_the_kernels_take():
     # 72 wider: not a power of two; 256 wider: wider than v; 48: not a head dim; q narrower
     for d_qk, d_v in ((200, 128), (384, 128), (48, 48), (128, 192)):
         assert "(got %d for q and k, %d for v)" % (d_qk, d_v) in dims_error(d_qk, d_v)
+
+
+@pytest.mark.parametrize("tiles", [(64, 32), (128, 64)])
+@pytest.mark.parametrize("window", [17, 64, 100])
+def test_a_windows_bands_at_the_gpus_tile_sizes(device, tiles, window):
+    """The window's bands cut at the tiles a GPU runs (64 x 32 at head dim 128 and 256, and
+    wider), not the interpreter's 16 x 16: a window narrower than a key block, one a query
+    tile wide, one between."""
+    cfg = {"BLOCK_M": tiles[0], "BLOCK_N": tiles[1], "num_warps": 4, "num_stages": 1}
+    e = FA.errors(1, 2, 130, 277, 32, 1, torch.float16, True, device=device, seed=window,
+                  window=window, kernel=lambda q, k, v, c: FA.flash_attention(
+                      q, k, v, c, cfg=cfg, window=window))
+    assert e["all_finite"] and e["lse_max_abs_err"] < 1e-3
+    assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
 
 
 def test_a_window_as_long_as_the_keys_is_plain_causal(device):
