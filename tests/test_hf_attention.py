@@ -158,13 +158,11 @@ def test_the_counter_sees_each_kernel_as_one_attention_op(models):
     assert OC.op_class(ops[0]) == "attention" and "causal prefill" in OC.attention_key(ops[0])
 
 
-@pytest.mark.parametrize("kw,why,lq", [({"dropout": 0.1}, "dropout", L),
-                                       ({"softcap": 50.0}, "softcapping", L),
-                                       ({"sliding_window": 16}, "a sliding window over", 4),
-                                       ({"position_bias": torch.zeros(1)},
-                                        "argument position_bias", L)])
-def test_what_the_kernels_do_not_take(kw, why, lq):
-    q = torch.randn(1, H, lq, D, dtype=torch.bfloat16)
+@pytest.mark.parametrize("kw,why", [({"dropout": 0.1}, "dropout"),
+                                    ({"softcap": 50.0}, "softcapping"),
+                                    ({"position_bias": torch.zeros(1)}, "argument position_bias")])
+def test_what_the_kernels_do_not_take(kw, why):
+    q = torch.randn(1, H, L, D, dtype=torch.bfloat16)
     k = torch.randn(1, HKV, L, D, dtype=torch.bfloat16)
     dropout = kw.pop("dropout", 0.0)
     assert HA.outside(None, q, k, k, None, dropout, kw).startswith(why)
@@ -359,9 +357,10 @@ def test_the_mask_function_reads_only_causal_a_window_and_padding():
     assert bidirectional is not None and not hasattr(bidirectional, "rooflab_keys")
 
 
-def test_one_query_past_its_window_decodes_the_windows_keys():
+def test_a_window_over_few_queries_runs_a_kernel():
     """A decode with no mask and more cached keys than the window (a sliding layer over a full
-    cache): flash-decoding keeps the window's keys, the last ones."""
+    cache): flash-decoding keeps the window's keys, the last ones. A few queries, each with a
+    window of its own: FlashAttention."""
     from types import SimpleNamespace
     module = SimpleNamespace(is_causal=True, num_key_value_groups=H // HKV, training=False)
     g = torch.Generator().manual_seed(8)
@@ -373,6 +372,16 @@ def test_one_query_past_its_window_decodes_the_windows_keys():
         q.float(), *(t[:, :, -8:].float().repeat_interleave(H // HKV, 1) for t in (k, v)))
     assert dict(HA.CALLS) == {"flash_decoding (kept keys)": 1}
     assert float((out.float() - want.transpose(1, 2)).abs().max()) < 3e-2  # bf16
+    # a prompt of 12 tokens under a window of 5: few queries, each its own window, FlashAttention
+    from rooflab.kernels.flash_attention import seen
+    q, k, v = (torch.randn(2, n, 12, D, generator=g).to(DEV, torch.bfloat16) for n in (H, HKV, HKV))
+    HA.CALLS.clear()
+    out, _ = HA.attention_forward(module, q, k, v, None, sliding_window=5)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), *(t.float().repeat_interleave(H // HKV, 1) for t in (k, v)),
+        attn_mask=seen(12, 12, 5, DEV))
+    assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window)": 1}
+    assert float((out.float() - want.transpose(1, 2)).abs().max()) < 3e-2
 
 
 def test_the_counter_counts_a_windows_pairs_and_its_kind_names_the_window():

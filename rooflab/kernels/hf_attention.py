@@ -100,9 +100,6 @@ def outside(module, query, key, value, attention_mask, dropout: float, kwargs: d
         return "dropout"
     if why := eager_only(kwargs):
         return why
-    if attention_mask is None and 1 < lq <= DECODE_MAX_Q and (kwargs.get("sliding_window") or
-                                                              lkv) < lkv:
-        return "a sliding window over a decode's several queries"
     if query.dtype not in (torch.float16, torch.bfloat16) or key.dtype != query.dtype:
         return f"dtype {query.dtype}"
     if dims_error(d, value.shape[-1]):
@@ -142,9 +139,10 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         return fallback(module, query, key, value, None, dropout, scaling, is_causal, causal,
                         window, why, kwargs)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    if lq <= DECODE_MAX_Q:
+    if lq <= DECODE_MAX_Q and not (window and lq > 1):  # a window over several queries:
+        # FlashAttention's, whose rows each have their own
         keep = kept_keys(attention_mask, lq)
-        if window:  # one query (outside()), the last: the window's keys are the last ones
+        if window:  # one query, the last: the window's keys are the last ones
             keep = (torch.arange(lkv, device=key.device) >= lkv - window).expand(len(key), lkv)
         CALLS["flash_decoding" + (" (kept keys)" if keep is not None else "")] += 1
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
