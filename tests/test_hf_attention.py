@@ -61,7 +61,8 @@ def test_prefill_and_decode_run_the_kernels_and_match_sdpa(models):
 def test_a_padded_batch_runs_the_kernels_with_its_kept_keys(models):
     """A left-padded row: the prefill's mask is causal and the padding (mask() reads it so),
     FlashAttention takes the kept keys, and its padded queries, which see no key, get zeros as
-    SDPA gives them; the decode steps take the kept keys of each step's mask; SDPA's tokens."""
+    SDPA gives them; the decode step takes its mask's kept keys; SDPA's first token, and the
+    logits of both steps within bf16 rounding of SDPA's."""
     ref, ours = models
     ids = torch.randint(0, 128, (B, L), generator=torch.Generator().manual_seed(2)).to(DEV)
     mask = torch.ones(B, L, dtype=torch.long, device=DEV)
