@@ -2,8 +2,9 @@
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
 flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
 (the model's eager attention where it passes what the kernels do not apply, such as softcapped
-scores or attention sinks: eager_only()). A sliding layer's window is the kernels' to apply where
-it is the mask's only pattern (mask()).
+scores or attention sinks: eager_only()). The kernels apply a sliding layer's window and a padded
+batch's kept keys where those are the mask's only patterns (mask()), and take q and k wider than v
+(latent attention).
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
 the dispatch counter sees them as one attention op each, with SDPA's formula (formulas.py), and
