@@ -47,13 +47,13 @@ def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_ext
         flags["FIXED_MAX"] = False
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
               "EVEN_N": True, "UPCAST": False, "LOCAL": local, "QK_EXTRA": qk_extra,
-              "HAS_KEEP": keep, **flags}
+              "HAS_KEEP": keep, "HAS_SINK": False, **flags}
     tma = flags["TMA"]
     names = FA.flash_fwd.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
         sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
-    sig.update(LSE="*fp32", KEEP="*u8", sm_scale="fp32")
+    sig.update(LSE="*fp32", KEEP="*u8", SINKS="*fp32", sm_scale="fp32")
     aligned = [n for n in names if sig[n] in ("*fp16", "*fp32")  # pointers and strides
                or (sig[n] == "i32" and n.startswith("s"))]  # (s..): multiples of 16
     src = ASTSource(fn=FA.flash_fwd, signature=sig,

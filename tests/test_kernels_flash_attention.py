@@ -262,6 +262,32 @@ def test_flash_attention_with_kept_keys_matches_fp64(device, shape, tiles):
         FA.flash_attention(q, k, v, True, keep=keep[:, :-1])
 
 
+@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (True, 9)])
+def test_flash_attention_with_attention_sinks_matches_fp64(device, causal, window):
+    """gpt-oss's sinks: a logit a head in every row's denominator, no value vector. The sum
+    starts from the sink's term; with the first block's max held too (FIXED_MAX)."""
+    b, h, n, d, hkv = 2, 4, 37, 64, 2
+    g = torch.Generator(device="cpu").manual_seed(n)
+    q, k, v = (torch.randn(b, heads, n, d, generator=g).to(device, torch.bfloat16)
+               for heads in (h, hkv, hkv))
+    sinks = 2 * torch.randn(h, generator=g).to(device)
+
+    def reference(dt):
+        s = (q.to(dt) @ k.to(dt).repeat_interleave(2, 1).transpose(-1, -2)) * d ** -0.5
+        if causal:
+            s = s.masked_fill(~FA.seen(n, n, window, device), float("-inf"))
+        p = torch.cat([s, sinks.to(dt)[None, :, None, None].expand(b, h, n, 1)], -1)
+        return p.float().softmax(-1).to(dt)[..., :-1] @ v.to(dt).repeat_interleave(2, 1)
+    ref, low = reference(torch.float64), reference(torch.bfloat16)
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    for cfg in (None, {**FA.config(d, causal), "FIXED_MAX": True}):
+        o, _ = FA.flash_attention(q, k, v, causal, window=window, sinks=sinks, cfg=cfg)
+        assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4, cfg
+    assert FA.which(q, k, v, causal, sinks=sinks) == "flash_attention"
+    with pytest.raises(ValueError, match="a logit a query head"):
+        FA.flash_attention(q, k, v, causal, sinks=sinks[:2])
+
+
 def test_head_dims_the_kernels_take():
     from rooflab.kernels.inputs import dims_error
     assert dims_error(128, 128) == dims_error(192, 128) == dims_error(32, 16) == ""

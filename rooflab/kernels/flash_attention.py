@@ -5,7 +5,8 @@ launcher, the cost, the check. Shapes: q (B, H, Lq, D), k and v (B, Hkv, Lkv, D)
 H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq == Lkv). A sliding
 window (causal only) lets each query see its last ``window`` keys, itself included, as
 transformers' sliding layers do, and kept keys (B, Lkv) hide keys of a batch row (a padded batch);
-a query that sees no key gets zeros, as SDPA gives it. q and k may be wider than v by a power of
+a query that sees no key gets zeros, as SDPA gives it; attention sinks (gpt-oss: a learned logit
+a head, in every softmax's denominator) join the sum. q and k may be wider than v by a power of
 two (latent attention: 192 = 128 + 64 rotary dims against v's 128); the output is v's width.
 """
 from __future__ import annotations
@@ -154,13 +155,14 @@ if triton is not None:
         return acc, l_i, m_seen
 
     @triton.jit
-    def flash_fwd(Q, K, V, O, LSE, KEEP, sm_scale,
+    def flash_fwd(Q, K, V, O, LSE, KEEP, SINKS, sm_scale,
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                   H, GROUP, n_q, n_kv, window,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
                   TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr,
-                  LOCAL: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_KEEP: tl.constexpr):
+                  LOCAL: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_KEEP: tl.constexpr,
+                  HAS_SINK: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
@@ -169,7 +171,8 @@ if triton is not None:
         # ``window`` keys; the blocks before the tile's first window are skipped.
         # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v and O HEAD_DIM.
         # HAS_KEEP (FIXED_MAX off): KEEP (B, Lkv) says which keys each batch row attends to.
-        # With either mask a row may see no key: EMPTY_ROWS, and such a row's O is zeros
+        # With either mask a row may see no key: EMPTY_ROWS, and such a row's O is zeros.
+        # HAS_SINK: SINKS (H,) fp32, a logit a head that every row's sum starts from
         start_m = tl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = tl.num_programs(0) - 1 - start_m
@@ -205,6 +208,10 @@ if triton is not None:
             q, q2 = q * 0.5, q2 * 0.5  # fp16 below 2^-13 it drops the last bit); qk_scale doubles
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
+        if HAS_SINK:  # the sink's term, exp(sink - max), is the sum's first: no value vector
+            m_i = tl.full([BLOCK_M], 1.0, tl.float32) * tl.load(SINKS + h) * 1.4426950408889634
+            l_i = l_i + 1.0
+        m_0, l_0 = m_i, l_i
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
         qk_scale = sm_scale * 1.4426950408889634         # fold log2(e) in: exp2 is cheaper
         if Q_REG:
@@ -242,9 +249,7 @@ if triton is not None:
             grew = tl.where(m_i == float("-inf"), 0.0, m_seen - m_i)
             if tl.max(grew, 0) > 15.0:  # some p passed 2^15 (fp16 ends at 65504): redo the
                 # sweep with a running max (that tile then costs two sweeps)
-                acc, l_i, m_i = _inner(tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
-                                       tl.zeros([BLOCK_M], tl.float32),
-                                       tl.full([BLOCK_M], float("-inf"), tl.float32), q, q2,
+                acc, l_i, m_i = _inner(tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), l_0, m_0, q, q2,
                                        k_base, v_base, skn, svn, offs_m, offs_n, offs_d,
                                        offs_e, 0, full_hi, n_kv, delta, qk_scale, b, hk,
                                        BLOCK_N, False, True, UPCAST, TMA, QK_EXTRA)
@@ -346,14 +351,15 @@ GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
          256: ("flash_attention_sm90_ws",)}
 
 
-def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None) -> str:
+def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
+          sinks=None) -> str:
     """The module whose kernel flash_attention() runs for these inputs without a config (a
-    window shorter than the keys, kept keys, v narrower than q: this module's, the one kernel
-    that takes them)."""
+    window shorter than the keys, kept keys, sinks, v narrower than q: this module's, the one
+    kernel that takes them)."""
     import importlib
     d = q.shape[-1]
     names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None and keep is None
-                                 and v.shape[-1] == d) else ()
+                                 and sinks is None and v.shape[-1] == d) else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
         names = ("flash_attention_sm90", *names)
@@ -377,12 +383,14 @@ def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
 
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None,
-                    window: int | None = None, keep: torch.Tensor | None = None):
+                    window: int | None = None, keep: torch.Tensor | None = None,
+                    sinks: torch.Tensor | None = None):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
     where which() picks one. ``window`` (causal only): each query sees its last ``window``
     keys. ``keep``: None, or (B, Lkv) bool, the keys each batch row attends to (a padded
-    batch); a query that sees no key gets zeros (LSE -inf). q and k may be wider than v
+    batch); a query that sees no key gets zeros (LSE -inf). ``sinks``: None, or (H,) a logit a
+    head in every softmax's denominator (attention sinks). q and k may be wider than v
     (inputs.dims_error)."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
@@ -396,8 +404,12 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
     window = local(window, n_kv)
     keep = kept(keep, b, n_kv)
-    if cfg is None and window is None and keep is None:  # on Hopper, a Gluon kernel where
-        # which() picks one
+    if sinks is not None:
+        if sinks.shape != (h,):
+            raise ValueError(f"sinks holds a logit a query head: ({h},), got {tuple(sinks.shape)}")
+        sinks = sinks.float().contiguous()
+    if cfg is None and window is None and keep is None and sinks is None:  # on Hopper, a Gluon
+        # kernel where which() picks one
         done = gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done
@@ -412,14 +424,16 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         try:
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if flags["TMA"] else (q, k, v, o)),
-                lse, lse if keep is None else keep, scale if scale is not None else d_qk ** -0.5,
+                lse, lse if keep is None else keep, lse if sinks is None else sinks,
+                scale if scale is not None else d_qk ** -0.5,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 0 if keep is None else keep.stride(0),
                 h, h // hkv, n_q, n_kv, window or 0, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
                 CAUSAL=causal, EVEN_N=n_kv % bn == 0,
                 UPCAST=INTERPRET and q.dtype == torch.bfloat16, LOCAL=window is not None,
-                QK_EXTRA=extra, HAS_KEEP=keep is not None, **flags, **options)
+                QK_EXTRA=extra, HAS_KEEP=keep is not None, HAS_SINK=sinks is not None,
+                **flags, **options)
             return o, lse
         except triton.runtime.errors.OutOfResources:
             if i == len(configs) - 1:  # even the smallest tiles do not fit this GPU

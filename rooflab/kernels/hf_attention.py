@@ -45,16 +45,17 @@ KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
 @torch.library.custom_op("rooflab::flash_attention", mutates_args=())
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                        scale: float, kernel: str = "", window: int = 0,
-                       keep: torch.Tensor | None = None) -> torch.Tensor:
+                       keep: torch.Tensor | None = None,
+                       sinks: torch.Tensor | None = None) -> torch.Tensor:
     """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it;
     ``window`` (0: none): the last keys each query sees, itself included; ``keep``: (B, Lkv)
-    the keys each batch row attends to (a padded batch)."""
+    the keys each batch row attends to (a padded batch); ``sinks``: (H,) attention sinks."""
     from rooflab.kernels import flash_attention as FA
     window = window or None
-    kernel = kernel or FA.which(q, k, v, is_causal, window=window, keep=keep)
+    kernel = kernel or FA.which(q, k, v, is_causal, window=window, keep=keep, sinks=sinks)
     return (FA.gluon(q, k, v, is_causal, scale, None, kernel)
-            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window,
-                                  keep=keep))[0]
+            or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window, keep=keep,
+                                  sinks=sinks))[0]
 
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
@@ -122,11 +123,14 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     read as causal, a window and a padded batch's kept keys runs the kernel on those."""
     lq, lkv = query.shape[2], key.shape[2]
     padded = padding(attention_mask) if lq > DECODE_MAX_Q else None
+    sinks = kwargs.get("s_aux") if lq > DECODE_MAX_Q else None  # FlashAttention takes gpt-oss's
+    # sinks; flash-decoding does not (its merges would each count them)
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     # one new token sees the whole cache; a mask padding() reads is causal
     causal = padded is not None or (causal and lq > 1 and attention_mask is None)
     why = outside(module, query, key, value, None if padded else attention_mask, dropout,
-                  kwargs) or ("causal, more queries than keys" if causal and lq > lkv else "")
+                  {a: x for a, x in kwargs.items() if not (a == "s_aux" and sinks is not None)}
+                  ) or ("causal, more queries than keys" if causal and lq > lkv else "")
     if why and attention_mask is not None:  # the mask says it all: the fallback takes it as is
         return fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
                         False, None, why, kwargs)
@@ -149,11 +153,12 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
     else:
         from rooflab.kernels.flash_attention import which
-        kernel = which(query, key, value, causal, window=window, keep=keep)
+        kernel = which(query, key, value, causal, window=window, keep=keep, sinks=sinks)
         CALLS[f"flash_attention ({KERNELS[kernel]}{', sliding window' if window else ''}"
-              f"{', kept keys' if keep is not None else ''})"] += 1
+              f"{', kept keys' if keep is not None else ''}"
+              f"{', sinks' if sinks is not None else ''})"] += 1
         out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel,
-                                                window or 0, keep)
+                                                window or 0, keep, sinks)
     return out.transpose(1, 2).contiguous(), None
 
 
