@@ -285,6 +285,10 @@ def test_attention_sinks_at_prefill_on_the_kernel_at_decode_on_eager():
         assert float((a - b).norm() / a.norm()) < 2e-2
         assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, sinks)": 1,
                                   "flash_attention (Triton, sinks)": 1}
+        c = count(lambda: ours(ids), module=ours)
+        # counted as attention without a mask: the sinks are one logit a head, not a mask
+        assert sorted(OC.attention_key(r).split(" 16-bit ")[1] for r in c.records
+                      if r.op == "flash_attention") == ["causal prefill", "causal window 8 prefill"]
         HA.CALLS.clear()  # one query: a decode's path, eager's answer bit for bit
         a, b = ref(ids[:, :1]).logits, ours(ids[:, :1]).logits
     assert torch.equal(a, b) and dict(HA.CALLS) == {"eager (attention sinks)": 2}

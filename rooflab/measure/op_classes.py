@@ -275,7 +275,10 @@ def attention_key(r: count.OpRecord, sm_count: int = 0) -> str:
     lq, d = r.shapes[0][-2:]
     _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
     causal = r.flops < dense  # with a mask too: rooflab's kernel with a padded batch's keys
-    mask = " ".join(["causal"] * causal + ["mask"] * (len(r.shapes) > 3)) or "none"
+    # a mask: an operand past q, k, v of two or more dims (SDPA's bias, rooflab's kept keys;
+    # not attention sinks, one logit a head)
+    masked = any(len(s) >= 2 for s in r.shapes[3:])
+    mask = " ".join(["causal"] * causal + ["mask"] * masked) or "none"
     window = attention_window(r) if causal else None
     mask += f" window {window}" if window else ""
     kind = f"{r.op} d{d} {8 * r.itemsize}-bit {mask}"
