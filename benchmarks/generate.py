@@ -80,10 +80,10 @@ def _yardstick(model, cfg, batch: int, seq: int) -> dict:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     model.set_attn_implementation("sdpa")
     out = {}
-    for first in ("flash", "efficient"):
+    for first, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                           ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
         try:
-            with sdpa_kernel(getattr(SDPBackend, {"flash": "FLASH_ATTENTION",
-                                                  "efficient": "EFFICIENT_ATTENTION"}[first])):
+            with sdpa_kernel(backend):
                 a = _last_logits(model, cfg, batch, seq)
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 b = _last_logits(model, cfg, batch, seq)

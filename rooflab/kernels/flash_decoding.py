@@ -413,12 +413,11 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
 
 
 # --- the cost --------------------------------------------------------------------------------
-def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True, v_dim=None) -> C.Cost:
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="bf16", causal=True) -> C.Cost:
     """Attention's count; bytes fused-ideal (K and V read once per KV head, Q and O once, the
     LSE 4 bytes a row). The partials (fp32, B*Hkv*splits*rows*(D+1)*4 bytes written and read)
-    are left out: at the lab's shapes they are under 1% of the cache. ``v_dim``: v's head dim
-    where it is narrower than q and k's ``d``."""
-    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, v_dim=v_dim)
+    are left out: at the lab's shapes they are under 1% of the cache."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal)
     return C.Cost("flash decoding (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
                   c.bytes_fused + 4 * b * h * n_q)
 
