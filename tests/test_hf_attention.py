@@ -256,11 +256,11 @@ def test_where_the_kernels_cannot_run_the_fallback_keeps_the_window(family):
                              else {"eager (softcapping)"})
 
 
-def test_attention_sinks_at_prefill_on_the_kernel_at_decode_on_eager():
+def test_attention_sinks_on_the_kernels():
     """gpt-oss adds a learned logit a head to each softmax's denominator (s_aux): FlashAttention
-    takes it at the prefill (the logits within bf16 rounding of eager's; a kernel that ignored
-    the sinks was 34% off); flash-decoding does not, so a decode step runs the model's eager
-    attention, with the masks left out made for it."""
+    takes it at the prefill, flash-decoding at decode, the logits within bf16 rounding of eager's
+    (a kernel that ignored the sinks was 34% off); a mask the kernels do not read sends the call
+    to the model's eager attention, which applies the sinks itself."""
     import transformers as T
     cfg = T.GptOssConfig(vocab_size=128, hidden_size=64, intermediate_size=64,
                          num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
@@ -289,9 +289,26 @@ def test_attention_sinks_at_prefill_on_the_kernel_at_decode_on_eager():
         # counted as attention without a mask: the sinks are one logit a head, not a mask
         assert sorted(OC.attention_key(r).split(" 16-bit ")[1] for r in c.records
                       if r.op == "flash_attention") == ["causal prefill", "causal window 8 prefill"]
-        HA.CALLS.clear()  # one query: a decode's path, eager's answer bit for bit
-        a, b = ref(ids[:, :1]).logits, ours(ids[:, :1]).logits
-    assert torch.equal(a, b) and dict(HA.CALLS) == {"eager (attention sinks)": 2}
+        HA.CALLS.clear()  # decode steps after a prompt of 17 (the sliding layers' caches
+        # hold their window's keys)
+        cache_ref = ref(ids[:, :17], use_cache=True).past_key_values
+        cache_ours = ours(ids[:, :17], use_cache=True).past_key_values
+        for t in range(17, 20):
+            a = ref(ids[:, t:t + 1], past_key_values=cache_ref).logits.float()
+            b = ours(ids[:, t:t + 1], past_key_values=cache_ours).logits.float()
+            assert float((a - b).norm() / a.norm()) < 2e-2, t
+        assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, sinks)": 1,
+                                  "flash_attention (Triton, sinks)": 1,
+                                  "flash_decoding (sinks)": 6}
+        pad = torch.ones_like(ids)
+        pad[0, :3] = 0  # a padded batch's prefill: its mask's kept keys
+        HA.CALLS.clear()
+        a = ref(ids, attention_mask=pad).logits.float()
+        b = ours(ids, attention_mask=pad).logits.float()
+    for x, y in ((a[0, 3:], b[0, 3:]), (a[1], b[1])):  # a padded query's row is no answer
+        assert float((x - y).norm() / x.norm()) < 2e-2
+    assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, kept keys, sinks)": 1,
+                              "flash_attention (Triton, kept keys, sinks)": 1}
 
 
 def test_latent_attention_runs_the_kernels_with_q_and_k_wider_than_v():

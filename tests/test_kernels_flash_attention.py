@@ -272,13 +272,9 @@ def test_flash_attention_with_attention_sinks_matches_fp64(device, causal, windo
                for heads in (h, hkv, hkv))
     sinks = 2 * torch.randn(h, generator=g).to(device)
 
-    def reference(dt):
-        s = (q.to(dt) @ k.to(dt).repeat_interleave(2, 1).transpose(-1, -2)) * d ** -0.5
-        if causal:
-            s = s.masked_fill(~FA.seen(n, n, window, device), float("-inf"))
-        p = torch.cat([s, sinks.to(dt)[None, :, None, None].expand(b, h, n, 1)], -1)
-        return p.float().softmax(-1).to(dt)[..., :-1] @ v.to(dt).repeat_interleave(2, 1)
-    ref, low = reference(torch.float64), reference(torch.bfloat16)
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), causal, window=window,
+                                sinks=sinks.double())
+    low = FA.standard_attention(q, k, v, causal, window=window, sinks=sinks)
     rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
     for cfg in (None, {**FA.config(d, causal), "FIXED_MAX": True}):
         o, _ = FA.flash_attention(q, k, v, causal, window=window, sinks=sinks, cfg=cfg)

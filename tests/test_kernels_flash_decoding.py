@@ -107,6 +107,34 @@ def test_flash_decode_with_q_and_k_wider_than_v(device, shape, last):
     assert FD.flash_decode(q, k, v, programs=programs, cfg=cfg)[0].shape == (b, h, lq, dv)
 
 
+@pytest.mark.parametrize("shape", DECODE_SHAPES[:3] + DECODE_SHAPES[-1:])
+@pytest.mark.parametrize("merge_rows,last", [(None, False), (8, False), (None, True)])
+def test_flash_decode_with_attention_sinks_matches_fp64(device, shape, merge_rows, last):
+    """gpt-oss's sinks at decode: a logit a head in every row's denominator, counted once
+    whatever the cut: by a whole head's program, by either merge kernel, by a head's last
+    program. O and the LSE (the sink's term in it) against fp64."""
+    b, h, lq, lkv, d, hkv, programs = shape
+    g = torch.Generator(device="cpu").manual_seed(lkv)
+    q, k, v = (torch.randn(b, heads, n, d, generator=g).to(device, torch.bfloat16)
+               for heads, n in ((h, lq), (hkv, lkv), (hkv, lkv)))
+    sinks = 2 * torch.randn(h, generator=g).to(device)
+    causal = lq > 1
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), causal, sinks=sinks.double())
+    low = FA.standard_attention(q, k, v, causal, sinks=sinks)
+    s = (q.double() @ k.double().repeat_interleave(h // hkv, 1).transpose(-1, -2)) * d ** -0.5
+    if causal:
+        s = s.masked_fill(~FA.seen(lq, lkv, device=device), float("-inf"))
+    lse_ref = torch.cat([s, sinks.double()[:, None, None].expand(b, h, lq, 1)], -1).logsumexp(-1)
+    cfg = {**FD.config(d), "LAST_MERGES": last, **({"MERGE_ROWS": merge_rows} if merge_rows
+                                                   else {})}
+    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, cfg=cfg, sinks=sinks)
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4
+    assert float((lse.double() - lse_ref).abs().max()) < 1e-3
+    with pytest.raises(ValueError, match="a logit a query head"):
+        FD.flash_decode(q, k, v, causal, sinks=sinks[:2])
+
+
 def test_flash_decode_strided_inputs_and_limits(device):
     """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
     g = torch.Generator(device="cpu").manual_seed(1)

@@ -17,13 +17,14 @@ import os
 import torch
 
 from rooflab import cost as C
-from rooflab.kernels.inputs import checked, kept, local  # what the kernels take
+from rooflab.kernels.inputs import checked, kept, local, sink_logits  # what the kernels take
 
 
 # --- 1. the reference ------------------------------------------------------------------------
 def standard_attention(q, k, v, causal: bool = False, scale: float | None = None,
-                       window: int | None = None):
-    """softmax(Q K^T * scale) V, materialising the (Lq, Lkv) score matrix S."""
+                       window: int | None = None, sinks=None):
+    """softmax(Q K^T * scale) V, materialising the (Lq, Lkv) score matrix S. ``sinks`` (H,):
+    a logit a head that joins every row's softmax with no value vector."""
     scale = scale if scale is not None else q.shape[-1] ** -0.5
     rep = q.shape[1] // k.shape[1]
     if rep > 1:  # GQA: each K/V head serves `rep` query heads
@@ -32,8 +33,10 @@ def standard_attention(q, k, v, causal: bool = False, scale: float | None = None
     if causal:
         s = s.masked_fill(~seen(q.shape[-2], k.shape[-2], window, q.device),
                           float("-inf"))  # read S -> write S
+    if sinks is not None:                     # a column of each head's sink, dropped after
+        s = torch.cat([s, sinks.to(s.dtype)[:, None, None].expand(*s.shape[:-1], 1)], -1)
     p = torch.softmax(s.float(), dim=-1).to(q.dtype)  # read S (several passes) -> write P
-    return p @ v                              # read P, V -> write O (B, H, Lq, D)
+    return p[..., :v.shape[-2]] @ v           # read P, V -> write O (B, H, Lq, D)
 
 
 def seen(n_q: int, n_kv: int, window: int | None = None, device=None) -> torch.Tensor:
@@ -403,11 +406,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     _, hkv, n_kv, _ = k.shape
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
     window = local(window, n_kv)
-    keep = kept(keep, b, n_kv)
-    if sinks is not None:
-        if sinks.shape != (h,):
-            raise ValueError(f"sinks holds a logit a query head: ({h},), got {tuple(sinks.shape)}")
-        sinks = sinks.float().contiguous()
+    keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     if cfg is None and window is None and keep is None and sinks is None:  # on Hopper, a Gluon
         # kernel where which() picks one
         done = gluon(q, k, v, causal, scale, out)

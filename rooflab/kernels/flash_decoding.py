@@ -22,7 +22,7 @@ import torch
 from rooflab import cost as C
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels.flash_attention import standard_attention  # the reference
-from rooflab.kernels.inputs import checked, kept  # what the kernels take
+from rooflab.kernels.inputs import checked, kept, sink_logits  # what the kernels take
 
 try:
     import triton
@@ -38,18 +38,20 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 
 if triton is not None:
     @triton.jit
-    def partial_softmax(Q, K, V, KEEP, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
+    def partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
                         qk_scale, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                         skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                         UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
-                        HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr):
+                        HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
         # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache).
         # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v HEAD_DIM (latent
         # attention), their extra dims a second dot onto the scores.
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
         # LSE_PART are then O and LSE themselves, written in their final form (no merge).
+        # HAS_SINK: SINKS (H,) fp32, a logit a head in every row's sum: the answer's first term
+        # (WHOLE), else the merge's, so that it is counted once whatever the cut.
         b, hk = bhk // HKV, bhk % HKV
         rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
         g, i = rows // n_q, rows % n_q
@@ -68,6 +70,9 @@ if triton is not None:
             v_base = V + b * svb + hk * svh
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
+        if HAS_SINK and WHOLE:  # exp(sink - max) with the max the sink's: 1, no value vector
+            m_i = tl.load(SINKS + hk * GROUP + g, mask=valid, other=0.0) * 1.4426950408889634
+            l_i = l_i + 1.0
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
         last_key = n_kv - n_q + i                        # causal: row i sees keys <= this
         for start in range(lo, hi, BLOCK_N):
@@ -123,13 +128,13 @@ if triton is not None:
                      mask=valid[:, None])
 
     @triton.jit
-    def split_kv_fwd(Q, K, V, KEEP, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
+    def split_kv_fwd(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
                      sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
                      WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
-                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr):
+                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
         # laid end to end, one partial per head it touches (slot 0: the head's first program).
         # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
@@ -143,26 +148,26 @@ if triton is not None:
             bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
             lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
-            partial_softmax(Q, K, V, KEEP, O_PART, LSE_PART, bhk,
+            partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk,
                             pid - (bhk * n_blocks) // per_program, max_slots, lo * BLOCK_N,
                             tl.minimum(hi * BLOCK_N, n_kv), qk_scale, sqb, sqh, sqm, skb, skh,
                             skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
                             HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP,
-                            QK_EXTRA)
+                            QK_EXTRA, HAS_SINK)
             if LAST_MERGES:
                 tl.debug_barrier()                       # every store of the partial, then
                 arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
                 first = (bhk * n_blocks) // per_program
                 if arrived == ((bhk + 1) * n_blocks - 1) // per_program - first:  # the last
                     tl.atomic_xchg(ARRIVED + bhk, 0)
-                    _merge_rows(O_PART, LSE_PART, O, LSE, bhk, tl.arange(0, BLOCK_M), sob, soh,
-                                som, HKV, GROUP, n_q, n_blocks, per_program, max_slots,
-                                HEAD_DIM, BLOCK_M, BLOCK_M)
+                    _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, bhk, tl.arange(0, BLOCK_M), sob,
+                                soh, som, HKV, GROUP, n_q, n_blocks, per_program, max_slots,
+                                HEAD_DIM, BLOCK_M, BLOCK_M, HAS_SINK)
 
     @triton.jit
-    def merge_splits(O_PART, LSE_PART, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
+    def merge_splits(O_PART, LSE_PART, SINKS, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
                      per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                     SLOTS: tl.constexpr, PDL: tl.constexpr):
+                     SLOTS: tl.constexpr, PDL: tl.constexpr, HAS_SINK: tl.constexpr):
         row = tl.program_id(0)                           # one query row of one head
         bh = row // n_q
         i = row % n_q
@@ -177,10 +182,15 @@ if triton is not None:
             tl.extra.cuda.gdc_wait()                     # until the partials are all written
         lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
         m = tl.max(lse, 0)                               # every row sees a key somewhere
+        if HAS_SINK:  # the sink: one more term of the sum, with no value vector
+            sink = tl.load(SINKS + h) * 1.4426950408889634
+            m = tl.maximum(m, sink)
         w = tl.math.exp2(lse - m)                        # empty slots weigh exp2(-inf) = 0
         o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
                     mask=(s < used)[:, None], other=0.0)
         total = tl.sum(w, 0)
+        if HAS_SINK:
+            total += tl.math.exp2(sink - m)
         out = tl.sum(o * w[:, None], 0) / total
         tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)  # natural log
         tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
@@ -198,9 +208,9 @@ if triton is not None:
         return lse, o
 
     @triton.jit
-    def _merge_rows(O_PART, LSE_PART, O, LSE, bhk, r, sob, soh, som, HKV, GROUP, n_q, n_blocks,
-                    per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                    ROWS: tl.constexpr):
+    def _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, bhk, r, sob, soh, som, HKV, GROUP, n_q,
+                    n_blocks, per_program, max_slots, HEAD_DIM: tl.constexpr,
+                    BLOCK_M: tl.constexpr, ROWS: tl.constexpr, HAS_SINK: tl.constexpr):
         # rows r of one (batch, KV head) (head g of the group, query i): their partials merged
         # four slots at a time, each row's weights in its own threads (no reduction across
         # threads), every slot's rows read as one contiguous tile
@@ -212,6 +222,9 @@ if triton is not None:
         offs_d = tl.arange(0, HEAD_DIM)
         m = tl.full([ROWS], float("-inf"), tl.float32)
         total = tl.zeros([ROWS], tl.float32)
+        if HAS_SINK:  # the sum starts from the sink's term, 1 with the max the sink's
+            m = tl.load(SINKS + head, mask=valid, other=0.0) * 1.4426950408889634
+            total = total + 1.0
         acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
         for s in range(0, used, 4):  # four slots' loads in flight at once, then merged
             lse0, o0 = _slot(O_PART, LSE_PART, bhk, s, max_slots, used, r, valid, offs_d,
@@ -237,15 +250,15 @@ if triton is not None:
                  (acc / total[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
 
     @triton.jit
-    def merge_tiles(O_PART, LSE_PART, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
+    def merge_tiles(O_PART, LSE_PART, SINKS, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
                     per_program, max_slots, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                    ROWS: tl.constexpr, PDL: tl.constexpr):
+                    ROWS: tl.constexpr, PDL: tl.constexpr, HAS_SINK: tl.constexpr):
         # one (batch, KV head) and ROWS of its rows a program
         if PDL:
             tl.extra.cuda.gdc_wait()                     # until the partials are all written
-        _merge_rows(O_PART, LSE_PART, O, LSE, tl.program_id(0).to(tl.int64),
+        _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, tl.program_id(0).to(tl.int64),
                     tl.program_id(1) * ROWS + tl.arange(0, ROWS), sob, soh, som, HKV, GROUP,
-                    n_q, n_blocks, per_program, max_slots, HEAD_DIM, BLOCK_M, ROWS)
+                    n_q, n_blocks, per_program, max_slots, HEAD_DIM, BLOCK_M, ROWS, HAS_SINK)
 
 
 # --- the launcher ----------------------------------------------------------------------------
@@ -348,11 +361,12 @@ def dependent_launch(device) -> bool:
 
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
-                 programs: int | None = None, cfg: dict | None = None, keep=None):
+                 programs: int | None = None, cfg: dict | None = None, keep=None, sinks=None):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
     None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
-    valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one. q and k
-    may be wider than v (inputs.dims_error)."""
+    valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one.
+    ``sinks``: None, or (H,) a logit a head in every softmax's denominator (attention sinks).
+    q and k may be wider than v (inputs.dims_error)."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     q, k, v = checked(q, k, v, causal, "flash_decode")
@@ -386,29 +400,30 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     scale = scale if scale is not None else d_qk ** -0.5
     kd, vd = (FA.descriptor(k, block_n), FA.descriptor(v, block_n)) if tma else (k, v)
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
-    keep = kept(keep, b, n_kv)
+    keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     split_kv_fwd[(grid,)](
-        q, kd, vd, keep if keep is not None else q, o_part, lse_part, o, lse, arrived,
+        q, kd, vd, keep if keep is not None else q, lse if sinks is None else sinks, o_part, lse_part, o, lse, arrived,
         scale * 1.4426950408889634,  # log2(e): exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
         keep.stride(0) if keep is not None else 0, hkv, group, n_q, n_kv, n_blocks, per,
         b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
         UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, TMA=tma,
-        LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra, **c)
+        LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra,
+        HAS_SINK=sinks is not None, **c)
     if whole or last_merges:
         return o, lse
     if rows:
         merge_tiles[(b * hkv, -(-group * n_q // rows))](
-            o_part, lse_part, o, lse, o.stride(0), o.stride(1), o.stride(2), hkv, group, n_q,
-            n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m, ROWS=rows, PDL=pdl,
-            num_warps=4, **({"launch_pdl": True} if pdl else {}))
+            o_part, lse_part, lse if sinks is None else sinks, o, lse, o.stride(0), o.stride(1),
+            o.stride(2), hkv, group, n_q, n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m,
+            ROWS=rows, PDL=pdl, HAS_SINK=sinks is not None, num_warps=4, **({"launch_pdl": True} if pdl else {}))
     else:
-        merge_splits[(b * h * n_q,)](o_part, lse_part, o, lse, o.stride(0), o.stride(1),
-                                     o.stride(2), h, group, n_q, n_blocks, per, slots,
-                                     HEAD_DIM=d, BLOCK_M=block_m,
+        merge_splits[(b * h * n_q,)](o_part, lse_part, lse if sinks is None else sinks, o, lse,
+                                     o.stride(0), o.stride(1), o.stride(2), h, group, n_q,
+                                     n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m,
                                      SLOTS=max(2, triton.next_power_of_2(slots)), PDL=pdl,
-                                     num_warps=4, **({"launch_pdl": True} if pdl else {}))
+                                     HAS_SINK=sinks is not None, num_warps=4, **({"launch_pdl": True} if pdl else {}))
     return o, lse
 
 

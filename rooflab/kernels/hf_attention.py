@@ -2,9 +2,9 @@
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
 flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
 (the model's eager attention where it passes what the kernels do not apply, such as softcapped
-scores or attention sinks: eager_only()). The kernels apply a sliding layer's window and a padded
-batch's kept keys where those are the mask's only patterns (mask()), and take q and k wider than v
-(latent attention).
+scores: eager_only()). The kernels apply a sliding layer's window and a padded batch's kept keys
+where those are the mask's only patterns (mask()), take q and k wider than v (latent attention)
+and gpt-oss's attention sinks.
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
 the dispatch counter sees them as one attention op each, with SDPA's formula (formulas.py), and
@@ -60,9 +60,10 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_cau
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
 def flash_decoding_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                      scale: float, keep: torch.Tensor | None = None) -> torch.Tensor:
+                      scale: float, keep: torch.Tensor | None = None,
+                      sinks: torch.Tensor | None = None) -> torch.Tensor:
     from rooflab.kernels.flash_decoding import flash_decode
-    return flash_decode(q, k, v, is_causal, scale, keep=keep)[0]
+    return flash_decode(q, k, v, is_causal, scale, keep=keep, sinks=sinks)[0]
 
 
 for _name, _op in (("flash_attention", flash_attention_op), ("flash_decoding", flash_decoding_op)):
@@ -123,13 +124,12 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     read as causal, a window and a padded batch's kept keys runs the kernel on those."""
     lq, lkv = query.shape[2], key.shape[2]
     padded = padding(attention_mask) if lq > DECODE_MAX_Q else None
-    sinks = kwargs.get("s_aux") if lq > DECODE_MAX_Q else None  # FlashAttention takes gpt-oss's
-    # sinks; flash-decoding does not (its merges would each count them)
+    sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, which both kernels take
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     # one new token sees the whole cache; a mask padding() reads is causal
     causal = padded is not None or (causal and lq > 1 and attention_mask is None)
     why = outside(module, query, key, value, None if padded else attention_mask, dropout,
-                  {a: x for a, x in kwargs.items() if not (a == "s_aux" and sinks is not None)}
+                  {a: x for a, x in kwargs.items() if a != "s_aux"}
                   ) or ("causal, more queries than keys" if causal and lq > lkv else "")
     if why and attention_mask is not None:  # the mask says it all: the fallback takes it as is
         return fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
@@ -149,8 +149,10 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         keep = kept_keys(attention_mask, lq)
         if window:  # one query, the last: the window's keys are the last ones
             keep = (torch.arange(lkv, device=key.device) >= lkv - window).expand(len(key), lkv)
-        CALLS["flash_decoding" + (" (kept keys)" if keep is not None else "")] += 1
-        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep)
+        extras = ", ".join(what for what, x in (("kept keys", keep), ("sinks", sinks))
+                           if x is not None)
+        CALLS["flash_decoding" + (f" ({extras})" if extras else "")] += 1
+        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep, sinks)
     else:
         from rooflab.kernels.flash_attention import which
         kernel = which(query, key, value, causal, window=window, keep=keep, sinks=sinks)

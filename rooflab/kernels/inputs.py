@@ -1,6 +1,6 @@
 """What the attention kernels (flash_attention.py, flash_decoding.py) take, checked before a
-launch: dtypes, head dims, GQA grouping, causal lengths, kept keys and a sliding window; where
-they cannot take an input, the one-line reason (ValueError or TypeError)."""
+launch: dtypes, head dims, GQA grouping, causal lengths, kept keys, sinks and a sliding window;
+where they cannot take an input, the one-line reason (ValueError or TypeError)."""
 from __future__ import annotations
 
 import torch
@@ -45,6 +45,15 @@ def kept(keep, b: int, n_kv: int):
         raise ValueError(f"keep is a (B, Lkv) = ({b}, {n_kv}) bool tensor, rows contiguous; "
                          f"got {tuple(keep.shape)} {keep.dtype}")
     return keep.view(torch.uint8)
+
+
+def sink_logits(sinks, h: int):
+    """Attention sinks as the kernels read them, (H,) fp32, or None."""
+    if sinks is None:
+        return None
+    if sinks.shape != (h,):
+        raise ValueError(f"sinks holds a logit a query head: ({h},), got {tuple(sinks.shape)}")
+    return sinks.float().contiguous()
 
 
 def local(window: int | None, n_kv: int) -> int | None:
