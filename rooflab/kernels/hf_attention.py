@@ -217,6 +217,9 @@ def mask(*args, **kwargs):
     pad = kwargs.get("attention_mask")
     q_offset, kv_offset, kv_length = (kwargs.get(k) for k in ("q_offset", "kv_offset",
                                                               "kv_length"))
+    at = kwargs.get("cache_position")  # transformers 4.x passes the queries' positions instead
+    if q_offset is None and at is not None and at.numel() and not torch.compiler.is_compiling():
+        q_offset = int(at[0])
     if (made is not None and plain and pad is not None and pad.dim() == 2
             and all(isinstance(x, int) for x in (q_offset, kv_offset, kv_length))
             and not torch.compiler.is_compiling()):  # no attributes on a traced tensor
