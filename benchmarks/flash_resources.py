@@ -8,10 +8,11 @@ config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519:
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
 warp-specialized one of flash_attention_sm90_ws.py.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
-           [--qk-extra N] [--keep] [--gluon | --gluon-ws] [--variant NAME=JSON ...]   (JSON
-           merged over the config, as in ab_flash.py; --window: the Triton kernel with a sliding
-           window; --qk-extra: q and k N dims wider than v, as latent attention's 64 rotary dims;
-           --keep: with kept keys, a padded batch's)
+           [--qk-extra N] [--keep] [--sinks] [--softcap] [--gluon | --gluon-ws]
+           [--variant NAME=JSON ...]   (JSON merged over the config, as in ab_flash.py; --window:
+           the Triton kernel with a sliding window; --qk-extra: q and k N dims wider than v, as
+           latent attention's 64 rotary dims; --keep: with kept keys, a padded batch's; --sinks:
+           with attention sinks; --softcap: with softcapped scores)
 """
 from __future__ import annotations
 
@@ -37,23 +38,24 @@ SM_REGS, SM_SMEM_BYTES, SM_WARPS, RESERVED_SMEM_BYTES = 65536, 228 << 10, 64, 10
 
 
 def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0,
-             keep: bool = False):
+             keep: bool = False, sinks: bool = False, softcap: bool = False):
     """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``; ``local``: with
     a sliding window, ``keep``: with kept keys (as flash_attention runs them: no fixed max);
-    ``qk_extra``: q and k that much wider than v (by addresses, as flash_attention runs it)."""
+    ``qk_extra``: q and k that much wider than v (by addresses, as flash_attention runs it);
+    ``sinks``, ``softcap``: with attention sinks, with softcapped scores."""
     # Hopper, aligned tensors: TMA where the kernel takes it
     bm, bn, flags, options = FA.resolved(cfg, tma_possible=not qk_extra)
     if local or keep:
         flags["FIXED_MAX"] = False
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
               "EVEN_N": True, "UPCAST": False, "LOCAL": local, "QK_EXTRA": qk_extra,
-              "HAS_KEEP": keep, "HAS_SINK": False, **flags}
+              "HAS_KEEP": keep, "HAS_SINK": sinks, "SOFTCAP": softcap, **flags}
     tma = flags["TMA"]
     names = FA.flash_fwd.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
         sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
-    sig.update(LSE="*fp32", KEEP="*u8", SINKS="*fp32", sm_scale="fp32")
+    sig.update(LSE="*fp32", KEEP="*u8", SINKS="*fp32", sm_scale="fp32", softcap="fp32")
     aligned = [n for n in names if sig[n] in ("*fp16", "*fp32")  # pointers and strides
                or (sig[n] == "i32" and n.startswith("s"))]  # (s..): multiples of 16
     src = ASTSource(fn=FA.flash_fwd, signature=sig,
@@ -123,6 +125,8 @@ def main(argv=None) -> None:
     p.add_argument("--window", action="store_true")
     p.add_argument("--qk-extra", type=int, default=0)
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--sinks", action="store_true")
+    p.add_argument("--softcap", action="store_true")
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--gluon", action="store_true")
     kind.add_argument("--gluon-ws", action="store_true")
@@ -138,8 +142,8 @@ def main(argv=None) -> None:
     gluon = a.gluon or a.gluon_ws
     if a.window and (gluon or not a.causal):
         p.error("--window takes --causal and the Triton kernel (no --gluon)")
-    if a.keep and gluon:
-        p.error("--keep takes the Triton kernel (no --gluon)")
+    if (a.keep or a.sinks or a.softcap) and gluon:
+        p.error("--keep, --sinks and --softcap take the Triton kernel (no --gluon)")
     if a.qk_extra and (gluon or a.qk_extra not in HEAD_DIMS):
         p.error(f"--qk-extra takes one of {HEAD_DIMS} and the Triton kernel (no --gluon)")
     if gluon and F9.GLUON_MISSING:
@@ -151,10 +155,12 @@ def main(argv=None) -> None:
                     else FA.config(d, a.causal))
             cfg = {**base, **over}
             r = {"head_dim": d, "causal": a.causal, "window": a.window,
-                 "qk_extra": a.qk_extra, "keep": a.keep, "name": name, "config": cfg}
+                 "qk_extra": a.qk_extra, "keep": a.keep, "sinks": a.sinks,
+                 "softcap": a.softcap, "name": name, "config": cfg}
             try:
                 kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws) if gluon
-                          else compiled(d, a.causal, cfg, a.window, a.qk_extra, a.keep))
+                          else compiled(d, a.causal, cfg, a.window, a.qk_extra, a.keep,
+                                        a.sinks, a.softcap))
                 # the warp-specialized program: two consumer warpgroups and a producer warp,
                 # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
                 r.update(resources(kernel, 12 if a.gluon_ws else cfg["num_warps"]))

@@ -24,7 +24,7 @@ Counting conventions (stated once; every formula in rooflab obeys them)
   RMSNorm 4 (square, sum, scale, weight) + 2 per row (+ eps, rsqrt) (+ 1 per weight element
   where the weight is applied as 1 + w, as Gemma does), LayerNorm 7, RoPE 3.5
   (x*cos + rot(x)*sin: 3, and rotate_half negates half the elements), the attention scale
-  1 per score, BatchNorm 4 (subtract, divide, scale, shift) + 2 per channel (+ eps, sqrt) and,
+  1 per score, a softcap 3 per score (c * tanh(x / c): divide, tanh, multiply), BatchNorm 4 (subtract, divide, scale, shift) + 2 per channel (+ eps, sqrt) and,
   in training, 4 more to take the batch's mean and variance, add/mul 1; a reduction 1 per
   element reduced; an LSTM cell 9 per hidden unit (3 sigmoids, 2 tanh, 3 multiplies, 1 add) and
   one add a gate to join the input's and the state's projections.
@@ -50,6 +50,7 @@ GELU_TANH_FLOPS = 8
 SILU_FLOPS = 5  # x * sigmoid(x): negate, exp, add, divide, multiply
 SOFTMAX_FLOPS = 5
 SCALE_FLOPS = 1  # per score: S * 1/sqrt(D)
+SOFTCAP_FLOPS = 3  # per score or logit: c * tanh(x / c)
 SOFTMAX_PASSES = 5
 RMSNORM_FLOPS = 4
 RMSNORM_ROW_FLOPS = 2  # per row: + eps, rsqrt

@@ -12,7 +12,8 @@ import torch
 
 from rooflab.cost import (BATCHNORM_CHANNEL_FLOPS, BATCHNORM_FLOPS, BATCHNORM_STATS_FLOPS,
                           GELU_TANH_FLOPS, LAYERNORM_FLOPS, LSTM_CELL_FLOPS, RMSNORM_FLOPS,
-                          RMSNORM_ROW_FLOPS, SILU_FLOPS, SOFTMAX_FLOPS, attention_pairs)
+                          RMSNORM_ROW_FLOPS, SILU_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS,
+                          attention_pairs)
 
 aten = torch.ops.aten
 
@@ -159,8 +160,11 @@ SDPA_OPS = [getattr(aten, n) for n in (
 @register(*SDPA_OPS)
 def _sdpa_op(args, out, named=None):
     named = named or {}
-    return _sdpa(args[0], args[1], args[2], bool(named.get("is_causal", False)),
-                 named.get("window"))
+    macs, flops = _sdpa(args[0], args[1], args[2], bool(named.get("is_causal", False)),
+                        named.get("window"))
+    if named.get("softcap"):  # rooflab's kernels cap every score they compute
+        flops += SOFTCAP_FLOPS * macs // (_shape(args[0])[-1] + _shape(args[2])[-1])
+    return macs, flops
 
 
 NAMED_OPS = set(SDPA_OPS)  # formulas that read arguments by name (flags, or keywords)
@@ -231,7 +235,8 @@ def _embedding_bag(args, out, named=None):
 
 def register_attention(packet) -> None:
     """Count ``packet``, an attention op of SDPA's contract (q, k, v, then is_causal by name),
-    as SDPA is counted: rooflab's own kernels as torch ops (kernels/hf_attention.py)."""
+    as SDPA is counted, and a softcap's FLOPs where it takes one: rooflab's own kernels as torch
+    ops (kernels/hf_attention.py)."""
     if packet not in SDPA_OPS:
         register_named(packet)(_sdpa_op)
         SDPA_OPS.append(packet)

@@ -522,8 +522,8 @@ def _softcap(numel: int, dt: str) -> C.Cost:
     reading and writing every score (or logit), one FLOP an element each. On the attention it
     forces the eager path: the scores are a full matrix, every key of every query."""
     one = C.elementwise(numel, dt, 1, 1, 1)
-    return replace(one, flops=3 * one.flops, bytes=3 * one.bytes, bytes_fused=one.bytes_fused,
-                   kernels=3)
+    return replace(one, flops=C.SOFTCAP_FLOPS * one.flops, bytes=3 * one.bytes,
+                   bytes_fused=one.bytes_fused, kernels=3)
 
 
 def experts_hit(cfg: ModelConfig, tokens: int) -> float:

@@ -205,19 +205,24 @@ def test_causal_is_sdpas_top_left_with_fewer_or_more_queries_than_keys():
 def _pair(family: str, dtype, window: int = 8):
     """A tiny model of ``family`` (gemma3_text or gemma2) under SDPA or eager (gemma2's
     softcapping), and the same weights under rooflab's attention: sliding layers of ``window``
-    keys and one full layer."""
+    keys and one full layer. Gemma 2's softcap of 2 and q, k projections of std 0.5 put its
+    scores where the cap bends them (the logits 90% off without it)."""
     import transformers as T
     common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
                   num_attention_heads=2, num_key_value_heads=1, head_dim=32,
                   sliding_window=window, max_position_embeddings=256,
                   layer_types=["sliding_attention", "sliding_attention", "full_attention"])
     if family == "gemma2":
-        cfg, model, ref_impl = T.Gemma2Config(**common), T.Gemma2ForCausalLM, "eager"
+        cfg, model, ref_impl = (T.Gemma2Config(**common, attn_logit_softcapping=2.0),
+                                T.Gemma2ForCausalLM, "eager")
     else:
         cfg, model, ref_impl = T.Gemma3TextConfig(**common), T.Gemma3ForCausalLM, "sdpa"
     register_hf_attention()
     torch.manual_seed(0)
     ref = model._from_config(copy.deepcopy(cfg), attn_implementation=ref_impl, dtype=dtype)
+    for name, p in ref.named_parameters():
+        if family == "gemma2" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            torch.nn.init.normal_(p, std=0.5)
     ours = model._from_config(copy.deepcopy(cfg), attn_implementation="rooflab", dtype=dtype)
     ours.load_state_dict(ref.state_dict())
     return ref.eval().to(DEV), ours.eval().to(DEV)
@@ -255,17 +260,50 @@ def test_gemma3s_sliding_layers_run_the_kernel_with_their_window():
 
 @pytest.mark.parametrize("family", ["gemma3_text", "gemma2"])
 def test_where_the_kernels_cannot_run_the_fallback_keeps_the_window(family):
-    """fp32 (SDPA) and gemma 2's softcapped scores (its eager attention, which adds its mask):
-    where the window was left out of the mask for the kernels, the fallback makes it; the
-    logits are the reference's, bit for bit."""
-    ref, ours = _pair(family, torch.float32 if family == "gemma3_text" else torch.bfloat16)
+    """fp32: SDPA, or Gemma 2's eager attention where it softcaps (which SDPA does not, and
+    eager adds its mask): where the window was left out of the mask for the kernels, the
+    fallback makes it; the logits are the reference's, bit for bit."""
+    ref, ours = _pair(family, torch.float32)
     ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(7)).to(DEV)
     HA.CALLS.clear()
     with torch.no_grad():
         a, b = ref(ids).logits, ours(ids).logits
     assert torch.equal(a, b)
-    assert set(HA.CALLS) == ({"sdpa (dtype torch.float32)"} if family == "gemma3_text"
-                             else {"eager (softcapping)"})
+    assert set(HA.CALLS) == {("sdpa" if family == "gemma3_text" else "eager")
+                             + " (dtype torch.float32)"}
+
+
+def test_gemma2s_softcapped_scores_on_the_kernels():
+    """Gemma 2 softcaps every score (softcap * tanh(s / softcap)): FlashAttention applies it at
+    the prefill, with the sliding layers' window, and flash-decoding at decode. Against the
+    model in fp32, rooflab's bf16 logits are as close as eager's own bf16 ones."""
+    ref, ours = _pair("gemma2", torch.bfloat16)
+    f32 = copy.deepcopy(ref).float()
+    ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(6)).to(DEV)
+    rel = lambda x, y: float((x.float() - y.float()).norm() / x.float().norm())  # noqa: E731
+    HA.CALLS.clear()
+    with torch.no_grad():
+        want, a, b = f32(ids).logits, ref(ids).logits, ours(ids).logits
+        assert rel(want, b) <= 1.5 * rel(want, a), (rel(want, b), rel(want, a))
+        assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, softcap)": 2,
+                                  "flash_attention (Triton, softcap)": 1}
+        ops = [r for r in count(lambda: ours(ids), module=ours).records
+               if r.op == "flash_attention"]
+        # the cap's 3 FLOPs on each pair the kernel computes, B x H = 4 rows of pairs: a
+        # window of 8 over 20 tokens 1 + 2 + ... + 8 + 12 * 8 = 132 pairs, causal 20 * 21 / 2
+        assert sorted(r.flops - 2 * r.macs for r in ops) == [3 * 4 * 132] * 2 + [3 * 4 * 210]
+        assert sorted(OC.attention_key(r).split(" 16-bit ")[1] for r in ops) == [
+            "causal softcap prefill", "causal window 8 softcap prefill",
+            "causal window 8 softcap prefill"]
+        HA.CALLS.clear()  # decode steps after a prompt of 17
+        caches = [m(ids[:, :17], use_cache=True).past_key_values for m in (f32, ref, ours)]
+        for t in range(17, 20):
+            want, a, b = (m(ids[:, t:t + 1], past_key_values=c).logits
+                          for m, c in zip((f32, ref, ours), caches))
+            assert rel(want, b) <= 1.5 * rel(want, a), (t, rel(want, b), rel(want, a))
+    assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, softcap)": 2,
+                              "flash_attention (Triton, softcap)": 1,
+                              "flash_decoding (softcap)": 3 * 3}
 
 
 def test_attention_sinks_on_the_kernels():

@@ -284,6 +284,29 @@ def test_flash_attention_with_attention_sinks_matches_fp64(device, causal, windo
         FA.flash_attention(q, k, v, causal, sinks=sinks[:2])
 
 
+@pytest.mark.parametrize("causal,window,n_q", [(False, None, 37), (True, None, 37),
+                                                (True, 9, 37), (True, None, 20)])
+def test_flash_attention_with_softcapped_scores_matches_fp64(device, causal, window, n_q):
+    """Gemma 2's softcap: every scaled score s is cap * tanh(s / cap). Scores of order 10
+    against a cap of 5, so that it bends them (without it the output is 0.8-2.6 of its norm
+    off); with the first block's max held and Q in registers too (FIXED_MAX, Q_REG: q halved,
+    the scale doubled)."""
+    b, h, n, d, hkv, cap = 2, 4, 37, 64, 2, 5.0
+    g = torch.Generator(device="cpu").manual_seed(n_q)
+    q, k, v = (torch.randn(b, heads, m, d, generator=g).to(device, torch.bfloat16) * scale
+               for heads, m, scale in ((h, n_q, 3), (hkv, n, 3), (hkv, n, 1)))
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), causal, window=window,
+                                softcap=cap)
+    low = FA.standard_attention(q, k, v, causal, window=window, softcap=cap)
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    for cfg in (None, {**FA.config(d, causal), "FIXED_MAX": True, "Q_REG": True}):
+        o, _ = FA.flash_attention(q, k, v, causal, window=window, softcap=cap, cfg=cfg)
+        assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4, cfg
+    assert FA.which(q, k, v, causal, softcap=cap) == "flash_attention"
+    with pytest.raises(ValueError, match="softcap must be positive"):
+        FA.flash_attention(q, k, v, causal, softcap=-1.0)
+
+
 def test_head_dims_the_kernels_take():
     from rooflab.kernels.inputs import dims_error
     assert dims_error(128, 128) == dims_error(192, 128) == dims_error(32, 16) == ""

@@ -135,6 +135,23 @@ def test_flash_decode_with_attention_sinks_matches_fp64(device, shape, merge_row
         FD.flash_decode(q, k, v, causal, sinks=sinks[:2])
 
 
+@pytest.mark.parametrize("shape", DECODE_SHAPES[:3])
+@pytest.mark.parametrize("last", [False, True])
+def test_flash_decode_with_softcapped_scores_matches_fp64(device, shape, last):
+    """Gemma 2's softcap at decode (cap * tanh(s / cap) on every scaled score), before the
+    partials, so every cut and merge sees capped scores; scores of order 10 against a cap of 5."""
+    b, h, lq, lkv, d, hkv, programs = shape
+    g = torch.Generator(device="cpu").manual_seed(lkv)
+    q, k, v = (torch.randn(b, heads, n, d, generator=g).to(device, torch.bfloat16) * scale
+               for heads, n, scale in ((h, lq, 3), (hkv, lkv, 3), (hkv, lkv, 1)))
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), lq > 1, softcap=5.0)
+    low = FA.standard_attention(q, k, v, lq > 1, softcap=5.0)
+    o, _ = FD.flash_decode(q, k, v, lq > 1, programs=programs, softcap=5.0,
+                           cfg={**FD.config(d), "LAST_MERGES": last})
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4
+
+
 def test_flash_decode_strided_inputs_and_limits(device):
     """A KV cache viewed out of a (B, L, H, D) buffer, as models keep it, needs no copy."""
     g = torch.Generator(device="cpu").manual_seed(1)

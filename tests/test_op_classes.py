@@ -421,6 +421,22 @@ def test_a_padded_prefills_kind_is_causal_with_a_mask_and_its_reference_keeps_ke
     assert OC.attention_key(ref, 1000) == key and len(ref.shapes) == 4
 
 
+def test_a_softcapped_attentions_kind_and_reference_keep_the_cap():
+    """rooflab's kernel with Gemma 2's softcap: 3 FLOPs a pair past the matmuls' (here every
+    pair: not causal), keyed "softcap", and its reference runs the kernel with a cap."""
+    pytest.importorskip("triton")
+    from rooflab.kernels import hf_attention  # noqa: F401 - defines torch.ops.rooflab
+    qkv = torch.randn(2, 4, 64, 32, dtype=torch.float16)
+    (r,) = [r for r in _records(lambda: torch.ops.rooflab.flash_attention(
+        qkv, qkv, qkv, False, 0.1, softcap=30.0)) if OC.op_class(r) == "attention"]
+    assert r.flops - 2 * r.macs == 3 * 2 * 4 * 64 * 64
+    key = OC.attention_key(r, 1000)
+    assert " 16-bit softcap prefill " in key
+    (ref,) = [x for x in _records(OC._attention_reference(r, "cpu", 1000))
+              if OC.op_class(x) == "attention"]
+    assert OC.attention_key(ref, 1000) == key
+
+
 def test_attention_bytes_expand_broadcast_heads():
     """K/V heads as a broadcast view (one head read by 4): the counter holds one copy, the
     decode kernel streams one per query head."""

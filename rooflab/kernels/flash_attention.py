@@ -6,8 +6,9 @@ H (GQA/MQA); queries are the last Lq of Lkv positions when causal (prefill: Lq =
 window (causal only) lets each query see its last ``window`` keys, itself included, as
 transformers' sliding layers do, and kept keys (B, Lkv) hide keys of a batch row (a padded batch);
 a query that sees no key gets zeros, as SDPA gives it; attention sinks (gpt-oss: a learned logit
-a head, in every softmax's denominator) join the sum. q and k may be wider than v by a power of
-two (latent attention: 192 = 128 + 64 rotary dims against v's 128); the output is v's width.
+a head, in every softmax's denominator) join the sum; a softcap (Gemma 2) bounds every score s
+to cap * tanh(s / cap). q and k may be wider than v by a power of two (latent attention: 192 =
+128 + 64 rotary dims against v's 128); the output is v's width.
 """
 from __future__ import annotations
 
@@ -22,14 +23,17 @@ from rooflab.kernels.inputs import checked, kept, local, sink_logits  # what the
 
 # --- 1. the reference ------------------------------------------------------------------------
 def standard_attention(q, k, v, causal: bool = False, scale: float | None = None,
-                       window: int | None = None, sinks=None):
+                       window: int | None = None, sinks=None, softcap: float = 0.0):
     """softmax(Q K^T * scale) V, materialising the (Lq, Lkv) score matrix S. ``sinks`` (H,):
-    a logit a head that joins every row's softmax with no value vector."""
+    a logit a head that joins every row's softmax with no value vector; ``softcap`` > 0: every
+    score s becomes softcap * tanh(s / softcap)."""
     scale = scale if scale is not None else q.shape[-1] ** -0.5
     rep = q.shape[1] // k.shape[1]
     if rep > 1:  # GQA: each K/V head serves `rep` query heads
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     s = (q @ k.transpose(-2, -1)) * scale     # read Q, K -> write S (B, H, Lq, Lkv) to HBM
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)   # read S -> write S (three passes, as run)
     if causal:
         s = s.masked_fill(~seen(q.shape[-2], k.shape[-2], window, q.device),
                           float("-inf"))  # read S -> write S
@@ -76,9 +80,15 @@ if triton is not None:
         return t
 
     @triton.jit
-    def _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
+    def softcapped(qk, cap_in):
+        # tanh(qk * cap_in) / cap_in, tanh by exp2 (exact at +-inf): cap_in = scale / softcap,
+        # so the scaled score s becomes softcap * tanh(s / softcap)
+        return (1.0 - 2.0 / (tl.math.exp2(qk * (cap_in * 2.8853900817779268)) + 1.0)) / cap_in
+
+    @triton.jit
+    def _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk, cap_in,
                 BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                TMA: tl.constexpr, QK_EXTRA: tl.constexpr):
+                TMA: tl.constexpr, QK_EXTRA: tl.constexpr, SOFTCAP: tl.constexpr):
         # one key block's raw scores (BLOCK_M, BLOCK_N), never stored. QK_EXTRA: q and k's dims
         # past v's head dim (q2 holds q's), a second dot onto the first (by addresses)
         k = _tile(k_base, start_n, stride_kn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
@@ -88,6 +98,8 @@ if triton is not None:
             k2 = _tile(k_base + offs_d.shape[0], start_n, stride_kn, offs_n, offs_e, n_kv, b, hk,
                        BLOCK_N, EVEN_N, UPCAST, False)
             qk = tl.dot(q2, tl.trans(k2), qk)
+        if SOFTCAP:
+            qk = softcapped(qk, cap_in)
         return qk
 
     @triton.jit
@@ -113,7 +125,8 @@ if triton is not None:
                offs_d, offs_e, lo, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N: tl.constexpr,
                MASK: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
                QK_EXTRA: tl.constexpr, window=0, LOCAL: tl.constexpr = False, keep_row=None,
-               HAS_KEEP: tl.constexpr = False, EMPTY_ROWS: tl.constexpr = False):
+               HAS_KEEP: tl.constexpr = False, EMPTY_ROWS: tl.constexpr = False, cap_in=1.0,
+               SOFTCAP: tl.constexpr = False):
         # One sweep over key/value blocks [lo, hi). Registers hold q (BLOCK_M, D), the running
         # max m_i, the running sum l_i and the unnormalised output acc (BLOCK_M, D).
         # MASK with LOCAL: the window's edge too (a query sees its last ``window`` keys).
@@ -121,7 +134,7 @@ if triton is not None:
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
-                         BLOCK_N, EVEN_N, UPCAST, TMA, QK_EXTRA)
+                         cap_in, BLOCK_N, EVEN_N, UPCAST, TMA, QK_EXTRA, SOFTCAP)
             v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
                       UPCAST, TMA)
             if MASK:  # the diagonal band: causal mask (query row + delta sees keys <= it)
@@ -140,7 +153,8 @@ if triton is not None:
     @triton.jit
     def _inner_fixed_max(acc, l_i, m_ref, q, q2, k_base, v_base, stride_kn, stride_vn, offs_n,
                          offs_d, offs_e, lo, hi, n_kv, qk_scale, b, hk, BLOCK_N: tl.constexpr,
-                         UPCAST: tl.constexpr, TMA: tl.constexpr, QK_EXTRA: tl.constexpr):
+                         UPCAST: tl.constexpr, TMA: tl.constexpr, QK_EXTRA: tl.constexpr,
+                         cap_in, SOFTCAP: tl.constexpr):
         # The sweep over whole blocks with the max held where the first block left it (m_ref):
         # no rescale of acc per block (BLOCK_M x D multiplies and an exp2 a row saved each
         # time). p = exp2(score - m_ref) may pass 1; the largest scaled score seen (m_seen)
@@ -148,7 +162,7 @@ if triton is not None:
         m_seen = m_ref
         for start_n in tl.range(lo, hi, BLOCK_N):
             qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
-                         BLOCK_N, True, UPCAST, TMA, QK_EXTRA)
+                         cap_in, BLOCK_N, True, UPCAST, TMA, QK_EXTRA, SOFTCAP)
             v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, True,
                       UPCAST, TMA)
             m_seen = tl.maximum(m_seen, tl.max(qk, 1) * qk_scale)
@@ -158,14 +172,14 @@ if triton is not None:
         return acc, l_i, m_seen
 
     @triton.jit
-    def flash_fwd(Q, K, V, O, LSE, KEEP, SINKS, sm_scale,
+    def flash_fwd(Q, K, V, O, LSE, KEEP, SINKS, sm_scale, softcap,
                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                   H, GROUP, n_q, n_kv, window,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
                   TMA: tl.constexpr, FIXED_MAX: tl.constexpr, Q_REG: tl.constexpr,
                   LOCAL: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_KEEP: tl.constexpr,
-                  HAS_SINK: tl.constexpr):
+                  HAS_SINK: tl.constexpr, SOFTCAP: tl.constexpr):
         # TMA: Q, K, V, O are (B, H, N, D) tensor descriptors and tiles move by Hopper's tensor
         # memory accelerator; otherwise they are pointers and tiles move by loads of addresses.
         # FIXED_MAX: the whole blocks after the first with the first block's max.
@@ -175,7 +189,8 @@ if triton is not None:
         # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v and O HEAD_DIM.
         # HAS_KEEP (FIXED_MAX off): KEEP (B, Lkv) says which keys each batch row attends to.
         # With either mask a row may see no key: EMPTY_ROWS, and such a row's O is zeros.
-        # HAS_SINK: SINKS (H,) fp32, a logit a head that every row's sum starts from
+        # HAS_SINK: SINKS (H,) fp32, a logit a head that every row's sum starts from.
+        # SOFTCAP: every scaled score s is softcap * tanh(s / softcap) (softcapped())
         start_m = tl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = tl.num_programs(0) - 1 - start_m
@@ -219,6 +234,7 @@ if triton is not None:
         qk_scale = sm_scale * 1.4426950408889634         # fold log2(e) in: exp2 is cheaper
         if Q_REG:
             qk_scale = qk_scale * 2.0
+        cap_in = qk_scale * 0.6931471805599453 / softcap  # the raw scores' scale over the cap
         delta = n_kv - n_q                               # causal: queries are the last n_q
         if CAUSAL:  # blocks fully left of the diagonal need no mask; the band across it does
             full_hi = tl.maximum(((start_m * BLOCK_M + delta) // BLOCK_N) * BLOCK_N, 0)
@@ -235,7 +251,7 @@ if triton is not None:
             acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m,
                                    offs_n, offs_d, offs_e, lo, mid, n_kv, delta, qk_scale, b, hk,
                                    BLOCK_N, True, True, UPCAST, TMA, QK_EXTRA, window, True,
-                                   keep_row, HAS_KEEP, True)
+                                   keep_row, HAS_KEEP, True, cap_in, SOFTCAP)
             lo = mid
         first = full_hi               # the whole blocks with a running max: all of them, or
         if FIXED_MAX:                 # the first alone, which sets the max the rest keep
@@ -243,25 +259,26 @@ if triton is not None:
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, offs_e, lo, first, n_kv, delta, qk_scale, b, hk, BLOCK_N,
                                False, True, UPCAST, TMA, QK_EXTRA, 0, False, keep_row, HAS_KEEP,
-                               EMPTY_ROWS)
+                               EMPTY_ROWS, cap_in, SOFTCAP)
         if FIXED_MAX:
             acc_f, l_f, m_seen = _inner_fixed_max(acc, l_i, m_i, q, q2, k_base, v_base, skn,
                                                   svn, offs_n, offs_d, offs_e, first, full_hi,
                                                   n_kv, qk_scale, b, hk, BLOCK_N, UPCAST, TMA,
-                                                  QK_EXTRA)
+                                                  QK_EXTRA, cap_in, SOFTCAP)
             grew = tl.where(m_i == float("-inf"), 0.0, m_seen - m_i)
             if tl.max(grew, 0) > 15.0:  # some p passed 2^15 (fp16 ends at 65504): redo the
                 # sweep with a running max (that tile then costs two sweeps)
                 acc, l_i, m_i = _inner(tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), l_0, m_0, q, q2,
                                        k_base, v_base, skn, svn, offs_m, offs_n, offs_d,
                                        offs_e, 0, full_hi, n_kv, delta, qk_scale, b, hk,
-                                       BLOCK_N, False, True, UPCAST, TMA, QK_EXTRA)
+                                       BLOCK_N, False, True, UPCAST, TMA, QK_EXTRA,
+                                       cap_in=cap_in, SOFTCAP=SOFTCAP)
             else:
                 acc, l_i = acc_f, l_f
         acc, l_i, m_i = _inner(acc, l_i, m_i, q, q2, k_base, v_base, skn, svn, offs_m, offs_n,
                                offs_d, offs_e, full_hi, hi, n_kv, delta, qk_scale, b, hk, BLOCK_N,
                                CAUSAL, EVEN_N, UPCAST, TMA, QK_EXTRA, window, LOCAL, keep_row,
-                               HAS_KEEP, EMPTY_ROWS)
+                               HAS_KEEP, EMPTY_ROWS, cap_in, SOFTCAP)
         if EMPTY_ROWS:  # a row that saw no key: O zeros, LSE -inf
             acc = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
             lse = tl.where(l_i > 0, (m_i + tl.math.log2(l_i)) * 0.6931471805599453,
@@ -355,14 +372,14 @@ GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
 
 
 def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
-          sinks=None) -> str:
+          sinks=None, softcap: float = 0.0) -> str:
     """The module whose kernel flash_attention() runs for these inputs without a config (a
-    window shorter than the keys, kept keys, sinks, v narrower than q: this module's, the one
-    kernel that takes them)."""
+    window shorter than the keys, kept keys, sinks, a softcap, v narrower than q: this
+    module's, the one kernel that takes them)."""
     import importlib
     d = q.shape[-1]
     names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None and keep is None
-                                 and sinks is None and v.shape[-1] == d) else ()
+                                 and sinks is None and not softcap and v.shape[-1] == d) else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
         names = ("flash_attention_sm90", *names)
@@ -387,19 +404,21 @@ def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None,
                     window: int | None = None, keep: torch.Tensor | None = None,
-                    sinks: torch.Tensor | None = None):
+                    sinks: torch.Tensor | None = None, softcap: float = 0.0):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
     where which() picks one. ``window`` (causal only): each query sees its last ``window``
     keys. ``keep``: None, or (B, Lkv) bool, the keys each batch row attends to (a padded
     batch); a query that sees no key gets zeros (LSE -inf). ``sinks``: None, or (H,) a logit a
-    head in every softmax's denominator (attention sinks). q and k may be wider than v
-    (inputs.dims_error)."""
+    head in every softmax's denominator (attention sinks). ``softcap`` > 0: every score s is
+    softcap * tanh(s / softcap). q and k may be wider than v (inputs.dims_error)."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
+    if not softcap >= 0:
+        raise ValueError(f"softcap must be positive, or 0 for none (got {softcap})")
     if window is not None and not (causal and window >= 1):
         raise ValueError(f"a window takes causal attention and at least 1 key (got {window})")
     b, h, n_q, d_qk = q.shape
@@ -407,8 +426,8 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
     window = local(window, n_kv)
     keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
-    if cfg is None and window is None and keep is None and sinks is None:  # on Hopper, a Gluon
-        # kernel where which() picks one
+    plain = window is None and keep is None and sinks is None and not softcap
+    if cfg is None and plain:  # on Hopper, a Gluon kernel where which() picks one
         done = gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done
@@ -424,7 +443,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
             flash_fwd[(-(-n_q // bm), b * h)](
                 *(descriptors(q, k, v, o, bm, bn) if flags["TMA"] else (q, k, v, o)),
                 lse, lse if keep is None else keep, lse if sinks is None else sinks,
-                scale if scale is not None else d_qk ** -0.5,
+                scale if scale is not None else d_qk ** -0.5, softcap or 1.0,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                 0 if keep is None else keep.stride(0),
@@ -432,6 +451,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                 CAUSAL=causal, EVEN_N=n_kv % bn == 0,
                 UPCAST=INTERPRET and q.dtype == torch.bfloat16, LOCAL=window is not None,
                 QK_EXTRA=extra, HAS_KEEP=keep is not None, HAS_SINK=sinks is not None,
+                SOFTCAP=bool(softcap),
                 **flags, **options)
             return o, lse
         except triton.runtime.errors.OutOfResources:

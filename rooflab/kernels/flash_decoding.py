@@ -27,6 +27,7 @@ from rooflab.kernels.inputs import checked, kept, sink_logits  # what the kernel
 try:
     import triton
     import triton.language as tl
+    from rooflab.kernels.flash_attention import softcapped  # a score's softcap, in both kernels
 except ImportError as _e:  # pragma: no cover - exercised where Triton is missing
     triton = None
     TRITON_MISSING = f"Triton is not installed ({_e}); pip install 'rooflab[triton]'"
@@ -39,11 +40,12 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 if triton is not None:
     @triton.jit
     def partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
-                        qk_scale, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
+                        qk_scale, cap_in, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
                         skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                         UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
-                        HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr):
+                        HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
+                        SOFTCAP: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
         # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache).
         # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v HEAD_DIM (latent
@@ -51,7 +53,8 @@ if triton is not None:
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
         # LSE_PART are then O and LSE themselves, written in their final form (no merge).
         # HAS_SINK: SINKS (H,) fp32, a logit a head in every row's sum: the answer's first term
-        # (WHOLE), else the merge's, so that it is counted once whatever the cut.
+        # (WHOLE), else the merge's, so that it is counted once whatever the cut. SOFTCAP:
+        # every scaled score s is softcap * tanh(s / softcap) (FA.softcapped, cap_in its scale).
         b, hk = bhk // HKV, bhk % HKV
         rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
         g, i = rows // n_q, rows % n_q
@@ -97,6 +100,8 @@ if triton is not None:
                 if UPCAST:
                     k2 = k2.to(tl.float32)
                 qk = tl.dot(q2, tl.trans(k2), qk)
+            if SOFTCAP:
+                qk = softcapped(qk, cap_in)
             qk = qk * qk_scale                           # scores in log2 units
             keep = inside[None, :]
             if HAS_KEEP:  # this batch row's valid keys
@@ -128,13 +133,14 @@ if triton is not None:
                      mask=valid[:, None])
 
     @triton.jit
-    def split_kv_fwd(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale,
+    def split_kv_fwd(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale, softcap,
                      sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
                      WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
-                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr):
+                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
+                     SOFTCAP: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
         # laid end to end, one partial per head it touches (slot 0: the head's first program).
         # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
@@ -143,6 +149,7 @@ if triton is not None:
             tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
         pid = tl.program_id(0)
         start = pid * per_program
+        cap_in = qk_scale * 0.6931471805599453 / softcap  # the raw scores' scale over the cap
         end = tl.minimum(start + per_program, total_blocks)
         for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
             bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
@@ -150,10 +157,10 @@ if triton is not None:
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
             partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk,
                             pid - (bhk * n_blocks) // per_program, max_slots, lo * BLOCK_N,
-                            tl.minimum(hi * BLOCK_N, n_kv), qk_scale, sqb, sqh, sqm, skb, skh,
+                            tl.minimum(hi * BLOCK_N, n_kv), qk_scale, cap_in, sqb, sqh, sqm, skb, skh,
                             skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
                             HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP,
-                            QK_EXTRA, HAS_SINK)
+                            QK_EXTRA, HAS_SINK, SOFTCAP)
             if LAST_MERGES:
                 tl.debug_barrier()                       # every store of the partial, then
                 arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
@@ -361,15 +368,19 @@ def dependent_launch(device) -> bool:
 
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
-                 programs: int | None = None, cfg: dict | None = None, keep=None, sinks=None):
+                 programs: int | None = None, cfg: dict | None = None, keep=None, sinks=None,
+                 softcap: float = 0.0):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
     None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
     valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one.
     ``sinks``: None, or (H,) a logit a head in every softmax's denominator (attention sinks).
-    q and k may be wider than v (inputs.dims_error)."""
+    ``softcap`` > 0: every score s is softcap * tanh(s / softcap). q and k may be wider than v
+    (inputs.dims_error)."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     q, k, v = checked(q, k, v, causal, "flash_decode")
+    if not softcap >= 0:
+        raise ValueError(f"softcap must be positive, or 0 for none (got {softcap})")
     b, h, n_q, d_qk = q.shape
     _, hkv, n_kv, _ = k.shape
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
@@ -403,14 +414,14 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     split_kv_fwd[(grid,)](
         q, kd, vd, keep if keep is not None else q, lse if sinks is None else sinks, o_part, lse_part, o, lse, arrived,
-        scale * 1.4426950408889634,  # log2(e): exp2
+        scale * 1.4426950408889634, softcap or 1.0,  # log2(e): exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
         keep.stride(0) if keep is not None else 0, hkv, group, n_q, n_kv, n_blocks, per,
         b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
         UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, TMA=tma,
         LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra,
-        HAS_SINK=sinks is not None, **c)
+        HAS_SINK=sinks is not None, SOFTCAP=bool(softcap), **c)
     if whole or last_merges:
         return o, lse
     if rows:

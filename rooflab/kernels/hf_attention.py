@@ -1,10 +1,10 @@
 """rooflab's attention kernels inside a real transformers model: an attention implementation named
 "rooflab" (transformers' AttentionInterface) that runs FlashAttention at prefill and
 flash-decoding at decode, and SDPA where a shape or mask is outside them, counting how often
-(the model's eager attention where it passes what the kernels do not apply, such as softcapped
-scores: eager_only()). The kernels apply a sliding layer's window and a padded batch's kept keys
-where those are the mask's only patterns (mask()), take q and k wider than v (latent attention)
-and gpt-oss's attention sinks.
+(the model's eager attention where it passes what SDPA does not apply: eager_only()). The kernels
+apply a sliding layer's window and a padded batch's kept keys where those are the mask's only
+patterns (mask()), and take q and k wider than v (latent attention), gpt-oss's attention sinks and
+Gemma 2's softcapped scores.
 
 The kernels run as torch ops (``torch.ops.rooflab.flash_attention``, ``...flash_decoding``), so
 the dispatch counter sees them as one attention op each, with SDPA's formula (formulas.py), and
@@ -29,12 +29,14 @@ from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries
 NAME = "rooflab"
 # what a model passes that leaves the attention's math to q, k, v, the mask and the scale (and
 # the window, which attention_forward applies): any other argument given is one only the model's
-# own eager attention applies (softcap, gpt-oss's sinks, T5's position bias, sparse indices, ...)
+# own eager attention applies (T5's position bias, sparse indices, ...), but for those the kernels
+# take (TAKEN)
 IGNORED = {"dropout", "scaling", "is_causal", "sliding_window", "position_ids", "cache_position",
            "use_cache", "output_attentions", "output_hidden_states", "return_dict",
            "past_key_values", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
            "max_length_k", "deterministic"}
 NAMED = {"softcap": "softcapping", "s_aux": "attention sinks", "sinks": "attention sinks"}
+TAKEN = {"softcap", "s_aux"}  # Gemma 2's softcap and gpt-oss's sinks: the kernels apply them
 CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)", "eager (why)"
 # FlashAttention's kernels by module (flash_attention.which()), as CALLS names them
 KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
@@ -46,24 +48,26 @@ KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                        scale: float, kernel: str = "", window: int = 0,
                        keep: torch.Tensor | None = None,
-                       sinks: torch.Tensor | None = None) -> torch.Tensor:
+                       sinks: torch.Tensor | None = None, softcap: float = 0.0) -> torch.Tensor:
     """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it;
     ``window`` (0: none): the last keys each query sees, itself included; ``keep``: (B, Lkv)
-    the keys each batch row attends to (a padded batch); ``sinks``: (H,) attention sinks."""
+    the keys each batch row attends to (a padded batch); ``sinks``: (H,) attention sinks;
+    ``softcap`` (0: none): scores s become softcap * tanh(s / softcap)."""
     from rooflab.kernels import flash_attention as FA
     window = window or None
-    kernel = kernel or FA.which(q, k, v, is_causal, window=window, keep=keep, sinks=sinks)
+    kernel = kernel or FA.which(q, k, v, is_causal, window=window, keep=keep, sinks=sinks,
+                                softcap=softcap)
     return (FA.gluon(q, k, v, is_causal, scale, None, kernel)
             or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window, keep=keep,
-                                  sinks=sinks))[0]
+                                  sinks=sinks, softcap=softcap))[0]
 
 
 @torch.library.custom_op("rooflab::flash_decoding", mutates_args=())
 def flash_decoding_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                       scale: float, keep: torch.Tensor | None = None,
-                      sinks: torch.Tensor | None = None) -> torch.Tensor:
+                      sinks: torch.Tensor | None = None, softcap: float = 0.0) -> torch.Tensor:
     from rooflab.kernels.flash_decoding import flash_decode
-    return flash_decode(q, k, v, is_causal, scale, keep=keep, sinks=sinks)[0]
+    return flash_decode(q, k, v, is_causal, scale, keep=keep, sinks=sinks, softcap=softcap)[0]
 
 
 for _name, _op in (("flash_attention", flash_attention_op), ("flash_decoding", flash_decoding_op)):
@@ -84,8 +88,8 @@ def kept_keys(mask, lq: int):
 
 # --- the attention implementation ---------------------------------------------------------------
 def eager_only(kwargs: dict) -> str:
-    """The first argument given that the kernels do not apply (not IGNORED), as the reason for
-    the fallback; '' where there is none."""
+    """The first argument given that SDPA does not apply (not IGNORED; the kernels take those in
+    TAKEN), as the reason for a fallback to eager; '' where there is none."""
     for arg, value in kwargs.items():
         if arg not in IGNORED and value is not None and value is not False:
             return NAMED.get(arg, f"argument {arg}")
@@ -124,12 +128,12 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     read as causal, a window and a padded batch's kept keys runs the kernel on those."""
     lq, lkv = query.shape[2], key.shape[2]
     padded = padding(attention_mask) if lq > DECODE_MAX_Q else None
-    sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, which both kernels take
+    sinks, softcap = kwargs.get("s_aux"), kwargs.get("softcap") or 0.0  # the kernels take them
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     # one new token sees the whole cache; a mask padding() reads is causal
     causal = padded is not None or (causal and lq > 1 and attention_mask is None)
     why = outside(module, query, key, value, None if padded else attention_mask, dropout,
-                  {a: x for a, x in kwargs.items() if a != "s_aux"}
+                  {a: x for a, x in kwargs.items() if a not in TAKEN}
                   ) or ("causal, more queries than keys" if causal and lq > lkv else "")
     if why and attention_mask is not None:  # the mask says it all: the fallback takes it as is
         return fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal,
@@ -149,18 +153,23 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         keep = kept_keys(attention_mask, lq)
         if window:  # one query, the last: the window's keys are the last ones
             keep = (torch.arange(lkv, device=key.device) >= lkv - window).expand(len(key), lkv)
-        extras = ", ".join(what for what, x in (("kept keys", keep), ("sinks", sinks))
-                           if x is not None)
+        extras = ", ".join(what for what, x in (("kept keys", keep is not None),
+                                                ("sinks", sinks is not None),
+                                                ("softcap", softcap)) if x)
         CALLS["flash_decoding" + (f" ({extras})" if extras else "")] += 1
-        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep, sinks)
+        out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep, sinks,
+                                               softcap)
     else:
         from rooflab.kernels.flash_attention import which
-        kernel = which(query, key, value, causal, window=window, keep=keep, sinks=sinks)
-        CALLS[f"flash_attention ({KERNELS[kernel]}{', sliding window' if window else ''}"
-              f"{', kept keys' if keep is not None else ''}"
-              f"{', sinks' if sinks is not None else ''})"] += 1
+        kernel = which(query, key, value, causal, window=window, keep=keep, sinks=sinks,
+                       softcap=softcap)
+        extras = "".join(f", {what}" for what, x in (("sliding window", window),
+                                                     ("kept keys", keep is not None),
+                                                     ("sinks", sinks is not None),
+                                                     ("softcap", softcap)) if x)
+        CALLS[f"flash_attention ({KERNELS[kernel]}{extras})"] += 1
         out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel,
-                                                window or 0, keep, sinks)
+                                                window or 0, keep, sinks, softcap)
     return out.transpose(1, 2).contiguous(), None
 
 

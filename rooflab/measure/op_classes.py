@@ -269,18 +269,19 @@ def attention_window(r: count.OpRecord) -> int | None:
 
 def attention_key(r: count.OpRecord, sm_count: int = 0) -> str:
     """What decides an attention kernel's speed: the backend op, head dim, element size, mask
-    (an attention-bias operand), causal (fewer FLOPs than dense), a sliding window, and phase;
+    (an attention-bias operand), causal (fewer MACs than dense), a sliding window, a softcap
+    (FLOPs past the matmuls': formulas._sdpa_op), and phase;
     for a decode, and a prefill too small to fill ``sm_count`` SMs, its shapes too (how many
     programs share the GPU: see _attention_reference)."""
     lq, d = r.shapes[0][-2:]
-    _, dense = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
-    causal = r.flops < dense  # with a mask too: rooflab's kernel with a padded batch's keys
+    dense, _ = formulas._sdpa(*(torch.empty(s, device="meta") for s in r.shapes[:3]))  # every pair
+    causal = r.macs < dense  # with a mask too: rooflab's kernel with a padded batch's keys
     # a mask: an operand past q, k, v of two or more dims (SDPA's bias, rooflab's kept keys;
     # not attention sinks, one logit a head)
     masked = any(len(s) >= 2 for s in r.shapes[3:])
-    mask = " ".join(["causal"] * causal + ["mask"] * masked) or "none"
     window = attention_window(r) if causal else None
-    mask += f" window {window}" if window else ""
+    mask = " ".join(["causal"] * causal + ["mask"] * masked + [f"window {window}"] * bool(window)
+                    + ["softcap"] * (r.flops > 2 * r.macs)) or "none"
     kind = f"{r.op} d{d} {8 * r.itemsize}-bit {mask}"
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     phase = "decode" if lq <= DECODE_MAX_Q else "prefill"
@@ -357,6 +358,8 @@ def _attention_reference(r: count.OpRecord, device: str, sm_count: int = 0) -> C
             mask is not None) else {}  # kept keys: the one mask the kernels take
         if window:
             extra["window"] = window
+        if " softcap" in key:  # the cap's value does not change the work
+            extra["softcap"] = 50.0
         return lambda: op(q, k, v, causal, d ** -0.5, **extra)
 
     def call():
