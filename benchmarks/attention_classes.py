@@ -11,6 +11,10 @@ fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (
 gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left padding of each
 row its own length: kept keys, SDPA given the mask HF builds); a decode's cache with a mask of
 kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
+Softcapped scores (Gemma 2) and attention sinks (gpt-oss), which no SDPA backend takes: the peer
+is the model's eager attention (matmul, cap, softmax, matmul in the row's dtype), what a model
+runs without rooflab's kernels; SDPA's backends without the cap or the sinks are timed beside it
+as a floor, not as peers.
 Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
 """
 from __future__ import annotations
@@ -31,7 +35,7 @@ from common import write
 DEVICE = "cuda"  # the tests run the same rows, small, on the CPU under the interpreter
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 BASE = dict(b=2, h=32, hkv=8, lq=2048, lkv=2048, d=128, dt="bf16", causal=True, layout="bhld",
-            keep=False, window=None, dv=None)
+            keep=False, window=None, dv=None, softcap=0.0, sinks=False)
 PREFILL = [  # class, changes from BASE
     ("base", {}), ("ragged", {"lq": 1000, "lkv": 1000}), ("ragged", {"lq": 3001, "lkv": 3001}),
     ("hf layout", {"layout": "blhd"}), ("hf layout, ragged", {"layout": "blhd", "lq": 1500,
@@ -57,6 +61,11 @@ PREFILL = [  # class, changes from BASE
     ("padded batch", {"keep": True, "b": 8, "lq": 1024, "lkv": 1024}),
     ("padded batch, sliding window", {"keep": True, "window": 512, "d": 256, "h": 4, "hkv": 1,
                                       "b": 8, "lq": 4096, "lkv": 4096}),
+    ("softcap", {"softcap": 50.0, "d": 256, "h": 8, "hkv": 4, "b": 4}),  # Gemma-2-2b's heads
+    ("softcap, sliding window", {"softcap": 50.0, "window": 4096, "d": 256, "h": 8, "hkv": 4,
+                                 "b": 1, "lq": 8192, "lkv": 8192}),
+    ("sinks, sliding window", {"sinks": True, "window": 128, "d": 64, "h": 64, "hkv": 8,
+                               "b": 1, "lq": 4096, "lkv": 4096}),  # gpt-oss-20b's heads
 ]
 DECODE = [
     ("base", {"lq": 1, "lkv": 4096, "b": 8, "causal": False}),
@@ -74,6 +83,10 @@ DECODE = [
     ("four queries, causal", {"lq": 4, "lkv": 4096, "b": 8}),
     ("latent attention", {"lq": 1, "lkv": 4096, "b": 8, "d": 192, "dv": 128, "h": 16,
                           "hkv": 16, "causal": False}),
+    ("softcap", {"lq": 1, "lkv": 4096, "b": 8, "d": 256, "h": 8, "hkv": 4, "softcap": 50.0,
+                 "causal": False}),
+    ("sinks", {"lq": 1, "lkv": 4096, "b": 8, "d": 64, "h": 64, "hkv": 8, "sinks": True,
+               "causal": False}),
 ]
 
 
@@ -119,10 +132,12 @@ def mask_of(s: dict, keep):
     return None
 
 
-def ours(q, k, v, s, keep):
+def ours(q, k, v, s, keep, sinks=None):
     if s["lq"] <= DECODE_MAX_Q:  # as rooflab's attention in a model picks its kernel
-        return FD.flash_decode(q, k, v, s["causal"], keep=keep)[0]
-    return FA.flash_attention(q, k, v, s["causal"], window=s["window"], keep=keep)[0]
+        return FD.flash_decode(q, k, v, s["causal"], keep=keep, sinks=sinks,
+                               softcap=s["softcap"])[0]
+    return FA.flash_attention(q, k, v, s["causal"], window=s["window"], keep=keep, sinks=sinks,
+                              softcap=s["softcap"])[0]
 
 
 def row(cls: str, change: dict) -> dict:
@@ -130,12 +145,21 @@ def row(cls: str, change: dict) -> dict:
     q, k, v, keep = inputs(s)
     mask = mask_of(s, keep)
     causal = s["causal"] and mask is None  # SDPA's is_causal, where no mask says it
-    ref = torch.nan_to_num(F.scaled_dot_product_attention(  # fp32: the answer every output is
-        q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=s["h"] != s["hkv"],
-        is_causal=causal))  # held to; a query that sees no key (padding): zeros
-    impls = {"rooflab": lambda: ours(q, k, v, s, keep),
-             **{f"sdpa_{b}": (lambda f=A._sdpa(b): f(q, k, v, causal, mask))
-                for b in ("flash", "cudnn", "efficient")}}
+    sdpa = {f"sdpa_{b}": (lambda f=A._sdpa(b): f(q, k, v, causal, mask))
+            for b in ("flash", "cudnn", "efficient")}
+    if s["softcap"] or s["sinks"]:  # what SDPA does not take: eager is the peer, SDPA a floor
+        sinks = torch.linspace(-2, 2, s["h"], device=DEVICE) if s["sinks"] else None
+        eager = lambda dt: FA.standard_attention(  # noqa: E731
+            q.to(dt), k.to(dt), v.to(dt), s["causal"], window=s["window"],
+            sinks=None if sinks is None else sinks.to(dt), softcap=s["softcap"])
+        ref = eager(torch.float32)
+        impls = {"rooflab": lambda: ours(q, k, v, s, keep, sinks), "eager": lambda: eager(q.dtype),
+                 **{f"{n} without": f for n, f in sdpa.items()}}
+    else:
+        ref = torch.nan_to_num(F.scaled_dot_product_attention(  # fp32: the answer every output
+            q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=s["h"] != s["hkv"],
+            is_causal=causal))  # is held to; a query that sees no key (padding): zeros
+        impls = {"rooflab": lambda: ours(q, k, v, s, keep), **sdpa}
     r = {"class": cls, **s, "times_s": {}, "rel_err": {}, "errors": {}}
     for name, fn in impls.items():
         try:
@@ -145,7 +169,7 @@ def row(cls: str, change: dict) -> dict:
                                            flush_l2=True, wall=False, device=DEVICE).device_s
         except Exception as e:  # noqa: BLE001 - a backend refusing a class is a result
             r["errors"][name] = str(e).splitlines()[0][:160]
-    peers = {n: t for n, t in r["times_s"].items() if n != "rooflab"}
+    peers = {n: t for n, t in r["times_s"].items() if n != "rooflab" and " without" not in n}
     if "rooflab" in r["times_s"] and peers:
         r["best_peer"] = min(peers, key=peers.get)
         r["rooflab_over_best_peer"] = peers[r["best_peer"]] / r["times_s"]["rooflab"]  # >1: ahead

@@ -184,6 +184,9 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     ("decode", {"lq": 1, "lkv": 50, "d": 48, "dv": 32, "causal": False}),
     ("decode", {"lq": 1, "lkv": 50, "keep": True, "causal": False}),   # kept keys
     ("decode", {"lq": 3, "lkv": 45, "hkv": 1}),                        # causal queries, MQA
+    ("prefill", {"lq": 37, "lkv": 37, "window": 9, "softcap": 0.5}),  # softcapped scores
+    ("prefill", {"lq": 37, "lkv": 37, "window": 9, "sinks": True}),   # attention sinks
+    ("decode", {"lq": 1, "lkv": 50, "softcap": 0.5, "sinks": True, "causal": False}),
 ])
 def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase, change):
     """The class sweep's own logic (layouts, masks as SDPA takes them, the kernel each phase
@@ -193,9 +196,12 @@ def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase,
     monkeypatch.setattr(AC, "DEVICE", device)
     r = AC.row(phase, {"b": 2, "h": 4, "hkv": 2, "d": 32, **change})
     assert r["rel_err"]["rooflab"] < 2e-2 and r["times_s"]["rooflab"] > 0
+    sdpa = {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient"}
+    if change.get("softcap") or change.get("sinks"):  # eager the peer, SDPA without them a floor
+        sdpa = {"eager"} | {f"{n} without" for n in sdpa}
+        assert r["times_s"]["eager"] > 0 and r["best_peer"] == "eager"
     if device == "cuda":  # SDPA's backends are GPU-only: each timed or its refusal recorded
-        assert set(r["times_s"]) | set(r["errors"]) == {"rooflab", "sdpa_flash", "sdpa_cudnn",
-                                                         "sdpa_efficient"}
+        assert set(r["times_s"]) | set(r["errors"]) == {"rooflab"} | sdpa
 
 
 def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):
