@@ -99,6 +99,14 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
                 sliding_window=512, act="gelu_tanh", qk_norm=True, sandwich_norm=True,
                 tie_embeddings=True, dtype="bf16", rope_theta=1e6, rope_local_theta=1e4,
                 max_positions=32768, query_pre_attn_scalar=256),
+    # google/gemma-2-2b config.json (transformers' Gemma2Config defaults): every score and the
+    # final logits softcapped, sliding and full layers in turn
+    ModelConfig("gemma-2-2b", "gemma2", hidden=2304, intermediate=9216, layers=26, heads=8,
+                kv_heads=4, head_dim=256, vocab=256000,
+                layer_types=("sliding", "full") * 13, sliding_window=4096, act="gelu_tanh",
+                sandwich_norm=True, tie_embeddings=True, dtype="bf16", rope_theta=1e4,
+                max_positions=8192, query_pre_attn_scalar=256, attn_softcap=50.0,
+                final_softcap=30.0),
     # meta-llama/Llama-3.1-8B config.json
     ModelConfig("Llama-3.1-8B", "llama", hidden=4096, intermediate=14336, layers=32, heads=32,
                 kv_heads=8, head_dim=128, vocab=128256, layer_types=("full",) * 32,

@@ -50,3 +50,13 @@ def test_the_final_logits_are_capped_too():
     head = lambda c: next(p for p in M.model_costs(c, ph)["parts"]  # noqa: E731
                           if p.name == "lm_head")
     assert head(cfg).flops - head(plain).flops == 3 * ph.tokens * cfg.vocab
+
+
+def test_the_gemma_2_preset_is_transformers_config():
+    """gemma-2-2b as embedded equals what rooflab reads from transformers' own Gemma2Config
+    (whose defaults are gemma-2-2b's), and has its 2.61 B parameters (256,000 x 2,304 tied
+    embeddings, 26 layers)."""
+    T = pytest.importorskip("transformers")
+    d = {**T.Gemma2Config().to_dict(), "torch_dtype": "bfloat16"}
+    assert M.from_hf_dict(d, "gemma-2-2b") == M.load("gemma-2-2b")
+    assert M.param_count(M.load("gemma-2-2b")) == 2_614_341_888

@@ -282,6 +282,7 @@ def measure_generation(cfg: M.ModelConfig, batch: int, seq: int, new_tokens: int
     paths = _attention_paths() if attn == "rooflab" else None
     with torch.no_grad():  # not inference_mode: the counter needs composite ops decomposed
         gen = Generation(cfg, batch, seq, new_tokens, device, dtype, lm_head, built, attn)
+        out["attn"] = gen.config._attn_implementation  # what ran (hf.build_model)
         tick()
         with count.Counter(gen.model) as c:
             gen.prefill()
