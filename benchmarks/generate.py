@@ -1,9 +1,10 @@
 """Whole models generating on one GPU, measured against rooflab's prediction: gemma-3-270m-it,
 Llama-3.1-8B and Qwen3-8B at prefill B 1, 8 x L 512, 4096 and decode B 1, 8, 64 (random weights,
 bf16, a static KV cache, 32 new tokens, eager and CUDA graph). With attention implementations
-named (sdpa,rooflab), each shape runs under each on the same weights, and the last position's
-logits of a forward over the prompt are compared with the first's; beside them, as the yardstick
-of what two correct kernels differ by, the logits under SDPA's flash backend against its cuDNN one.
+named (sdpa,rooflab; a model that runs no SDPA, Gemma 2, runs eager in its place), each shape
+runs under each on the same weights, and the last position's logits of a forward over the prompt
+are compared with the first's; beside them, as the yardstick of what two correct kernels differ
+by, the logits under SDPA's flash backend against its cuDNN one.
 Usage: python benchmarks/generate.py OUT_DIR [model,...] [BxL,BxL,...] [attn,attn,...]
        (a model: a preset's name or a config.json's path)
        (OUT_DIR/generate.json, or generate_attn.json where attention implementations are named)
@@ -39,9 +40,10 @@ def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "", attns: 
     for name in models.split(","):
         cfg = M.load(name)
         built = hf.build_model(cfg, "cuda", torch.bfloat16, attn=impls[0])
+        ran = [hf.runnable_attention(type(built[0]), a) for a in impls]  # Gemma 2: no SDPA
         for batch, seq in chosen:
             first = None
-            for attn in impls:
+            for attn in ran:
                 built[0].set_attn_implementation(attn)  # the same weights under each
                 try:
                     r = GN.measure_generation(cfg, batch, seq, 32, ceil, "cuda", costs=costs,
@@ -49,12 +51,12 @@ def main(out_dir: str, models: str = ",".join(MODELS), shapes: str = "", attns: 
                     if len(impls) > 1:
                         logits = _last_logits(built[0], cfg, batch, seq)
                         first = logits if first is None else first
-                        r["logits_rel_err_vs_" + impls[0]] = float(
+                        r["logits_rel_err_vs_" + ran[0]] = float(
                             (logits - first).norm() / first.norm())
                 except Exception as e:  # noqa: BLE001 - one shape failing loses nothing else
                     r = {"model": name, "batch": batch, "seq": seq, "attn": attn,
                          "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-                if len(impls) > 1 and attn == impls[-1]:
+                if len(impls) > 1 and attn == ran[-1]:
                     r.update(_yardstick(built[0], cfg, batch, seq))
                 rows.append(r)
                 _print(name, batch, seq, attn, r)
@@ -78,6 +80,8 @@ def _yardstick(model, cfg, batch: int, seq: int) -> dict:
     where flash refuses (a mask: gemma's sliding layers; latent attention's head dims), the
     efficient backend against cuDNN: {"logits_rel_diff_sdpa_A_vs_B": value or why not}."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    if hf.runnable_attention(type(model), "sdpa") != "sdpa":
+        return {"logits_rel_diff_sdpa_flash_vs_cudnn": "the model runs no SDPA"}
     model.set_attn_implementation("sdpa")
     out = {}
     for first, backend in (("flash", SDPBackend.FLASH_ATTENTION),

@@ -105,14 +105,19 @@ def _made_in(device, dtype: torch.dtype):
         torch.set_default_dtype(before)
 
 
+def runnable_attention(model_cls, attn: str) -> str:
+    """``attn``, or where it is SDPA and the model runs without it (Gemma 2 in transformers 5),
+    its eager attention, as transformers picks."""
+    return "eager" if attn == "sdpa" and not getattr(model_cls, "_supports_sdpa", True) else attn
+
+
 def build_model(cfg: ModelConfig, device="meta", dtype=None, attn: str = "sdpa"):
     """(model, hf_config): the family's causal LM (every layer, embedding, final norm, lm_head)
     with random weights made on ``device`` (no host copy); SDPA asked of a model transformers
     runs without it (Gemma 2 in transformers 5) is its eager attention, as transformers picks."""
     config_cls, model_cls = _classes(cfg.family, causal_lm=True)
     config = config_cls(**hf_fields(cfg, None))
-    config._attn_implementation = ("eager" if attn == "sdpa" and not getattr(
-        model_cls, "_supports_sdpa", True) else attn)
+    config._attn_implementation = runnable_attention(model_cls, attn)
     torch.manual_seed(0)
     with _made_in(device, dtype or torch_dtype(cfg.dtype)):
         model = model_cls(config)
