@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
 from rooflab.kernels import gelu as G
+from rooflab.kernels import routing
 from rooflab.studies import attention as A
 from rooflab.measure import ceilings as CE
 from rooflab.measure.timer import time_call
@@ -256,9 +257,9 @@ def flash(tiles: bool = True) -> list[dict]:
                 for _ in range(2))
         cost = FA.cost(b, h, n, n, d, hkv, dt, causal)
         r = {"batch": b, "heads": h, "kv_heads": hkv, "seq": n, "head_dim": d, "dtype": dt,
-             "causal": causal, "default_kernel": FA.which(q, k, v, causal),
+             "causal": causal, "default_kernel": routing.which(q, k, v, causal),
              "default_config": FA.config(d, causal), "tflops_per_s": {}, "errors": {}}
-        # "triton": rooflab's default (a Gluon kernel where FA.which() routes the row there);
+        # "triton": rooflab's default (a Gluon kernel where routing.which() routes the row there);
         # "triton_lang": the Triton-language kernel of flash_attention.py at its config
         fns = {"triton": lambda: FA.flash_attention(q, k, v, causal),
                "triton_lang": lambda: FA.flash_attention(q, k, v, causal, cfg={}),

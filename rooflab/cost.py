@@ -24,10 +24,11 @@ Counting conventions (stated once; every formula in rooflab obeys them)
   RMSNorm 4 (square, sum, scale, weight) + 2 per row (+ eps, rsqrt) (+ 1 per weight element
   where the weight is applied as 1 + w, as Gemma does), LayerNorm 7, RoPE 3.5
   (x*cos + rot(x)*sin: 3, and rotate_half negates half the elements), the attention scale
-  1 per score, a softcap 3 per score (c * tanh(x / c): divide, tanh, multiply), BatchNorm 4 (subtract, divide, scale, shift) + 2 per channel (+ eps, sqrt) and,
-  in training, 4 more to take the batch's mean and variance, add/mul 1; a reduction 1 per
-  element reduced; an LSTM cell 9 per hidden unit (3 sigmoids, 2 tanh, 3 multiplies, 1 add) and
-  one add a gate to join the input's and the state's projections.
+  1 per score, a softcap 3 per score (c * tanh(x / c): divide, tanh, multiply), BatchNorm 4
+  (subtract, divide, scale, shift) + 2 per channel (+ eps, sqrt) and, in training, 4 more to
+  take the batch's mean and variance, add/mul 1; a reduction 1 per element reduced; an LSTM
+  cell 9 per hidden unit (3 sigmoids, 2 tanh, 3 multiplies, 1 add) and one add a gate to join
+  the input's and the state's projections.
   Norms, softmax and RoPE are modelled as one kernel each, the way a framework's norm kernel runs.
 
 Each formula is a small shape-only function; the dispatch counter's per-op formulas (formulas.py)

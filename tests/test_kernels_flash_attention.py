@@ -8,6 +8,7 @@ import torch
 triton = pytest.importorskip("triton", reason="Triton is not installed")
 
 from rooflab.kernels import flash_attention as FA  # noqa: E402
+from rooflab.kernels import routing  # noqa: E402
 
 SHAPES = [  # (B, H, Lq, Lkv, D, Hkv)
     (1, 2, 37, 37, 64, None),     # not a multiple of the block
@@ -190,8 +191,8 @@ def test_flash_attention_with_a_sliding_window_matches_fp64(device, shape, dtype
                for n, m in ((h, lq), (hkv or h, lkv), (hkv or h, lkv)))
     windowed, causal = FA.flash_attention(q, k, v, True, window=w)[0], \
         FA.flash_attention(q, k, v, True)[0]
-    assert not torch.allclose(windowed, causal, atol=1e-2) and FA.which(q, k, v, True, window=w) \
-        == "flash_attention"
+    assert not torch.allclose(windowed, causal, atol=1e-2)
+    assert routing.which(q, k, v, True, window=w) == "flash_attention"
 
 
 WIDER_QK = [  # (B, H, Lq, Lkv, D of q and k, Hkv, D of v): latent attention's q and k wider
@@ -214,7 +215,7 @@ def test_flash_attention_with_q_and_k_wider_than_v_matches_fp64(device, shape, c
         assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, (window, e)
     q = torch.randn(b, h, lq, d, device=device, dtype=torch.float16)
     k, v = q[:, :hkv, :1].expand(b, hkv, lkv, d), q[:, :hkv, :1, :dv].expand(b, hkv, lkv, dv)
-    assert FA.which(q, k, v, causal) == "flash_attention"  # the Gluon kernels take one dim
+    assert routing.which(q, k, v, causal) == "flash_attention"  # the Gluon kernels take one dim
     assert FA.flash_attention(q, k, v, causal)[0].shape == (b, h, lq, dv)
 
 
@@ -257,7 +258,7 @@ def test_flash_attention_with_kept_keys_matches_fp64(device, shape, tiles):
     assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4
     empty = ~seen.any(-1).expand(b, h, n)
     assert empty[0, :, :5].all() and (o[empty] == 0).all() and (lse[empty] == float("-inf")).all()
-    assert FA.which(q, k, v, True, keep=keep) == "flash_attention"
+    assert routing.which(q, k, v, True, keep=keep) == "flash_attention"
     with pytest.raises(ValueError, match="keep is a"):
         FA.flash_attention(q, k, v, True, keep=keep[:, :-1])
 
@@ -279,7 +280,7 @@ def test_flash_attention_with_attention_sinks_matches_fp64(device, causal, windo
     for cfg in (None, {**FA.config(d, causal), "FIXED_MAX": True}):
         o, _ = FA.flash_attention(q, k, v, causal, window=window, sinks=sinks, cfg=cfg)
         assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4, cfg
-    assert FA.which(q, k, v, causal, sinks=sinks) == "flash_attention"
+    assert routing.which(q, k, v, causal, sinks=sinks) == "flash_attention"
     with pytest.raises(ValueError, match="a logit a query head"):
         FA.flash_attention(q, k, v, causal, sinks=sinks[:2])
 
@@ -302,7 +303,7 @@ def test_flash_attention_with_softcapped_scores_matches_fp64(device, causal, win
     for cfg in (None, {**FA.config(d, causal), "FIXED_MAX": True, "Q_REG": True}):
         o, _ = FA.flash_attention(q, k, v, causal, window=window, softcap=cap, cfg=cfg)
         assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4, cfg
-    assert FA.which(q, k, v, causal, softcap=cap) == "flash_attention"
+    assert routing.which(q, k, v, causal, softcap=cap) == "flash_attention"
     with pytest.raises(ValueError, match="softcap must be positive"):
         FA.flash_attention(q, k, v, causal, softcap=-1.0)
 
@@ -583,9 +584,9 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
-    """On sm_90, inputs go to the Gluon kernel that FA.GLUON names for their head dim, ragged
-    lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the plain
-    Gluon kernel; transformers' layout goes where contiguous tensors of its shape go; an
+    """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
+    ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
+    plain Gluon kernel; transformers' layout goes where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -609,8 +610,8 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
         assert calls == ([kernel] if kernel else []), (n, d, calls)
-        assert FA.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
-                        causal) == (kernel or "flash_attention")
+        assert routing.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
+                             causal) == (kernel or "flash_attention")
     for n, d, kernel in [(256, 128, plain), (2560, 128, ws), (1024, 64, plain)]:
         q = torch.randn(1, 2, n, d, device="cuda", dtype=torch.float16)
         calls.clear()

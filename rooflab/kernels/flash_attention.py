@@ -18,6 +18,7 @@ import os
 import torch
 
 from rooflab import cost as C
+from rooflab.kernels import routing  # which kernel runs a call
 from rooflab.kernels.inputs import checked, kept, local, sink_logits  # what the kernels take
 
 
@@ -360,54 +361,13 @@ def resolved(cfg: dict, tma_possible: bool) -> tuple[int, int, dict, dict]:
     return bm, bn, flags, c  # what is left: num_warps, num_stages, maxnreg, ...
 
 
-# Which Gluon kernels may run, in order, by head dim, on an sm_90 GPU for the inputs each takes
-# (its usable(); both take ragged lengths, transformers' layouts and a longer cache's first
-# rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling at 128 and 256
-# (whole tiles at 256), where each beat this module's Triton kernel and cuDNN. At 128, on rows
-# its short() takes (at most 1,024 keys, or 2,048 causal on a grid deep enough), the plain one
-# goes first: a program per 64 rows, two to four an SM, where the warp-specialized kernel's one
-# an SM exposes each short program's setup (docs/kernels/flash_attention_sm90.md).
-GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
-         256: ("flash_attention_sm90_ws",)}
-
-
-def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
-          sinks=None, softcap: float = 0.0) -> str:
-    """The module whose kernel flash_attention() runs for these inputs without a config (a
-    window shorter than the keys, kept keys, sinks, a softcap, v narrower than q: this
-    module's, the one kernel that takes them)."""
-    import importlib
-    d = q.shape[-1]
-    names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None and keep is None
-                                 and sinks is None and not softcap and v.shape[-1] == d) else ()
-    plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
-    if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
-        names = ("flash_attention_sm90", *names)
-    for name in names:
-        if not importlib.import_module(f"rooflab.kernels.{name}").usable(q, k, v, causal,
-                                                                          out=out):
-            return name
-    return "flash_attention"
-
-
-def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
-    """The Gluon kernel's (O, LSE) where which() picks one for these inputs, else None; ``name``:
-    which()'s answer for them, where the caller has it."""
-    name = name or which(q, k, v, causal, out)
-    if name == "flash_attention":
-        return None
-    import importlib
-    return getattr(importlib.import_module(f"rooflab.kernels.{name}"), name)(
-        q, k, v, causal, scale, out=out)
-
-
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
                     cfg: dict | None = None, out: torch.Tensor | None = None,
                     window: int | None = None, keep: torch.Tensor | None = None,
                     sinks: torch.Tensor | None = None, softcap: float = 0.0):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``cfg`` (a
     dict, {} for config()'s) runs this module's Triton kernel; without it, a Gluon kernel runs
-    where which() picks one. ``window`` (causal only): each query sees its last ``window``
+    where routing.which() picks one. ``window`` (causal only): each query sees its last ``window``
     keys. ``keep``: None, or (B, Lkv) bool, the keys each batch row attends to (a padded
     batch); a query that sees no key gets zeros (LSE -inf). ``sinks``: None, or (H,) a logit a
     head in every softmax's denominator (attention sinks). ``softcap`` > 0: every score s is
@@ -427,8 +387,8 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     window = local(window, n_kv)
     keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     plain = window is None and keep is None and sinks is None and not softcap
-    if cfg is None and plain:  # on Hopper, a Gluon kernel where which() picks one
-        done = gluon(q, k, v, causal, scale, out)
+    if cfg is None and plain:  # on Hopper, a Gluon kernel where routing.which() picks one
+        done = routing.gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done
     o = q.new_empty(b, h, n_q, d) if out is None else out

@@ -17,7 +17,7 @@ Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (test
 compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
 ptxas's warning that it serialized the wgmma ops).
 
-flash_attention.which() says where it is the default; the A/Bs behind that, and what was tried
+routing.which() says where it is the default; the A/Bs behind that, and what was tried
 and left: docs/kernels/flash_attention_sm90.md.
 """
 from __future__ import annotations
@@ -241,7 +241,7 @@ SHORT_KEYS, CAUSAL_KEYS, CAUSAL_WAVE = 1024, 2048, 3
 
 def short(n_kv: int, per_sm: float, causal: bool) -> bool:
     """Whether a row at head dim 128 is short enough for this kernel to go before the
-    warp-specialized one (flash_attention.which()): at most SHORT_KEYS keys, or causal at most
+    warp-specialized one (routing.which()): at most SHORT_KEYS keys, or causal at most
     CAUSAL_KEYS on a grid of at least CAUSAL_WAVE programs an SM (``per_sm``). On a shallower
     one an SM holds one or two 64-row programs, which cannot keep it busy over that many keys
     (docs/kernels/flash_attention_sm90.md)."""

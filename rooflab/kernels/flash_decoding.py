@@ -40,8 +40,8 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 if triton is not None:
     @triton.jit
     def partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
-                        qk_scale, cap_in, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-                        skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
+                        qk_scale, cap_in, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh,
+                        som, skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                         UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
                         HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
@@ -157,8 +157,8 @@ if triton is not None:
             hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
             partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk,
                             pid - (bhk * n_blocks) // per_program, max_slots, lo * BLOCK_N,
-                            tl.minimum(hi * BLOCK_N, n_kv), qk_scale, cap_in, sqb, sqh, sqm, skb, skh,
-                            skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
+                            tl.minimum(hi * BLOCK_N, n_kv), qk_scale, cap_in, sqb, sqh, sqm, skb,
+                            skh, skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
                             HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP,
                             QK_EXTRA, HAS_SINK, SOFTCAP)
             if LAST_MERGES:
@@ -413,7 +413,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     arrived = arrival_counts(q.device, b * hkv) if last_merges else lse  # lse: unused
     keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     split_kv_fwd[(grid,)](
-        q, kd, vd, keep if keep is not None else q, lse if sinks is None else sinks, o_part, lse_part, o, lse, arrived,
+        q, kd, vd, keep if keep is not None else q, lse if sinks is None else sinks, o_part,
+        lse_part, o, lse, arrived,
         scale * 1.4426950408889634, softcap or 1.0,  # log2(e): exp2
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
@@ -428,13 +429,15 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         merge_tiles[(b * hkv, -(-group * n_q // rows))](
             o_part, lse_part, lse if sinks is None else sinks, o, lse, o.stride(0), o.stride(1),
             o.stride(2), hkv, group, n_q, n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m,
-            ROWS=rows, PDL=pdl, HAS_SINK=sinks is not None, num_warps=4, **({"launch_pdl": True} if pdl else {}))
+            ROWS=rows, PDL=pdl, HAS_SINK=sinks is not None, num_warps=4,
+            **({"launch_pdl": True} if pdl else {}))
     else:
         merge_splits[(b * h * n_q,)](o_part, lse_part, lse if sinks is None else sinks, o, lse,
                                      o.stride(0), o.stride(1), o.stride(2), h, group, n_q,
                                      n_blocks, per, slots, HEAD_DIM=d, BLOCK_M=block_m,
                                      SLOTS=max(2, triton.next_power_of_2(slots)), PDL=pdl,
-                                     HAS_SINK=sinks is not None, num_warps=4, **({"launch_pdl": True} if pdl else {}))
+                                     HAS_SINK=sinks is not None, num_warps=4,
+                                     **({"launch_pdl": True} if pdl else {}))
     return o, lse
 
 

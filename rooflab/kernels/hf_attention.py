@@ -38,7 +38,7 @@ IGNORED = {"dropout", "scaling", "is_causal", "sliding_window", "position_ids", 
 NAMED = {"softcap": "softcapping", "s_aux": "attention sinks", "sinks": "attention sinks"}
 TAKEN = {"softcap", "s_aux"}  # Gemma 2's softcap and gpt-oss's sinks: the kernels apply them
 CALLS: Counter = Counter()  # which path each call took: a kernel, or "sdpa (why)", "eager (why)"
-# FlashAttention's kernels by module (flash_attention.which()), as CALLS names them
+# FlashAttention's kernels by module (routing.which()), as CALLS names them
 KERNELS = {"flash_attention": "Triton", "flash_attention_sm90": "Gluon",
            "flash_attention_sm90_ws": "Gluon, warp-specialized"}
 
@@ -49,15 +49,15 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_cau
                        scale: float, kernel: str = "", window: int = 0,
                        keep: torch.Tensor | None = None,
                        sinks: torch.Tensor | None = None, softcap: float = 0.0) -> torch.Tensor:
-    """``kernel``: flash_attention.which()'s module for these inputs, where the caller has it;
+    """``kernel``: routing.which()'s module for these inputs, where the caller has it;
     ``window`` (0: none): the last keys each query sees, itself included; ``keep``: (B, Lkv)
     the keys each batch row attends to (a padded batch); ``sinks``: (H,) attention sinks;
     ``softcap`` (0: none): scores s become softcap * tanh(s / softcap)."""
-    from rooflab.kernels import flash_attention as FA
+    from rooflab.kernels import flash_attention as FA, routing
     window = window or None
-    kernel = kernel or FA.which(q, k, v, is_causal, window=window, keep=keep, sinks=sinks,
-                                softcap=softcap)
-    return (FA.gluon(q, k, v, is_causal, scale, None, kernel)
+    kernel = kernel or routing.which(q, k, v, is_causal, window=window, keep=keep, sinks=sinks,
+                                     softcap=softcap)
+    return (routing.gluon(q, k, v, is_causal, scale, None, kernel)
             or FA.flash_attention(q, k, v, is_causal, scale, cfg={}, window=window, keep=keep,
                                   sinks=sinks, softcap=softcap))[0]
 
@@ -160,7 +160,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep, sinks,
                                                softcap)
     else:
-        from rooflab.kernels.flash_attention import which
+        from rooflab.kernels.routing import which
         kernel = which(query, key, value, causal, window=window, keep=keep, sinks=sinks,
                        softcap=softcap)
         extras = "".join(f", {what}" for what, x in (("sliding window", window),
