@@ -88,6 +88,14 @@ def test_a_padded_batch_runs_the_kernels_with_its_kept_keys(models):
         assert float((a - b).norm() / a.norm()) < 2e-2  # between near ties flip with rounding)
     assert dict(HA.CALLS) == {"flash_attention (Triton, kept keys)": 2,
                               "flash_decoding (kept keys)": 2}
+    HA.CALLS.clear()  # from a static cache, whose query offset is a tensor read on the host
+    with torch.no_grad():
+        want, got = (m.generate(ids, **kw, cache_implementation="static") for m in (ref, ours))
+    for a, b in zip(want.scores, got.scores):
+        assert float((a - b).norm() / a.norm()) < 2e-2
+    assert dict(HA.CALLS) == {("sdpa (a mask other than a decode's kept keys)" if OLD_MASKS
+                               else "flash_attention (Triton, kept keys)"): 2,
+                              "flash_decoding (kept keys)": 2}
 
 
 def test_a_mask_the_kernels_cannot_read_falls_back_to_sdpa_and_is_counted(models):
@@ -435,6 +443,15 @@ def test_the_mask_function_reads_only_causal_a_window_and_padding():
                                "allow_is_bidirectional_skip": True},
                             config=SimpleNamespace(sliding_window=4), attention_mask=pad)
     assert bidirectional is not None and not hasattr(bidirectional, "rooflab_keys")
+
+
+def test_offsets_are_read_on_the_host_only_where_that_is_allowed(monkeypatch):
+    """A static cache's query offset is a one-element tensor: read, but not under torch.compile
+    (nor while a CUDA graph is captured), where the padded prefill goes to SDPA instead."""
+    assert HA.on_host(7) == HA.on_host(torch.tensor([7])) == 7
+    assert HA.on_host(torch.arange(3)) is None and HA.on_host(None) is None
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert HA.on_host(7) is None and HA.on_host(torch.tensor([7])) is None
 
 
 def test_a_window_over_few_queries_runs_a_kernel():

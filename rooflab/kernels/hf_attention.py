@@ -212,8 +212,9 @@ def mask(*args, **kwargs):
     allow_is_causal_skip, no chunks, no bidirectional part):
     - a sliding layer's is left out wherever a causal one would be (no padding, a prefill from
       empty or one query): attention_forward applies the window;
-    - where it is made, its kept keys (B, Lkv) of the 2D padding mask, the query's offset into
-      the keys and the window ride on it (padding()), for a prefill of a padded batch."""
+    - where it is made and its offsets can be read (on_host()), its kept keys (B, Lkv) of the
+      2D padding mask, the query's offset into the keys and the window ride on it (padding()),
+      for a prefill of a padded batch."""
     from transformers.masking_utils import prepare_padding_mask, sdpa_mask
     config, local = kwargs.get("config"), kwargs.get("local_size")
     sliding = (local is not None and local == getattr(config, "sliding_window", None)
@@ -224,19 +225,31 @@ def mask(*args, **kwargs):
         kwargs["local_size"] = None
     made = sdpa_mask(*args, **kwargs)
     pad = kwargs.get("attention_mask")
-    q_offset, kv_offset, kv_length = (kwargs.get(k) for k in ("q_offset", "kv_offset",
-                                                              "kv_length"))
-    at = kwargs.get("cache_position")  # transformers 4.x passes the queries' positions instead
-    if q_offset is None and at is not None and at.numel() and not torch.compiler.is_compiling():
-        q_offset = int(at[0])
-    if (made is not None and plain and pad is not None and pad.dim() == 2
-            and all(isinstance(x, int) for x in (q_offset, kv_offset, kv_length))
-            and not torch.compiler.is_compiling()):  # no attributes on a traced tensor
+    if made is None or not plain or pad is None or pad.dim() != 2:
+        return made
+    q_offset = kwargs.get("q_offset")  # a static cache's is a tensor; transformers 4.x passes
+    if q_offset is None and kwargs.get("cache_position") is not None:  # the queries' positions
+        q_offset = kwargs["cache_position"][:1]
+    q_offset, kv_offset, kv_length = (on_host(x) for x in (q_offset, kwargs.get("kv_offset"),
+                                                          kwargs.get("kv_length")))
+    if None not in (q_offset, kv_offset, kv_length):
         keep = prepare_padding_mask(pad, kv_length, kv_offset)[:, kv_offset:kv_offset + kv_length]
         made.rooflab_keys = keep.bool().contiguous()
         made.rooflab_shift = q_offset - kv_offset  # query i sits at key i + shift
         made.rooflab_window = local if sliding else None
     return made
+
+
+def on_host(x):
+    """``x`` as a Python int: an int, or a one-element tensor where reading it is allowed (not
+    under torch.compile, which puts no attributes on its tensors either, nor while a CUDA graph
+    is captured); else None."""
+    if isinstance(x, int) and not torch.compiler.is_compiling():
+        return x
+    if (not isinstance(x, torch.Tensor) or x.numel() != 1 or torch.compiler.is_compiling()
+            or x.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return None
+    return int(x)
 
 
 def register() -> str:
