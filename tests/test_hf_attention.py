@@ -312,6 +312,16 @@ def test_gemma2s_softcapped_scores_on_the_kernels():
     assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, softcap)": 2,
                               "flash_attention (Triton, softcap)": 1,
                               "flash_decoding (softcap)": 3 * 3}
+    pad = torch.ones_like(ids)
+    pad[0, :3] = 0  # a padded batch's prefill: kept keys beside the cap
+    HA.CALLS.clear()
+    with torch.no_grad():
+        want, a, b = (m(ids, attention_mask=pad).logits for m in (f32, ref, ours))
+    for row, first in ((0, 3), (1, 0)):  # a padded query's logits are no answer
+        x, y, z = (t[row, first:] for t in (want, a, b))
+        assert rel(x, z) <= 1.5 * rel(x, y), (row, rel(x, z), rel(x, y))
+    assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, kept keys, softcap)": 2,
+                              "flash_attention (Triton, kept keys, softcap)": 1}
 
 
 def test_attention_sinks_on_the_kernels():
