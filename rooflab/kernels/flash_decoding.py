@@ -7,7 +7,9 @@ a program reads each block of K and V once for all the query heads sharing it an
 partial softmax per head, merged as O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max): by a
 head's last program where it has two runs, else by a merge kernel launched early. Where each pair
 can have a program of its own in one wave, a program takes a whole head: no partials, no merge.
-Why each choice: docs/kernels/flash_decoding.md.
+Attention sinks join a row's sum once, where it is final (a whole head's program, else the
+merge); a softcap bends every score before the partials. Why each choice:
+docs/kernels/flash_decoding.md.
 
 Read in order: the reference, the kernels, the launcher, the cost, the check. Shapes: q (B, H,
 Lq, D) with Lq small (1-16), k and v (B, Hkv, Lkv, D), Hkv dividing H; the queries are the last

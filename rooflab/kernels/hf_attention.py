@@ -29,8 +29,7 @@ from rooflab.measure.op_classes import DECODE_MAX_Q  # at most this many queries
 NAME = "rooflab"
 # what a model passes that leaves the attention's math to q, k, v, the mask and the scale (and
 # the window, which attention_forward applies): any other argument given is one only the model's
-# own eager attention applies (T5's position bias, sparse indices, ...), but for those the kernels
-# take (TAKEN)
+# own eager attention applies (T5's position bias, sparse indices, ...), or the kernels (TAKEN)
 IGNORED = {"dropout", "scaling", "is_causal", "sliding_window", "position_ids", "cache_position",
            "use_cache", "output_attentions", "output_hidden_states", "return_dict",
            "past_key_values", "layer_idx", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
