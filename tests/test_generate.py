@@ -104,6 +104,7 @@ def test_generation_measured_and_predicted_on_cpu(capsys):
     assert {k.split()[4] for k in kinds} == {"prefill", "decode"}  # op d bits mask phase
     flat = " ".join(shown.split())  # the console wraps long lines at spaces
     assert all(k in flat for k in kinds) and "FLOP/s" in shown and "B/s" in shown
+    assert r["attn"] == "sdpa" and "sdpa attention" in flat
 
 
 @pytest.mark.slow  # about 20 s: the CPU's grouped GEMM is a loop over the experts, profiled

@@ -60,3 +60,15 @@ def test_the_gemma_2_preset_is_transformers_config():
     d = {**T.Gemma2Config().to_dict(), "torch_dtype": "bfloat16"}
     assert M.from_hf_dict(d, "gemma-2-2b") == M.load("gemma-2-2b")
     assert M.param_count(M.load("gemma-2-2b")) == 2_614_341_888
+
+
+def test_sdpa_asked_of_gemma_2_builds_its_eager_attention():
+    """transformers 5 runs Gemma 2 without SDPA (its softcap): the model is built with eager
+    attention, as transformers itself picks; other families keep SDPA."""
+    T = pytest.importorskip("transformers")
+    from rooflab import hf
+    _, config = hf.build_model(M.load("gemma-2-2b"), "meta")
+    assert config._attn_implementation == (
+        "sdpa" if T.Gemma2ForCausalLM._supports_sdpa else "eager")
+    assert hf.build_model(M.load("Llama-3.1-8B"), "meta")[1]._attn_implementation == "sdpa"
+    assert hf.runnable_attention(T.Gemma2ForCausalLM, "rooflab") == "rooflab"

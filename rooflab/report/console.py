@@ -328,7 +328,8 @@ def generation(d: dict) -> None:
                      ratio(dec["predicted_over_graph_device"]),
                      ratio(dec["roofline_over_graph_device"])])
     table(f"{d['model']} generating on {d['device']}: B={d['batch']}, {d['seq']} prompt tokens, "
-          f"{d['new_tokens']} new ({d['dtype']}, lm_head at prefill: {d['lm_head']})",
+          f"{d['new_tokens']} new ({d['dtype']}, {d.get('attn', 'sdpa')} attention, lm_head at "
+          f"prefill: {d['lm_head']})",
           ["call", "wall", "device", "predicted", "predicted/device", "roofline/device"], rows)
     if p.get("unstable") or p.get("graph_unstable") or dec.get("eager_unstable"):
         out.print(UNSTABLE_NOTE)
