@@ -285,14 +285,15 @@ def test_flash_attention_with_attention_sinks_matches_fp64(device, causal, windo
         FA.flash_attention(q, k, v, causal, sinks=sinks[:2])
 
 
-@pytest.mark.parametrize("causal,window,n_q", [(False, None, 37), (True, None, 37),
-                                                (True, 9, 37), (True, None, 20)])
-def test_flash_attention_with_softcapped_scores_matches_fp64(device, causal, window, n_q):
+@pytest.mark.parametrize("causal,window,n_q,d", [(False, None, 37, 64), (True, None, 37, 64),
+                                                  (True, 9, 37, 64), (True, None, 20, 64),
+                                                  (True, 9, 37, 256)])  # Gemma 2's head dim
+def test_flash_attention_with_softcapped_scores_matches_fp64(device, causal, window, n_q, d):
     """Gemma 2's softcap: every scaled score s is cap * tanh(s / cap). Scores of order 10
     against a cap of 5, so that it bends them (without it the output is 0.8-2.6 of its norm
     off); with the first block's max held and Q in registers too (FIXED_MAX, Q_REG: q halved,
     the scale doubled)."""
-    b, h, n, d, hkv, cap = 2, 4, 37, 64, 2, 5.0
+    b, h, n, hkv, cap = 2, 4, 37, 2, 5.0
     g = torch.Generator(device="cpu").manual_seed(n_q)
     q, k, v = (torch.randn(b, heads, m, d, generator=g).to(device, torch.bfloat16) * scale
                for heads, m, scale in ((h, n_q, 3), (hkv, n, 3), (hkv, n, 1)))
