@@ -305,8 +305,9 @@ def test_flash_attention_with_softcapped_scores_matches_fp64(device, causal, win
         o, _ = FA.flash_attention(q, k, v, causal, window=window, softcap=cap, cfg=cfg)
         assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4, cfg
     assert routing.which(q, k, v, causal, softcap=cap) == "flash_attention"
-    with pytest.raises(ValueError, match="softcap must be positive"):
-        FA.flash_attention(q, k, v, causal, softcap=-1.0)
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="softcap must be positive and finite"):
+            FA.flash_attention(q, k, v, causal, softcap=bad)
 
 
 def test_head_dims_the_kernels_take():

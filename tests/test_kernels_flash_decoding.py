@@ -150,6 +150,8 @@ def test_flash_decode_with_softcapped_scores_matches_fp64(device, shape, last):
                            cfg={**FD.config(d), "LAST_MERGES": last})
     rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
     assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4
+    with pytest.raises(ValueError, match="softcap must be positive and finite"):
+        FD.flash_decode(q, k, v, lq > 1, softcap=float("inf"))
 
 
 def test_flash_decode_strided_inputs_and_limits(device):

@@ -19,7 +19,7 @@ import torch
 
 from rooflab import cost as C
 from rooflab.kernels import routing  # which kernel runs a call
-from rooflab.kernels.inputs import checked, kept, local, sink_logits  # what the kernels take
+from rooflab.kernels.inputs import cap, checked, kept, local, sink_logits  # what they take
 
 
 # --- 1. the reference ------------------------------------------------------------------------
@@ -379,8 +379,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     q, k, v = checked(q, k, v, causal, "flash_attention")
     if scale is not None and not scale > 0:  # the kernel takes the running max of unscaled scores
         raise ValueError(f"scale must be positive (got {scale})")
-    if not softcap >= 0:
-        raise ValueError(f"softcap must be positive, or 0 for none (got {softcap})")
+    softcap = cap(softcap)
     if window is not None and not (causal and window >= 1):
         raise ValueError(f"a window takes causal attention and at least 1 key (got {window})")
     b, h, n_q, d_qk = q.shape

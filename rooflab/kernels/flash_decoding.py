@@ -24,7 +24,7 @@ import torch
 from rooflab import cost as C
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels.flash_attention import standard_attention  # the reference
-from rooflab.kernels.inputs import checked, kept, sink_logits  # what the kernels take
+from rooflab.kernels.inputs import cap, checked, kept, sink_logits  # what the kernels take
 
 try:
     import triton
@@ -381,8 +381,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     q, k, v = checked(q, k, v, causal, "flash_decode")
-    if not softcap >= 0:
-        raise ValueError(f"softcap must be positive, or 0 for none (got {softcap})")
+    softcap = cap(softcap)
     b, h, n_q, d_qk = q.shape
     _, hkv, n_kv, _ = k.shape
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's

@@ -56,6 +56,13 @@ def sink_logits(sinks, h: int):
     return sinks.float().contiguous()
 
 
+def cap(softcap: float) -> float:
+    """A softcap as the kernels take it: 0 for none, else positive and finite."""
+    if not (softcap == 0 or 0 < softcap < float("inf")):
+        raise ValueError(f"softcap must be positive and finite, or 0 for none (got {softcap})")
+    return float(softcap)
+
+
 def local(window: int | None, n_kv: int) -> int | None:
     """A sliding window that hides keys (shorter than n_kv), else None."""
     return window if window is not None and window < n_kv else None
