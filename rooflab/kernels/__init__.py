@@ -1,5 +1,6 @@
 """rooflab's kernels: each module reads as a Triton tutorial (reference, kernel, launcher, cost,
-check); hf_attention puts the attention kernels inside a transformers model."""
+check); inputs checks what the attention kernels take, routing picks which FlashAttention kernel
+runs a call, and hf_attention puts the attention kernels inside a transformers model."""
 
 
 def register_hf_attention() -> str:
