@@ -77,7 +77,9 @@ def test_a_padded_batch_runs_the_kernels_with_its_kept_keys(models):
     HA.CALLS.clear()
     with torch.no_grad():
         a, b = ref(ids, attention_mask=mask).logits.float(), ours(ids, attention_mask=mask).logits
-        assert float((a - b.float()).norm() / a.norm()) < 2e-2
+        for row, first in ((0, 5), (1, 0)):  # a padded query's logits are no answer (SDPA's
+            x, y = a[row, first:], b[row, first:].float()  # differ on a GPU and a CPU)
+            assert float((x - y).norm() / x.norm()) < 2e-2
         assert dict(HA.CALLS) == {"flash_attention (Triton, kept keys)": 2}
         kw = dict(attention_mask=mask, max_new_tokens=2, do_sample=False, pad_token_id=0,
                   output_scores=True, return_dict_in_generate=True)
@@ -261,7 +263,9 @@ def test_gemma3s_sliding_layers_run_the_kernel_with_their_window():
         padded[0, :3] = 0
         HA.CALLS.clear()
         a, b = ref(ids, attention_mask=padded).logits, ours(ids, attention_mask=padded).logits
-    assert float((a.float() - b.float()).norm() / a.float().norm()) < 2e-2
+    for row, first in ((0, 3), (1, 0)):  # a padded query's logits are no answer
+        x, y = a[row, first:].float(), b[row, first:].float()
+        assert float((x - y).norm() / x.norm()) < 2e-2
     assert dict(HA.CALLS) == {"flash_attention (Triton, sliding window, kept keys)": 2,
                               "flash_attention (Triton, kept keys)": 1}
 
