@@ -3,8 +3,8 @@
 SDPA's cuDNN and flash backends; medians of alternating rounds; outputs against ``after``.
 
 Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON ...]
-           [--head-dims 64,128] [--rows PY_LIST] [--layout bhld|blhd] [--rounds 3]
-           [--name ab_flash] [--device cuda]
+           [--head-dims 64,128] [--rows PY_LIST] [--layout bhld|blhd] [--v-dim N]
+           [--rounds 3] [--name ab_flash] [--device cuda]
 A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
@@ -12,7 +12,8 @@ config and the inputs' flags ({} for its own), {"GLUON_WS": CFG} the warp-specia
 flash_attention_sm90_ws.py; rows they do not take are recorded as their errors.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
 tuples. --layout blhd lays q, k and v out as transformers' projections leave them, (B, L, H, D)
-in memory seen as (B, H, L, D). Without --before there is no ``before``. Each row is written as
+in memory seen as (B, H, L, D). --v-dim N: v (and O) N wide, q and k D (latent attention: D
+192, N 128). Without --before there is no ``before``. Each row is written as
 soon as it is done.
 """
 from __future__ import annotations
@@ -72,16 +73,17 @@ def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
                                                                            cfg=cfg)
 
 
-def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "bhld") -> dict:
+def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "bhld",
+        v_dim: int = 0) -> dict:
     b, h, hkv, n, d, dt, causal = shape
     g = torch.Generator(device=device).manual_seed(n)
 
-    def made(heads):
+    def made(heads, d=d):
         if layout == "blhd":
             return torch.randn(b, n, heads, d, device=device, dtype=DT[dt],
                                generator=g).transpose(1, 2)
         return torch.randn(b, heads, n, d, device=device, dtype=DT[dt], generator=g)
-    q, k, v = made(h), made(hkv), made(hkv)
+    q, k, v = made(h), made(hkv), made(hkv, v_dim or d)
     fns = {"after": lambda: FA.flash_attention(q, k, v, causal)}
     if before is not None:
         fns["before"] = lambda: before.flash_attention(q, k, v, causal)
@@ -90,7 +92,7 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
             fns[name] = lambda g=over.get("GLUON", over.get("GLUON_WS")), ws="GLUON_WS" in over: \
                 gluon(q, k, v, causal, g, ws)
             continue
-        cfg = {**FA.config(d, causal), **over}
+        cfg = {**FA.config(v_dim or d, causal), **over}
         fns[name] = lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg)
     for peer in ("cudnn", "flash"):
         f = A._sdpa(peer)
@@ -98,11 +100,12 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
             fns[peer] = lambda f=f: f(q, k, v, causal)
     m = alternate(fns, [x for x in fns if x not in ("after", "cudnn", "flash")],
                   fns["after"]()[0].float(), lambda f: flash_s(f, device), rounds)
-    r = {"shape": list(shape), "layout": layout, "config": FA.config(d, causal),
+    r = {"shape": list(shape), "layout": layout, "v_dim": v_dim or d,
+         "config": FA.config(v_dim or d, causal),
          "errors": m["errors"],
          "max_abs_diff_vs_after": m["max_abs_diff"]}
     times, med = m["all_s"], m["median_s"]
-    flops = FA.cost(b, h, n, n, d, hkv, dt, causal).flops
+    flops = FA.cost(b, h, n, n, d, hkv, dt, causal, v_dim=v_dim or None).flops
     r.update(all_s=times, median_s=med, tflops={x: flops / s / 1e12 for x, s in med.items()},
              time_ratio_over_after={x: med[x] / med["after"] for x in med if "after" in med})
     return r
@@ -113,6 +116,7 @@ def main(argv=None) -> None:
     p.add_argument("--before")
     p.add_argument("--head-dims")
     p.add_argument("--layout", choices=("bhld", "blhd"), default="bhld")
+    p.add_argument("--v-dim", type=int, default=0)
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     shapes = parse_rows(p, a.rows, FLASH_ROWS, "B, H, Hkv, N, D, dtype, causal")
@@ -128,7 +132,7 @@ def main(argv=None) -> None:
                                                                       "--", KERNEL) else "")
     rows = []
     for shape in shapes:
-        rows.append(row(shape, before, variants, a.rounds, a.device, a.layout))
+        rows.append(row(shape, before, variants, a.rounds, a.device, a.layout, a.v_dim))
         tf = rows[-1]["tflops"]
         print(shape, "TFLOP/s (higher is faster):", {x: round(t) for x, t in tf.items()},
               rows[-1]["errors"], flush=True)

@@ -64,9 +64,9 @@ def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_ext
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False):
+def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False, qk_extra: int = 0):
     """flash_fwd_sm90 (or, ``ws``, flash_fwd_sm90_ws) compiled for sm_90 (fp16) under ``cfg``
-    (its config's keys)."""
+    (its config's keys); ``qk_extra``: q and k that much wider than v (``ws`` only)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
     fn = F9W.flash_fwd_sm90_ws if ws else F9.flash_fwd_sm90
@@ -74,12 +74,18 @@ def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False):
     options = {"num_warps": c["num_warps"], **({"maxnreg": c.pop("maxnreg")} if "maxnreg" in c
                                                else {})}
     consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, **c}  # num_warps is a kernel argument too
+    if ws:
+        consts["QK_EXTRA"] = qk_extra
     names = fn.arg_names
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
-    for n, rows in (("q_desc", c["BLOCK_M"]), ("k_desc", c["BLOCK_N"]), ("v_desc", c["BLOCK_N"]),
-                    ("o_desc", c["BLOCK_M"])):
-        layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], gl.float16)
-        sig[n] = f"tensordesc<fp16[{rows}, {head_dim}],{layout!r}>"
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    for n, rows, d in (("q_desc", bm, head_dim), ("k_desc", bn, head_dim), ("v_desc", bn, head_dim),
+                       ("o_desc", bm, head_dim), ("q2_desc", bm, qk_extra or head_dim),
+                       ("k2_desc", bn, qk_extra or head_dim)):
+        if n not in names:
+            continue
+        layout = gl.NVMMASharedLayout.get_default_for([rows, d], gl.float16)
+        sig[n] = f"tensordesc<fp16[{rows}, {d}],{layout!r}>"
     sig.update(LSE="*fp32", qk_scale="fp32", **({"O": "*fp16"} if "O" in names else {}))
     pointers = [n for n in ("O", "LSE") if n in names]
     src = GluonASTSource(fn=fn, signature=sig,
@@ -144,21 +150,21 @@ def main(argv=None) -> None:
         p.error("--window takes --causal and the Triton kernel (no --gluon)")
     if (a.keep or a.sinks or a.softcap) and gluon:
         p.error("--keep, --sinks and --softcap take the Triton kernel (no --gluon)")
-    if a.qk_extra and (gluon or a.qk_extra not in HEAD_DIMS):
-        p.error(f"--qk-extra takes one of {HEAD_DIMS} and the Triton kernel (no --gluon)")
+    if a.qk_extra and (a.gluon or a.qk_extra not in HEAD_DIMS):
+        p.error(f"--qk-extra takes one of {HEAD_DIMS} and the Triton kernel or --gluon-ws")
     if gluon and F9.GLUON_MISSING:
         p.error(F9.GLUON_MISSING)
     rows = []
     for d in dims:
         for name, over in {"default": {}, **variants}.items():
-            base = (F9W.config(d, a.causal) if a.gluon_ws else F9.config(d) if a.gluon
-                    else FA.config(d, a.causal))
+            base = (F9W.config(d + a.qk_extra, a.causal, v_dim=d) if a.gluon_ws
+                    else F9.config(d) if a.gluon else FA.config(d, a.causal))
             cfg = {**base, **over}
             r = {"head_dim": d, "causal": a.causal, "window": a.window,
                  "qk_extra": a.qk_extra, "keep": a.keep, "sinks": a.sinks,
                  "softcap": a.softcap, "name": name, "config": cfg}
             try:
-                kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws) if gluon
+                kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws, a.qk_extra) if gluon
                           else compiled(d, a.causal, cfg, a.window, a.qk_extra, a.keep,
                                         a.sinks, a.softcap))
                 # the warp-specialized program: two consumer warpgroups and a producer warp,

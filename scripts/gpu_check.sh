@@ -23,6 +23,7 @@
 #          one by one against their prediction, with their launches),
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
+#          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -116,7 +117,9 @@ declare -A ab_rows=(
   [causal_heldout]='[(4,32,8,1280,128,"bf16",True),(1,32,8,1800,128,"bf16",True),(8,28,4,1536,128,"fp16",True),(3,32,8,2000,128,"bf16",True),(6,40,8,1152,128,"bf16",True),(2,32,8,2560,128,"bf16",True)]'
   [shallow_heldout]='[(1,8,8,1536,128,"bf16",True),(2,4,4,1280,128,"bf16",True),(1,12,4,1100,128,"fp16",True),(1,16,8,2048,128,"bf16",True),(2,8,8,1792,128,"bf16",True),(1,24,8,1400,128,"bf16",True)]'
   [nomask_heldout]='[(1,32,8,768,128,"bf16",False),(1,40,8,1024,128,"fp16",False),(2,32,8,896,128,"bf16",False),(1,64,8,640,128,"bf16",False),(4,16,4,1000,128,"bf16",False),(2,24,8,576,128,"bf16",False)]'
-  [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]')
+  [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]'
+  [latent]='[(8,16,16,1024,192,"bf16",True),(1,16,16,4096,192,"bf16",True),(8,16,16,1024,192,"bf16",False)]'
+  [latent_heldout]='[(1,128,128,2048,192,"bf16",True),(2,16,16,3001,192,"bf16",True),(4,16,16,700,192,"bf16",False),(16,16,16,512,192,"bf16",True),(2,32,32,2048,192,"fp16",True),(64,16,16,256,192,"bf16",True)]')
 ab_short() {
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py -k \
     "${AB_TESTS:-sm90_takes or sm90_matches_fp64 or sm90_ws or runs_the_gluon or narrower_key_blocks}" \
@@ -132,6 +135,21 @@ ab_short() {
   done
 }
 has ab_short && run ab_short ab_short
+# latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
+# the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
+# latent, latent_heldout) and in transformers' layout (the latent rows)
+ab_latent() {
+  py_test --junitxml="$cur/pytest-gpu-latent.xml" tests/test_kernels_flash_attention.py -k \
+    "latent or runs_the_gluon" || return
+  local set
+  for set in ${LATENT_SETS:-latent latent_heldout}; do
+    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_$set" --rows "${ab_rows[$set]}" \
+      --v-dim 128 --variant 'ws_n64={"GLUON_WS": {"BLOCK_N": 64}}' --variant 'triton={}' || return
+  done
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_latent_blhd --rows "${ab_rows[latent]}" \
+    --v-dim 128 --layout blhd --variant 'triton={}'
+}
+has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

@@ -118,9 +118,11 @@ def test_flash_resources_compiles_for_hopper_without_a_gpu(tmp_path):
     assert bad.stderr.strip().splitlines()[-1].startswith("flash_resources.py: error: --variant")
 
 
-def _gluon_compiled(tmp_path, kind: str, head_dims: str, variants: list[str]) -> list[dict]:
+def _gluon_compiled(tmp_path, kind: str, head_dims: str, variants: list[str],
+                    more: tuple = ()) -> list[dict]:
     """flash_resources.py's rows for a Gluon kernel (--gluon or --gluon-ws), causal and not,
-    each variant NAME=JSON beside the default; skips where this Triton cannot build for sm_90."""
+    each variant NAME=JSON beside the default, ``more`` options too; skips where this Triton
+    cannot build for sm_90."""
     triton = pytest.importorskip("triton")
     if not os.path.exists(triton.knobs.nvidia.ptxas.path):
         pytest.skip("this Triton has no CUDA tools to compile for a GPU")
@@ -132,7 +134,7 @@ def _gluon_compiled(tmp_path, kind: str, head_dims: str, variants: list[str]) ->
     rows = []
     for causal in ([], ["--causal"]):
         cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), kind,
-               "--head-dims", head_dims, *causal,
+               "--head-dims", head_dims, *causal, *more,
                *[x for v in variants for x in ("--variant", v)]]
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stderr[-2000:]
@@ -171,6 +173,24 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
         assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
         c = r["config"]
         hand = (2 * c["BLOCK_M"] + 2 * c["STAGES"] * c["BLOCK_N"]) * r["head_dim"] * 2
+        assert hand <= r["shared_bytes"] <= hand + 2048, r
+
+
+def test_the_warp_specialized_kernel_compiles_for_latent_attention(tmp_path):
+    """flash_attention_sm90_ws with q and k 64 dims wider than v (latent attention's 192 and
+    128), whole tiles, RAGGED and transformers' layout, compiled for sm_90 with no GPU: no
+    spills, no wgmma serialized (S is two wgmma ops into one accumulator); 128-key blocks
+    (two stages fit); its shared memory the hand count of two warpgroups' Q (192 wide), every
+    stage's K (192) and V (128)."""
+    rows = _gluon_compiled(tmp_path, "--gluon-ws", "128", [
+        'rag={"RAGGED": true}', 'hf={"RAGGED": true, "Q_STRIDED": true, "KV_STRIDED": true}'],
+        ("--qk-extra", "64"))
+    assert len(rows) == 6
+    for r in rows:
+        assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
+        c = r["config"]
+        assert r["qk_extra"] == 64 and c["BLOCK_N"] == 128
+        hand = (2 * c["BLOCK_M"] * 192 + c["STAGES"] * c["BLOCK_N"] * (192 + 128)) * 2
         assert hand <= r["shared_bytes"] <= hand + 2048, r
 
 @pytest.mark.parametrize("phase,change", [

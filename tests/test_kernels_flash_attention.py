@@ -526,6 +526,32 @@ def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 16, 1024, 1024, 16), (2, 8, 256, 256, 2),
+                                   (1, 4, 200, 200, 4), (1, 6, 100, 333, 2)])
+@pytest.mark.parametrize("tokens_first", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_ws_takes_latent_attention(shape, tokens_first, causal):
+    """q and k 192 wide, v 128 (latent attention; each Q and K tile comes as two and S is two
+    wgmma ops): whole and ragged lengths, fewer queries than keys, GQA, contiguous and in
+    transformers' layout; every output row written (out starts NaN), none past its head's;
+    routing sends such inputs here."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n_q, n_kv, hkv = shape
+
+    def kernel(q, k, v, causal):
+        out = torch.full((b, h, n_q, 128), float("nan"), device="cuda", dtype=q.dtype)
+        if tokens_first:
+            q, k, v, out = _blhd(q), _blhd(k), _blhd(v), _blhd(out)
+        assert F9W.usable(q, k, v, causal, out=out) is None
+        assert routing.which(q, k, v, causal, out) == "flash_attention_sm90_ws"
+        return F9W.flash_attention_sm90_ws(q, k, v, causal, out=out)
+
+    e = FA.errors(b, h, n_q, n_kv, 192, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
+                  kernel=kernel, v_dim=128)
+    _holds_to_fp64(e)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("tokens_first", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first, causal):

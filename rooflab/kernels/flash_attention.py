@@ -421,11 +421,12 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
 
 
 # --- 4. the cost -----------------------------------------------------------------------------
-def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False, window=None) -> C.Cost:
+def cost(b, h, n_q, n_kv, d, hkv=None, dtype="fp16", causal=False, window=None,
+         v_dim=None) -> C.Cost:
     """What this kernel must do: the causal (and windowed) count when causal (it skips masked
     blocks); bytes are fused-ideal (Q, K, V read once, O written once; the LSE is B*H*Lq*4
-    more)."""
-    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, window=window)
+    more). ``v_dim``: v's head dim where q and k are wider (d)."""
+    c = C.attention(b, h, n_q, n_kv, d, hkv, dtype, causal=causal, window=window, v_dim=v_dim)
     return C.Cost("flash attention (triton)", c.macs, c.flops, c.bytes_fused + 4 * b * h * n_q,
                   c.bytes_fused + 4 * b * h * n_q)
 

@@ -328,19 +328,26 @@ def flags(q, k, causal: bool = False, cfg: dict | None = None) -> dict:
     return {**c, **strided(q, k), **(cfg or {})}
 
 
-def out_like(q):
-    """An empty O in q's layout: tokens first where q is (layout), else contiguous."""
+def out_like(q, v_dim: int = 0):
+    """An empty O (v_dim wide, else q's width) in q's layout: tokens first where q is
+    (layout), else contiguous."""
     b, h, n_q, d = q.shape
+    d = v_dim or d
     if layout(q)[0]:
         return torch.empty(b, n_q, h, d, device=q.device, dtype=q.dtype).transpose(1, 2)
-    return torch.empty_like(q, memory_format=torch.contiguous_format)
+    return torch.empty(b, h, n_q, d, device=q.device, dtype=q.dtype)
 
 
-def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
+# (q and k's head dim, v's) this kernel takes
+DIMS = {(64, 64), (128, 128), (256, 256)}
+
+
+def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
+           dims: set = DIMS) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs):
     q and out in one layout of their own length, k and v in one layout whose rows past their
     length are read only where the keys are whole blocks; lengths that are not whole tiles only
-    under RAGGED (a ``cfg`` may turn it off)."""
+    under RAGGED (a ``cfg`` may turn it off); head dims of ``dims``."""
     if GLUON_MISSING:
         return GLUON_MISSING
     if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
@@ -348,7 +355,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, causal, cfg)
     if causal and q.shape[2] > k.shape[2]:
         return "causal with more queries than keys"
-    if q.shape[-1] not in (64, 128, 256) or q.dtype not in (torch.float16, torch.bfloat16):
+    if (q.shape[-1], v.shape[-1]) not in dims or q.dtype not in (torch.float16, torch.bfloat16):
         return "head dim or dtype"
     if not c["RAGGED"] and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
         return "lengths not whole tiles"
@@ -364,15 +371,17 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     return None
 
 
-def desc(t, rows: int):
-    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (layout, _at), tiles of rows x D."""
+def desc(t, rows: int, cols: int = 0):
+    """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (layout, _at), tiles of rows x D (or
+    rows x ``cols``: some of a head's columns)."""
     b, h, n, d = t.shape
     strided, pitch = layout(t)
     view = (torch.as_strided(t, (b * pitch, h * d), (h * d, 1)) if strided else
             torch.as_strided(t, (b * h * pitch, d), (d, 1)))
     el = gl.float16 if t.dtype == torch.float16 else gl.bfloat16
-    lay = gl.NVMMASharedLayout.get_default_for([rows, d], el)
-    return TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, d], lay)
+    cols = cols or d
+    lay = gl.NVMMASharedLayout.get_default_for([rows, cols], el)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [rows, cols], lay)
 
 
 def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = None,

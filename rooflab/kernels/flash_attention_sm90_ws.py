@@ -10,7 +10,10 @@ softmax under P V).
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done). Scope as
 flash_attention_sm90.usable says, any lengths (RAGGED), and q, k, v in transformers' layout or
-k, v the first rows of a longer cache (layout).
+k, v the first rows of a longer cache (layout). Latent attention's q and k, wider than v
+(QK_EXTRA: 192 = 128 + 64 rotary dims): a tile of 192 columns is not a power of two, so each
+Q and K tile comes as two, HEAD_DIM and QK_EXTRA wide, on one barrier, and S is two wgmma ops
+into one accumulator.
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -52,35 +55,58 @@ if F9.gluon is not None:
         tma_load(desc, [at[0], at[1]], bar, dst)
 
     @gluon.jit
+    def _load_qk(desc, desc2, at, bar, dst, dst2, HEAD_DIM: gl.constexpr,
+                 QK_EXTRA: gl.constexpr):
+        # a Q or K tile; with QK_EXTRA, its columns past HEAD_DIM too, on the same barrier
+        if QK_EXTRA:
+            mbarrier.expect(bar, desc.block_type.nbytes + desc2.block_type.nbytes)
+            tma_load(desc, [at[0], at[1]], bar, dst)
+            tma_load(desc2, [at[0], at[1] + HEAD_DIM], bar, dst2)
+        else:
+            _load(desc, at, bar, dst)
+
+    @gluon.jit
+    def _qk(q, q2, k, k2, s_zero, QK_EXTRA: gl.constexpr):
+        # issue S = Q K^T (and, with QK_EXTRA, + Q2 K2^T onto it); returns the pending S
+        s = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        if QK_EXTRA:
+            s = warpgroup_mma(q2, k2.permute((1, 0)), s, is_async=True)
+        return s
+
+    @gluon.jit
     def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch,
-                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
-                  RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
-                  W: gl.constexpr):
-        q_desc, k_desc, v_desc, o_desc, O, LSE = descs
-        q_smem, k_smem, v_smem = smem
+                  HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
+                  KV_STRIDED: gl.constexpr, W: gl.constexpr):
+        q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc = descs
+        q_smem, k_smem, v_smem, q2_smem, k2_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
         b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
-            _load(q_desc, _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED),
-                  bar_q.index(w), q_smem.index(w))
+            _load_qk(q_desc, q2_desc,
+                     _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM + QK_EXTRA, Q_STRIDED),
+                     bar_q.index(w), q_smem.index(w), q2_smem.index(w), HEAD_DIM, QK_EXTRA)
         for j in range(n_blocks):
             slot = j % STAGES
             free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
-            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, kv_pitch, HEAD_DIM, KV_STRIDED)
+            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, kv_pitch, HEAD_DIM + QK_EXTRA,
+                     KV_STRIDED)
             mbarrier.wait(k_empty.index(slot), free)
-            _load(k_desc, at, k_ready.index(slot), k_smem.index(slot))
+            _load_qk(k_desc, k2_desc, at, k_ready.index(slot), k_smem.index(slot),
+                     k2_smem.index(slot), HEAD_DIM, QK_EXTRA)
+            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, kv_pitch, HEAD_DIM, KV_STRIDED)
             mbarrier.wait(v_empty.index(slot), free)
             _load(v_desc, at, v_ready.index(slot), v_smem.index(slot))
 
     @gluon.jit
     def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                  Q_STRIDED: gl.constexpr, W: gl.constexpr):
+                  QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
+                  RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of the program's 128
-        q_desc, k_desc, v_desc, o_desc, O, LSE = descs
-        q_smem, k_smem, v_smem = smem
+        q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc = descs
+        q_smem, k_smem, v_smem, q2_smem, k2_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
         b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         dtype: gl.constexpr = q_desc.dtype
@@ -100,14 +126,13 @@ if F9.gluon is not None:
             mask_from = n_blocks
         elif OWN_BLOCKS:  # only the blocks up to these rows' diagonal (warpgroup 0 stops first)
             mine = gl.cdiv(gl.minimum(first + BLOCK_M + delta, n_kv), BLOCK_N)
-        q = q_smem.index(W)
+        q, q2 = q_smem.index(W), q2_smem.index(W)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
         mbarrier.wait(bar_q.index(W), 0)
 
         # block 0
         mbarrier.wait(k_ready.index(0), 0)
-        s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
-                              is_async=True)
+        s_tok = _qk(q, q2, k_smem.index(0), k2_smem.index(0), s_zero, QK_EXTRA)
         s = warpgroup_mma_wait(0, deps=[s_tok])
         mbarrier.arrive(k_empty.index(0), count=1)
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
@@ -121,8 +146,7 @@ if F9.gluon is not None:
             slot = j % STAGES
             prev = (j - 1) % STAGES
             mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-            s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                                  is_async=True)
+            s_tok = _qk(q, q2, k_smem.index(slot), k2_smem.index(slot), s_zero, QK_EXTRA)
             mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
             acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=[s_tok])
@@ -147,13 +171,14 @@ if F9.gluon is not None:
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.wait(v_ready.index(slot), phase)
             mbarrier.arrive(v_empty.index(slot), count=1)
-        # this warpgroup's Q buffer holds its O
+        # this warpgroup's Q buffer (its first HEAD_DIM columns) holds its O
         _store_o(acc, m_i, l_i, first, q, o_desc, O, LSE, b, h, H, n_q, HEAD_DIM, BLOCK_M,
                  RAGGED, Q_STRIDED)
 
     @gluon.jit
-    def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q,
-                          n_kv, kv_pitch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc, qk_scale,
+                          H, GROUP, n_q, n_kv, kv_pitch, HEAD_DIM: gl.constexpr,
+                          QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                           OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
                           Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
@@ -162,6 +187,11 @@ if F9.gluon is not None:
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        q2_smem, k2_smem = q_smem, k_smem   # unread without QK_EXTRA
+        if QK_EXTRA:
+            q2_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, QK_EXTRA], q2_desc.layout)
+            k2_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, QK_EXTRA],
+                                                k2_desc.layout)
         bar_q = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -174,29 +204,38 @@ if F9.gluon is not None:
             mbarrier.init(v_ready.index(i), count=1)
             mbarrier.init(k_empty.index(i), count=2)   # both consumers
             mbarrier.init(v_empty.index(i), count=2)
-        descs = (q_desc, k_desc, v_desc, o_desc, O, LSE)
-        smem = (q_smem, k_smem, v_smem)
+        descs = (q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc)
+        smem = (q_smem, k_smem, v_smem, q2_smem, k2_smem)
         bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
-            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 0)),
-            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 1)),
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, QK_EXTRA,
+                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 0)),
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, QK_EXTRA,
+                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch, HEAD_DIM,
-                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED,
-                         KV_STRIDED, 0))], [4, 1],
+                         QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
+                         Q_STRIDED, KV_STRIDED, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
-def config(head_dim: int, causal: bool = False, n_kv: int = 0) -> dict:
+# q and k's head dim, v's: flash_attention_sm90's and latent attention's (DeepSeek-V2/V3: 128
+# dims and 64 rotary ones against v's 128)
+DIMS = F9.DIMS | {(192, 128)}
+SMEM_BYTES = 227 << 10  # an H100/H200 program's shared memory at most
+
+
+def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -> dict:
     """Tiles: 2 x 64 query rows, BLOCK_N keys a block; registers a consumer thread (the
     program's maxnreg is what 12 warps may each hold, 65,536 / 384 rounded down to 8).
-    A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
+    128-key blocks where two stages of K and V and both Q tiles fit in shared memory (q's
+    head dim ``head_dim``, v's ``v_dim``: 128 and latent attention's 192/128, not 256), else
+    64. A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
     RAGGED, Q_STRIDED and KV_STRIDED are off here, for whole tiles of contiguous tensors;
     flags() sets them from the inputs."""
     short = causal and 0 < n_kv <= 512
-    return {"BLOCK_M": 64, "BLOCK_N": 64 if short or head_dim > 128 else 128, "STAGES": 2,
+    fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
+    return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
             "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "KV_STRIDED": False,
             "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
@@ -206,7 +245,7 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     whole tiles (a masked key tail; a tile past the last row stores without TMA), Q_STRIDED
     where q and out, KV_STRIDED where k and v come tokens first (layout), read by TMA at the
     head's column."""
-    c = config(q.shape[-1], causal, k.shape[2])
+    c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c.update(RAGGED=bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"]),
              **F9.strided(q, k))
     return {**c, **(cfg or {})}
@@ -215,27 +254,29 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not: q and out in one layout of
     their own length, k and v in one layout whose rows past their length are read only where
-    the keys are whole blocks. Ragged lengths at head dim 256 go to the Triton kernel, faster
-    there in the A/B (docs/kernels/flash_attention_sm90.md)."""
+    the keys are whole blocks; head dims of DIMS. Ragged lengths at head dim 256 go to the
+    Triton kernel, faster there in the A/B (docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
-    if c["RAGGED"] and q.shape[-1] > 128 and "RAGGED" not in (cfg or {}):
+    if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out)
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
                             cfg: dict | None = None, out: torch.Tensor | None = None):
     """(O, LSE) as flash_attention.flash_attention returns them, for inputs usable() takes;
-    without ``out``, O in q's layout."""
-    b, h, n_q, d = q.shape
-    hkv, n_kv = k.shape[1:3]
-    out = F9.out_like(q) if out is None else out
+    without ``out``, O in q's layout (v's width)."""
+    b, h, n_q, d_qk = q.shape
+    hkv, n_kv, d = k.shape[1], k.shape[2], v.shape[-1]
+    out = F9.out_like(q, d) if out is None else out
     c = flags(q, k, v, causal, cfg, out)
     bm, bn = c.pop("BLOCK_M"), c.pop("BLOCK_N")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
-    scale = scale if scale is not None else d ** -0.5
+    scale = scale if scale is not None else d_qk ** -0.5
+    qd, kd, extra = desc(q, bm, d), desc(k, bn, d), d_qk - d  # q and k's first d columns
+    q2d, k2d = (desc(q, bm, extra), desc(k, bn, extra)) if extra else (qd, kd)
     flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
-        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * F9.LOG2E,
-        h, h // hkv, n_q, n_kv, layout(k)[1], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
-        CAUSAL=causal, **c)
+        qd, kd, desc(v, bn), desc(out, bm), out, lse, q2d, k2d, scale * F9.LOG2E,
+        h, h // hkv, n_q, n_kv, layout(k)[1], HEAD_DIM=d, QK_EXTRA=extra, BLOCK_M=bm,
+        BLOCK_N=bn, CAUSAL=causal, **c)
     return out, lse

@@ -9,27 +9,30 @@ import importlib
 
 from rooflab.kernels.inputs import local
 
-# Which Gluon kernels may run, in order, by head dim, on an sm_90 GPU for the inputs each takes
-# (its usable(); both take ragged lengths, transformers' layouts and a longer cache's first
-# rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling at 128 and 256
-# (whole tiles at 256), where each beat the Triton kernel and cuDNN. At 128, on rows its short()
+# Which Gluon kernels may run, in order, by q and k's head dim and v's, on an sm_90 GPU for the
+# inputs each takes (its usable(); both take ragged lengths, transformers' layouts and a longer
+# cache's first rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling
+# at 128, 256 (whole tiles at 256) and latent attention's 192 and 128, where each beat the
+# Triton kernel and cuDNN. At 128, on rows its short()
 # takes (at most 1,024 keys, or 2,048 causal on a grid deep enough), the plain one goes first: a
 # program per 64 rows, two to four an SM, where the warp-specialized kernel's one an SM exposes
 # each short program's setup (docs/kernels/flash_attention_sm90.md).
-GLUON = {64: ("flash_attention_sm90",), 128: ("flash_attention_sm90_ws",),
-         256: ("flash_attention_sm90_ws",)}
+GLUON = {(64, 64): ("flash_attention_sm90",), (128, 128): ("flash_attention_sm90_ws",),
+         (256, 256): ("flash_attention_sm90_ws",), (192, 128): ("flash_attention_sm90_ws",)}
 
 
 def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
           sinks=None, softcap: float = 0.0) -> str:
     """The module whose kernel flash_attention() runs for these inputs without a config (a
-    window shorter than the keys, kept keys, sinks, a softcap, v narrower than q:
-    flash_attention's, the one kernel that takes them)."""
+    window shorter than the keys, kept keys, sinks, a softcap: flash_attention's, the one
+    kernel that takes them)."""
     d = q.shape[-1]
-    names = GLUON.get(d, ()) if (q.is_cuda and local(window, k.shape[2]) is None and keep is None
-                                 and sinks is None and not softcap and v.shape[-1] == d) else ()
+    names = GLUON.get((d, v.shape[-1]), ()) if (
+        q.is_cuda and local(window, k.shape[2]) is None and keep is None and sinks is None
+        and not softcap) else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
-    if d == 128 and names and plain.short(k.shape[2], plain.programs_per_sm(q), causal):
+    if names and (d, v.shape[-1]) == (128, 128) and plain.short(
+            k.shape[2], plain.programs_per_sm(q), causal):
         names = ("flash_attention_sm90", *names)
     for name in names:
         if not importlib.import_module(f"rooflab.kernels.{name}").usable(q, k, v, causal,
