@@ -199,3 +199,19 @@ def test_enclosing_ranges_walk_the_nesting_and_equal_a_scan_of_every_range():
                            and r["ts"] <= ts <= r["ts"] + r["dur"]),
                           key=lambda r: (r["ts"], -r["dur"]))
             assert [r["name"] for r in enc.chain(tid, ts)] == [r["name"] for r in scan]
+
+
+@torch.library.custom_op("rooflab_test::twice", mutates_args=())
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x @ x + x @ x
+
+
+def test_a_custom_ops_time_goes_to_its_key_without_the_namespace():
+    """rooflab's attention runs as custom ops (rooflab::flash_decoding): the profiler names them
+    with their namespace, the counter without, and both give one key."""
+    assert P.op_key("rooflab::flash_decoding", [[8, 32, 1, 128], [], [8, 1056]]) == \
+        "flash_decoding(8x32x1x128,8x1056)"
+    x = torch.randn(64, 64)
+    r = P.profile(lambda: torch.ops.rooflab_test.twice(x), iters=2, device="cpu")
+    assert 0 < r.by_op_us["twice(64x64)"] <= r.device_time_us
+    assert r.by_op_us["twice(64x64)"] >= r.by_op_us["mm(64x64,64x64)"] > 0

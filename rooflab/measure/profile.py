@@ -95,12 +95,14 @@ class ProfileResult:
 
 def op_key(name: str, dims) -> str:
     """An op and the shapes of its tensor arguments, as the profiler and the counter both see
-    them: 'mm(16384x640,640x1024)'. Non-tensor and 0-dim arguments are left out."""
+    them: 'mm(16384x640,640x1024)'. The namespace is left out (the profiler's 'aten::mm' or
+    'rooflab::flash_decoding', the counter's 'mm' or 'flash_decoding'), and so are non-tensor
+    and 0-dim arguments."""
     flat = []
     for d in dims:  # a tensor list (cat's) comes as a list of shapes
         flat += d if d and isinstance(d[0], (list, tuple)) else [d]
     shapes = ",".join("x".join(str(n) for n in d) for d in flat if d)
-    return f"{name.removeprefix('aten::')}({shapes})"
+    return f"{name.split('::')[-1]}({shapes})"
 
 
 def load_trace(path: str) -> list[dict]:
