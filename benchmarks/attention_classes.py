@@ -7,7 +7,9 @@ passes at prefill with a dynamic cache) or the first rows of a static cache twic
 static one); fewer queries than keys, causal (the queries last, as a chunked prefill: SDPA takes
 it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two; batch 1-256;
 fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
-192 and 128, as transformers expands them); a sliding window (SDPA takes it as the mask HF builds;
+192 and 128, as transformers expands them: contiguous, and with transformers' v, 128 of each
+head's 256 columns tokens first, a layout no Gluon kernel reads; rooflab's Triton kernel on
+them timed beside, as "rooflab, Triton", not a peer); a sliding window (SDPA takes it as the mask HF builds;
 gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left padding of each
 row its own length: kept keys, SDPA given the mask HF builds); a decode's cache with a mask of
 kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
@@ -58,6 +60,10 @@ PREFILL = [  # class, changes from BASE
     ("sliding window, ragged", {"window": 500, "lq": 3001, "lkv": 3001, "layout": "blhd"}),
     ("latent attention", {"d": 192, "dv": 128, "h": 16, "hkv": 16, "b": 8, "lq": 1024,
                           "lkv": 1024}),
+    *[("latent attention, transformers' v", {"layout": "latent", "d": 192, "dv": 128, "h": 16,
+                                             "hkv": 16, "b": b, "lq": lq, "lkv": lkv})
+      for b, lq, lkv in ((8, 1024, 1024), (1, 4096, 4096), (4, 512, 512), (16, 256, 256),
+                         (1, 256, 4096))],
     ("padded batch", {"keep": True, "b": 8, "lq": 1024, "lkv": 1024}),
     ("padded batch, sliding window", {"keep": True, "window": 512, "d": 256, "h": 4, "hkv": 1,
                                       "b": 8, "lq": 4096, "lkv": 4096}),
@@ -99,6 +105,9 @@ def inputs(s: dict):
         if layout == "blhd":  # HF's projection output, heads transposed in a view
             return torch.randn(s["b"], n, heads, d, device=DEVICE, dtype=dt,
                                generator=g).transpose(1, 2)
+        if layout == "latent" and d == s["dv"]:  # v: a head's last dv of 2 dv columns
+            return torch.randn(s["b"], n, heads, 2 * d, device=DEVICE, dtype=dt,
+                               generator=g).transpose(1, 2)[..., d:]
         if layout == "cache":  # the first n rows of a static cache of 2n
             return torch.randn(s["b"], heads, 2 * n, d, device=DEVICE, dtype=dt,
                                generator=g)[:, :, :n]
@@ -160,6 +169,8 @@ def row(cls: str, change: dict) -> dict:
             q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=s["h"] != s["hkv"],
             is_causal=causal))  # is held to; a query that sees no key (padding): zeros
         impls = {"rooflab": lambda: ours(q, k, v, s, keep), **sdpa}
+        if s["dv"] and s["lq"] > DECODE_MAX_Q:  # latent attention: the Triton kernel beside
+            impls["rooflab, Triton"] = lambda: FA.flash_attention(q, k, v, s["causal"], cfg={})[0]
     r = {"class": cls, **s, "times_s": {}, "rel_err": {}, "errors": {}}
     for name, fn in impls.items():
         try:
@@ -169,7 +180,8 @@ def row(cls: str, change: dict) -> dict:
                                            flush_l2=True, wall=False, device=DEVICE).device_s
         except Exception as e:  # noqa: BLE001 - a backend refusing a class is a result
             r["errors"][name] = str(e).splitlines()[0][:160]
-    peers = {n: t for n, t in r["times_s"].items() if n != "rooflab" and " without" not in n}
+    peers = {n: t for n, t in r["times_s"].items()
+             if not n.startswith("rooflab") and " without" not in n}
     if "rooflab" in r["times_s"] and peers:
         r["best_peer"] = min(peers, key=peers.get)
         r["rooflab_over_best_peer"] = peers[r["best_peer"]] / r["times_s"]["rooflab"]  # >1: ahead

@@ -140,7 +140,7 @@ has ab_short && run ab_short ab_short
 # latent, latent_heldout) and in transformers' layout (the latent rows)
 ab_latent() {
   py_test --junitxml="$cur/pytest-gpu-latent.xml" tests/test_kernels_flash_attention.py -k \
-    "latent or runs_the_gluon" || return
+    "latent or runs_the_gluon or copies_a_v" || return
   local set
   for set in ${LATENT_SETS:-latent latent_heldout}; do
     python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_$set" --rows "${ab_rows[$set]}" \

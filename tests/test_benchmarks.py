@@ -200,6 +200,7 @@ def test_the_warp_specialized_kernel_compiles_for_latent_attention(tmp_path):
     ("prefill", {"lq": 40, "lkv": 40, "layout": "dynamic"}),           # a dynamic cache's
     ("prefill", {"lq": 37, "lkv": 37, "window": 9, "layout": "blhd"}),  # a sliding window
     ("prefill", {"lq": 37, "lkv": 37, "d": 48, "dv": 32}),            # latent attention
+    ("prefill", {"lq": 37, "lkv": 37, "d": 48, "dv": 32, "layout": "latent"}),  # HF's v
     ("prefill", {"lq": 37, "lkv": 37, "keep": True, "window": 9}),    # a padded batch
     ("decode", {"lq": 1, "lkv": 50, "d": 48, "dv": 32, "causal": False}),
     ("decode", {"lq": 1, "lkv": 50, "keep": True, "causal": False}),   # kept keys
@@ -220,8 +221,15 @@ def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase,
     if change.get("softcap") or change.get("sinks"):  # eager the peer, SDPA without them a floor
         sdpa = {"eager"} | {f"{n} without" for n in sdpa}
         assert r["times_s"]["eager"] > 0 and r["best_peer"] == "eager"
+    ours = {"rooflab"} | ({"rooflab, Triton"} if change.get("dv") and phase == "prefill" else set())
+    assert ours <= set(r["times_s"]) and r.get("best_peer") not in ours
+    assert all(r["rel_err"][n] < 2e-2 for n in ours)
+    if change.get("layout") == "latent":  # q, k contiguous; v 32 of a head's 64 columns
+        q, k, v, _ = AC.inputs({**AC.BASE, "b": 2, "h": 4, "hkv": 2, "d": 32, **change})
+        assert q.is_contiguous() and k.is_contiguous() and v.shape == (2, 2, 37, 32)
+        assert v.stride() == (37 * 2 * 64, 64, 2 * 64, 1)
     if device == "cuda":  # SDPA's backends are GPU-only: each timed or its refusal recorded
-        assert set(r["times_s"]) | set(r["errors"]) == {"rooflab"} | sdpa
+        assert set(r["times_s"]) | set(r["errors"]) == ours | sdpa
 
 
 def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):

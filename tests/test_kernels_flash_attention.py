@@ -552,6 +552,31 @@ def test_flash_attention_sm90_ws_takes_latent_attention(shape, tokens_first, cau
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_copies_a_v_no_gluon_kernel_reads(monkeypatch, causal):
+    """Latent attention's v as transformers passes it, 128 of each head's 256 columns tokens
+    first: no Gluon kernel reads it, so where a K/V head has COPY_MIN_ROWS query rows k and v
+    are copied contiguous and the warp-specialized kernel runs; below, the Triton kernel takes
+    v as it is. Both answers hold to fp32."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernels are for sm_90")
+    b, h, n = 2, 16, 1000
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k = (torch.randn(b, h, n, 192, device="cuda", dtype=torch.bfloat16, generator=g)
+            for _ in range(2))
+    v = torch.randn(b, n, h, 256, device="cuda", dtype=torch.bfloat16,
+                    generator=g).transpose(1, 2)[..., 128:]
+    ref = FA.standard_attention(q.float(), k.float(), v.float(), causal)
+    for rows, kernel in ((n, "flash_attention_sm90_ws"), (n + 1, "flash_attention")):
+        monkeypatch.setattr(routing, "COPY_MIN_ROWS", rows)
+        k2, v2, copied = routing.readable(q, k, v, causal)
+        assert copied == (kernel != "flash_attention") and v2.is_contiguous() == copied
+        assert routing.which(q, k2, v2, causal) == kernel
+        o, _ = FA.flash_attention(q, k, v, causal)
+        assert float((o.float() - ref).norm() / ref.norm()) < 1e-2
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("tokens_first", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first, causal):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 
+import torch
+
 from rooflab.kernels.inputs import local
 
 # Which Gluon kernels may run, in order, by q and k's head dim and v's, on an sm_90 GPU for the
@@ -39,6 +41,26 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
                                                                           out=out):
             return name
     return "flash_attention"
+
+
+# A K/V head's query rows (Lq x the GQA group) from which a Gluon kernel repays contiguous
+# copies of k and v where it reads those and not k and v as they are (latent attention's v in
+# transformers: 128 of each head's 256 columns). The A/B: docs/kernels/flash_attention_sm90.md
+COPY_MIN_ROWS = 0
+
+
+def readable(q, k, v, causal: bool, out=None, **inputs) -> tuple:
+    """(k, v, copied): k and v as they are, unless which() picks no Gluon kernel for them but
+    one for their contiguous copies and a K/V head has COPY_MIN_ROWS query rows to repay the
+    copy: then the copies. ``inputs``: which()'s window, keep, sinks and softcap."""
+    rows = q.shape[2] * (q.shape[1] // k.shape[1])
+    if (not q.is_cuda or (k.is_contiguous() and v.is_contiguous()) or rows < COPY_MIN_ROWS
+            or which(q, k, v, causal, out, **inputs) != "flash_attention"):
+        return k, v, False
+    dense = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v)]
+    if which(q, *dense, causal, out, **inputs) == "flash_attention":
+        return k, v, False
+    return k.contiguous(), v.contiguous(), True
 
 
 def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
