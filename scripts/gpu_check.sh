@@ -24,7 +24,6 @@
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
-#          ab_decode_d64 (flash-decoding's tiles at head dim 64),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -151,13 +150,6 @@ ab_latent() {
     --v-dim 128 --layout blhd --variant 'triton={}'
 }
 has ab_latent && run ab_latent ab_latent
-# flash-decoding at head dim 64 (the class sweep's decode row furthest below cuDNN, 0.916 at
-# e20ff5b): 128-key blocks and deeper pipelines against the default, on that row and rows
-# held out from it (written before any ran)
-has ab_decode_d64 && run ab_decode_d64 python3 benchmarks/ab_decode.py "$cur" --name ab_decode_d64 \
-  --rows '[(8,32,8,1,4096,64),(4,32,8,1,8192,64),(16,32,8,1,2048,64),(8,64,8,1,4096,64),(32,32,8,1,1024,64),(2,16,16,1,4096,64),(64,32,8,1,1024,64)]' \
-  --variant 'n128={"BLOCK_N": 128}' --variant 's4={"num_stages": 4}' \
-  --variant 'n128_s2={"BLOCK_N": 128, "num_stages": 2}' --variant 'w8={"num_warps": 8}'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
