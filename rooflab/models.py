@@ -42,6 +42,7 @@ class ModelError(RooflabError, ValueError):
 class ModelConfig:
     name: str
     family: str  # gemma3 gemma2 llama mistral qwen2 qwen3 phi3 mixtral qwen3_moe deepseek_v2
+    #              gpt_oss
     hidden: int
     intermediate: int
     layers: int
@@ -51,7 +52,7 @@ class ModelConfig:
     vocab: int
     layer_types: tuple[str, ...]  # "full" | "sliding", one per layer
     sliding_window: int | None = None
-    act: str = "silu"  # "gelu_tanh" | "silu"
+    act: str = "silu"  # "gelu_tanh" | "silu" | "swiglu_clamp" (gpt-oss's experts, _experts)
     qk_norm: bool = False
     sandwich_norm: bool = False  # post-attention and post-FFN norms (Gemma 2/3)
     attn_bias: bool = False
@@ -83,6 +84,11 @@ class ModelConfig:
     kv_lora_rank: int = 0
     qk_rope_dim: int = 0
     v_head_dim: int = 0
+    # gpt-oss: o_proj's bias beside q, k and v's; a learned sink logit a head in every
+    # softmax's sum; biases on the router's and every expert's projections
+    o_bias: bool = False
+    attn_sinks: bool = False
+    expert_bias: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -140,6 +146,14 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
                 max_positions=163840, experts=64, experts_per_token=6,
                 expert_intermediate=1408, shared_experts=2, dense_layers=1, kv_lora_rank=512,
                 qk_rope_dim=64, v_head_dim=128),
+    # openai/gpt-oss-20b config.json (transformers' GptOssConfig defaults are gpt-oss-120b's,
+    # 36 layers of 128 experts): 32 experts of 2880, 4 a token, their biases and clamped SwiGLU;
+    # attention sinks, every projection biased; a window of 128 and full layers in turn
+    ModelConfig("gpt-oss-20b", "gpt_oss", hidden=2880, intermediate=2880, layers=24, heads=64,
+                kv_heads=8, head_dim=64, vocab=201088, layer_types=("sliding", "full") * 12,
+                sliding_window=128, act="swiglu_clamp", attn_bias=True, o_bias=True,
+                attn_sinks=True, rope_theta=150000.0, max_positions=131072, rms_norm_eps=1e-5,
+                experts=32, experts_per_token=4, expert_intermediate=2880, expert_bias=True),
     # Qwen/Qwen3-30B-A3B config.json: 128 experts of 768, 8 a token, renormalised
     ModelConfig("Qwen3-30B-A3B", "qwen3_moe", hidden=2048, intermediate=6144, layers=48,
                 heads=32, kv_heads=4, head_dim=128, vocab=151936, layer_types=("full",) * 48,
@@ -149,7 +163,8 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
 
 FAMILIES = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma2", "llama": "llama",
             "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "mixtral",
-            "qwen3_moe": "qwen3_moe", "phi3": "phi3", "deepseek_v2": "deepseek_v2"}
+            "qwen3_moe": "qwen3_moe", "phi3": "phi3", "deepseek_v2": "deepseek_v2",
+            "gpt_oss": "gpt_oss"}
 
 
 def _req(d: dict, key: str, origin: str):
@@ -201,6 +216,8 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     default_act = "gelu_pytorch_tanh" if fam.startswith("gemma") else "silu"
     act_name = str(d.get("hidden_activation") or d.get("hidden_act") or default_act)
     act = "gelu_tanh" if "gelu" in act_name else "silu" if act_name in ("silu", "swish") else None
+    if fam == "gpt_oss":  # its experts' own gate (GptOssExperts), whatever hidden_act says
+        act = "swiglu_clamp"
     if act is None:
         raise ModelError(f"{origin}: MLP activation {act_name!r} is not supported")
     rope = d.get("rope_parameters") or {}
@@ -218,6 +235,8 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         qk_norm=fam in ("gemma3", "qwen3", "qwen3_moe"),
         sandwich_norm=fam in ("gemma2", "gemma3"),
         attn_bias=bool(d.get("attention_bias", fam == "qwen2")),
+        o_bias=fam == "gpt_oss" and bool(d.get("attention_bias", True)),
+        attn_sinks=fam == "gpt_oss", expert_bias=fam == "gpt_oss",
         tie_embeddings=bool(d.get("tie_word_embeddings", fam.startswith("gemma"))),
         dtype=C.dtype_name(dtype), rope_theta=float(theta),
         rope_local_theta=float(local) if local else None,
@@ -241,6 +260,10 @@ def _moe_fields(d: dict, fam: str, origin: str) -> dict:
                     norm_topk_prob=True)  # Mixtral's router always renormalises its top k
     if fam == "deepseek_v2":
         return _deepseek_fields(d, origin)
+    if fam == "gpt_oss":  # the router's softmax is over the top k logits: they sum to 1
+        return dict(experts=_req(d, "num_local_experts", origin),
+                    experts_per_token=_req(d, "num_experts_per_tok", origin),
+                    expert_intermediate=_req(d, "intermediate_size", origin))
     if fam != "qwen3_moe":
         return {}
     if d.get("mlp_only_layers") or d.get("decoder_sparse_step", 1) != 1:
@@ -394,7 +417,8 @@ def layer_costs(cfg: ModelConfig, ph: Phase, layer_type: str = "full",
 def _attention(cfg: ModelConfig, ph: Phase, layer_type: str, dt: str,
                p: Precision | None) -> list[C.Cost]:
     """Multi-head attention (GQA): q, k and v projected (one read of x where they are one
-    linear), normed per head where the family does, rotated, attended, projected back."""
+    linear), normed per head where the family does, rotated, attended, projected back.
+    Attention sinks (gpt-oss) add one logit to each row's Lkv: left out of the core."""
     t, h, offset = ph.tokens, cfg.hidden, cfg.family.startswith("gemma")
     q_out, kv_out = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     parts = [_proj("attn.qkv_proj", t, h, q_out + 2 * kv_out, dt, cfg.attn_bias, p)] \
@@ -411,7 +435,7 @@ def _attention(cfg: ModelConfig, ph: Phase, layer_type: str, dt: str,
         C.rope(t, cfg.heads + cfg.kv_heads, cfg.head_dim, dt).named("attn.rope"),
         core,
         *([_softcap(scores, dt).named("attn.softcap")] if cfg.attn_softcap else []),
-        _proj("attn.o_proj", t, q_out, h, dt, False, p),
+        _proj("attn.o_proj", t, q_out, h, dt, cfg.o_bias, p),
     ]
 
 
@@ -543,10 +567,12 @@ def experts_hit(cfg: ModelConfig, tokens: int) -> float:
 
 def _experts(cfg: ModelConfig, t: int, dt: str, p: Precision | None) -> list[C.Cost]:
     """A mixture-of-experts MLP as transformers runs it: the router (a linear to E logits, a
-    softmax in fp32, the top k, renormalised where the config says), then each expert hit runs
-    its gated MLP (gate and up as one linear) on the rows routed to it, T * k rows in all, and
-    its output, scaled by the router's weight, is added back into the token's row. MACs do not
-    depend on the routing; the weights read do: those of the experts hit (experts_hit)."""
+    softmax in fp32, the top k, renormalised where the config says; gpt-oss: the top k logits,
+    then their softmax), then each expert hit runs its gated MLP (gate and up as one linear) on
+    the rows routed to it, T * k rows in all, and its output, scaled by the router's weight, is
+    added back into the token's row. MACs do not depend on the routing; the weights read do:
+    those of the experts hit (experts_hit). gpt-oss's experts add their biases (each row's
+    gathered, then added) and gate by its clamped SwiGLU (_swiglu_clamp)."""
     h, i, k, e = cfg.hidden, cfg.expert_intermediate, cfg.experts_per_token, cfg.experts
     rows, hit = t * k, experts_hit(cfg, t)
 
@@ -557,21 +583,42 @@ def _experts(cfg: ModelConfig, t: int, dt: str, p: Precision | None) -> list[C.C
         return replace(one, bytes=one.bytes + more, bytes_fused=one.bytes_fused + more,
                        detail={"experts_hit": hit, "rows": rows})
 
-    act = _act(cfg, rows * i, dt)
-    parts = [_proj("mlp.router", t, h, e, dt, False, p),
-             C.softmax(t, e, "fp32").named("mlp.router_softmax"),
-             C.elementwise(t * e, "fp32", 1, 0, 0).named("mlp.router_topk")]
+    def bias(name: str, width: int) -> list[C.Cost]:  # each row's expert bias, gathered, added
+        return [C.elementwise(rows * width, dt, 1, 1, 0).named(f"{name}_bias_gather"),
+                C.elementwise(rows * width, dt, 2, 1, 1).named(f"{name}_bias")] \
+            if cfg.expert_bias else []
+
+    router = _proj("mlp.router", t, h, e, dt, cfg.expert_bias, p)
+    if cfg.family == "gpt_oss":  # the top k logits, then their softmax
+        parts = [router, C.elementwise(t * e, dt, 1, 0, 0).named("mlp.router_topk"),
+                 C.softmax(t, k, dt).named("mlp.router_softmax")]
+    else:
+        parts = [router, C.softmax(t, e, "fp32").named("mlp.router_softmax"),
+                 C.elementwise(t * e, "fp32", 1, 0, 0).named("mlp.router_topk")]
     if cfg.norm_topk_prob:  # a sum and a divide over each token's k weights
         parts.append(C.elementwise(t * k, "fp32", 1, 1, 2).named("mlp.router_norm"))
+    gate = [_swiglu_clamp(rows * i, dt).named("mlp.experts.act")] if cfg.act == "swiglu_clamp" \
+        else [_act(cfg, rows * i, dt).named("mlp.experts.act"),
+              C.elementwise(rows * i, dt, 2, 1, 1).named("mlp.experts.mul")]
     return parts + [
         C.elementwise(rows * h, dt, 1, 1, 0).named("mlp.experts.gather"),
-        expert_linear("mlp.experts.gate_up", h, 2 * i),
-        act.named("mlp.experts.act"),
-        C.elementwise(rows * i, dt, 2, 1, 1).named("mlp.experts.mul"),
-        expert_linear("mlp.experts.down", i, h),
+        expert_linear("mlp.experts.gate_up", h, 2 * i), *bias("mlp.experts.gate_up", 2 * i),
+        *gate,
+        expert_linear("mlp.experts.down", i, h), *bias("mlp.experts.down", h),
         C.elementwise(rows * h, dt, 2, 1, 1).named("mlp.experts.weight"),
         C.elementwise(rows * h, dt, 2, 1, 1).named("mlp.experts.combine"),
     ]
+
+
+def _swiglu_clamp(numel: int, dt: str) -> C.Cost:
+    """gpt-oss's gate on ``numel`` (rows x I) outputs, from gate and up interleaved in one
+    (rows, 2I) tensor: g = min(gate, 7), u = clamp(up, -7, 7), (u + 1) * g * sigmoid(1.702 g),
+    as transformers runs it: seven pointwise kernels (clamp, clamp, scale, sigmoid, multiply,
+    add, multiply), one FLOP an output element each, as the counter counts them; nine reads and
+    seven writes of numel elements in all, one write and the two inputs' read fused."""
+    one = C.elementwise(numel, dt, 1, 1, 1)
+    return replace(one, flops=7 * numel, bytes=C.elem_bytes(dt) * 16 * numel,
+                   bytes_fused=C.elem_bytes(dt) * 3 * numel, kernels=7)
 
 
 def groups(parts: list[C.Cost]) -> dict[str, C.Cost]:
@@ -642,7 +689,8 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
     """Weights of the model (the independent check on the projection shapes); ``active``: those
     one token runs through (its k experts of a mixture, not all of them)."""
     h, q, kv, i = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.intermediate
-    attn = h * q + 2 * h * kv + q * h + (q + 2 * kv if cfg.attn_bias else 0)
+    attn = (h * q + 2 * h * kv + q * h + (q + 2 * kv if cfg.attn_bias else 0)
+            + (h if cfg.o_bias else 0) + (cfg.heads if cfg.attn_sinks else 0))
     if cfg.kv_lora_rank:  # latent attention: q (low-rank or not), the latent, its expansion, o
         r, rope, dv = cfg.kv_lora_rank, cfg.qk_rope_dim, cfg.v_head_dim
         q_params = (h * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * q
@@ -652,9 +700,12 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
     norms = h * (4 if cfg.sandwich_norm else 2) + (2 * cfg.head_dim if cfg.qk_norm else 0)
     dense = 3 * h * i
     moe = dense
-    if cfg.experts:  # the router, the experts' gated MLPs, the shared ones
-        moe = h * cfg.experts + 3 * h * cfg.expert_intermediate * (
-            (cfg.experts_per_token if active else cfg.experts) + cfg.shared_experts)
+    if cfg.experts:  # the router, the experts' gated MLPs (and biases), the shared ones
+        one = 3 * h * cfg.expert_intermediate + (
+            2 * cfg.expert_intermediate + h if cfg.expert_bias else 0)
+        moe = (h * cfg.experts + (cfg.experts if cfg.expert_bias else 0) + one * (
+            cfg.experts_per_token if active else cfg.experts)
+            + 3 * h * cfg.expert_intermediate * cfg.shared_experts)
     n_dense = cfg.dense_layers if cfg.experts else 0
     layers = cfg.layers * (attn + norms) + n_dense * dense + (cfg.layers - n_dense) * moe
     emb = cfg.vocab * h * (1 if cfg.tie_embeddings else 2)

@@ -18,11 +18,15 @@ FAMILIES = {  # a small config of each family, its own field names
                 "intermediate_size": 32},
     "qwen3_moe": {**TINY, "model_type": "qwen3_moe", "num_experts": 8, "intermediate_size": 96,
                   "moe_intermediate_size": 32, "norm_topk_prob": True},
+    "gpt_oss": {**TINY, "model_type": "gpt_oss", "num_local_experts": 8, "intermediate_size": 32,
+                "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8,
+                "attention_bias": True},
 }
 
 
 PRESETS = {"Mixtral-8x7B": (46.70, 12.88), "Qwen3-30B-A3B": (30.53, 3.35),
-           "DeepSeek-V2-Lite": (15.71, 2.66), "Phi-3-mini": (3.82, 3.82)}  # billions: all, active
+           "DeepSeek-V2-Lite": (15.71, 2.66), "Phi-3-mini": (3.82, 3.82),
+           "gpt-oss-20b": (20.91, 4.19)}  # billions: all, active (both embeddings counted)
 
 
 @pytest.mark.parametrize("name", PRESETS)
