@@ -4,8 +4,9 @@ the configs of tests/data/heldout/ (never tuned on), every layer type, at prefil
 B=1 x 4096 and decode B=1 (cache 8192), 8 (2048), 32 (1024) and 64 (512), written apart
 (decoder_heldout).
 With --moe, one layer of each mixture of experts (Qwen3-30B-A3B, DeepSeek-V2-Lite with its
-latent attention, Mixtral-8x7B) at prefill B=1 x 1024 and decode B=1 and 8 (cache 1024), its
-experts one grouped GEMM as the whole model runs them (decoder_moe).
+latent attention, Mixtral-8x7B, gpt-oss-20b with its biased experts and sinks, MOE_MODELS
+narrows them) at prefill B=1 x 1024 and decode B=1 and 8 (cache 1024), its experts one grouped
+GEMM as the whole model runs them (decoder_moe).
 
 Usage: python benchmarks/decoder.py OUT_DIR [--heldout | --moe]"""
 from __future__ import annotations
@@ -31,8 +32,9 @@ def cases(heldout: bool, moe: bool = False):
     mixtures of experts."""
     if moe:
         phases = [M.Phase.prefill(1, 1024), M.Phase.decode(1, 1024), M.Phase.decode(8, 1024)]
-        return [(M.load(n), "full", phases)
-                for n in ("Qwen3-30B-A3B", "DeepSeek-V2-Lite", "Mixtral-8x7B")]
+        names = os.environ.get("MOE_MODELS",
+                               "Qwen3-30B-A3B,DeepSeek-V2-Lite,Mixtral-8x7B,gpt-oss-20b")
+        return [(M.load(n), "full", phases) for n in names.split(",")]
     if not heldout:
         phases = [M.Phase.prefill(8, 2048)] + [M.Phase.decode(b, 4096) for b in (1, 16, 64)]
         return [(M.load(n), "full", phases) for n in ("gemma-3-270m-it", "Mistral-7B")]

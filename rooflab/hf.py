@@ -170,10 +170,11 @@ def _rope_angles(theta: float, d: int, positions: torch.Tensor) -> torch.Tensor:
 
 
 def rope_cos_sin(cfg: ModelConfig, layer_type: str, positions: torch.Tensor, dtype):
-    """cos, sin of shape (B, L, head_dim) for ``positions`` (B, L), as HF's rotary module."""
+    """cos, sin of shape (B, L, head_dim) for ``positions`` (B, L), as HF's rotary module
+    (gpt-oss's: (B, L, head_dim / 2), each half of a head rotated by the same angles)."""
     theta = cfg.rope_local_theta if (layer_type == "sliding" and cfg.rope_local_theta) else cfg.rope_theta
     freqs = _rope_angles(theta, cfg.head_dim, positions)
-    emb = torch.cat((freqs, freqs), dim=-1)
+    emb = freqs if cfg.family == "gpt_oss" else torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 

@@ -255,7 +255,8 @@ def test_the_latent_sentence_says_which_way_round_from_the_numbers():
     assert "6,000 MACs and 30 kB" in console.latent_sentence(decode)
 
 
-@pytest.mark.parametrize("name", ["Qwen3-30B-A3B", "DeepSeek-V2-Lite", "Mixtral-8x7B"])
+@pytest.mark.parametrize("name", ["Qwen3-30B-A3B", "DeepSeek-V2-Lite", "Mixtral-8x7B",
+                                  "gpt-oss-20b"])
 def test_moe_and_latent_layers_through_the_layer_measurement(name):
     """decoder.py --moe's layers, small, measured on the CPU: the real layer decodes from its
     cache (the latent and the rope keys for DeepSeek-V2), every counted op with a kernel is
@@ -282,7 +283,7 @@ def test_moe_and_latent_layers_through_the_layer_measurement(name):
 
 
 @pytest.mark.parametrize("name", ["Mixtral-8x7B", "Qwen3-30B-A3B", "DeepSeek-V2-Lite",
-                                  "Phi-3-mini"])
+                                  "Phi-3-mini", "gpt-oss-20b"])
 @pytest.mark.parametrize("command", [["layer", "--phase", "decode", "--batch", "8", "--kv-len",
                                       "4096"], ["model"], ["model", "--tp", "2"]])
 def test_the_new_presets_through_the_cli(name, command, capsys):
