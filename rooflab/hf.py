@@ -85,12 +85,12 @@ def hf_fields(cfg: ModelConfig, layer_type: str | None) -> dict:
                  q_lora_rank=cfg.q_lora_rank or None, kv_lora_rank=cfg.kv_lora_rank,
                  qk_rope_head_dim=cfg.qk_rope_dim, qk_nope_head_dim=cfg.head_dim - cfg.qk_rope_dim,
                  v_head_dim=cfg.v_head_dim, head_dim=cfg.qk_rope_dim, topk_method="greedy")
-    if cfg.family == "gpt_oss":  # its YaRN scaling, as gpt-oss-20b's config.json gives it
+    if cfg.family == "gpt_oss":  # its YaRN scaling as gpt-oss-20b's: 32x a 32nd of the context
         d.update(num_local_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
                  intermediate_size=cfg.expert_intermediate, rope_parameters={
                      "rope_type": "yarn", "rope_theta": cfg.rope_theta, "factor": 32.0,
                      "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-                     "original_max_position_embeddings": 4096})
+                     "original_max_position_embeddings": max(1, cfg.max_positions // 32)})
         d.pop("rope_theta")
     if cfg.family == "qwen3_moe":
         d.update(num_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
