@@ -45,8 +45,9 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
 
 # A K/V head's query rows (Lq x the GQA group) from which a Gluon kernel repays contiguous
 # copies of k and v where it reads those and not k and v as they are (latent attention's v in
-# transformers: 128 of each head's 256 columns). The A/B: docs/kernels/flash_attention_sm90.md
-COPY_MIN_ROWS = 0
+# transformers: 128 of each head's 256 columns): the copy won from 1,024 rows and lost at 256
+# and 512 (docs/kernels/flash_attention_sm90.md)
+COPY_MIN_ROWS = 1024
 
 
 def readable(q, k, v, causal: bool, out=None, **inputs) -> tuple:
