@@ -17,6 +17,8 @@
 #          widen it; generate_mixtral: the largest alone), gelu_any (GeLU at lengths near no power of two, aligned and not),
 #          diagnose (a whole model's step op by op; DIAGNOSE="MODEL BxL prefill|decode [sdpa|rooflab]"),
 #          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
+#          attn_agree (rooflab's attention call by call inside a model, on the model's own
+#          inputs, against fp32; AGREE_MODELS, AGREE_SHAPE),
 #          ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels, NCU_TARGETS: by default
 #          the class sweep's decode rows furthest below cuDNN, rooflab's and cuDNN's kernel each),
 #          decode_ops (a decode's small ops
@@ -81,6 +83,8 @@ has generate_mixtral && run generate_mixtral python3 benchmarks/generate.py "$cu
 has diagnose && run diagnose python3 benchmarks/generate.py "$cur/diagnose" --diagnose \
   ${DIAGNOSE:-Mixtral-8x7B 1x1024 prefill}
 has grouped_routing && run grouped_routing python3 benchmarks/grouped_routing.py "$cur"
+has attn_agree && run attn_agree python3 benchmarks/attention_agreement.py "$cur" \
+  "${AGREE_MODELS:-gpt-oss-20b,DeepSeek-V2-Lite}" "${AGREE_SHAPE:-1x4096}"
 has decode_ops && run decode_ops python3 benchmarks/decode_ops.py "$cur"
 ncu_targets() {  # ncu_targets NAMES: each kernel's launch, occupancy and memory sections
   local names=$1 include=() n

@@ -273,3 +273,24 @@ def test_grouped_routing_times_each_routing_against_even_and_the_reference(monke
     assert [r["routing"] for r in rows] == list(ways)
     assert all(r["device_s"] > 0 for r in rows)
     assert rows[0]["over_even"] == 1.0 and rows[2]["over_reference"] == 1.0
+
+
+def test_attention_agreement_holds_each_call_to_fp32_inside_a_model(tmp_path, monkeypatch):
+    """attention_agreement.py on a tiny gpt-oss (sinks, a window of 8, 40 tokens): every layer's
+    call to rooflab's attention, on the inputs the model's own attention gets, as near its fp32
+    attention as the model's own bf16 attention is, and each call on the kernel, not a
+    fallback."""
+    monkeypatch.setattr(sys, "path", [*sys.path, os.path.join(ROOT, "benchmarks")])
+    import attention_agreement as AA
+    config = tmp_path / "tiny-gpt-oss.json"
+    config.write_text(json.dumps({
+        "model_type": "gpt_oss", "hidden_size": 128, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "vocab_size": 256, "num_local_experts": 8, "num_experts_per_tok": 2,
+        "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8}))
+    rows = AA.agreement(str(config), 1, 40, "cpu")
+    assert [r["layer"] for r in rows] == [0, 1] and [r["window"] for r in rows] == [8, None]
+    for r in rows:
+        assert 0 < r["own_vs_fp32"] < 1e-2 and r["rooflab_vs_fp32"] < 3 * r["own_vs_fp32"], r
+    assert rows[0]["paths"] == {"flash_attention (Triton, sliding window, sinks)": 1,
+                                "flash_attention (Triton, sinks)": 1}
