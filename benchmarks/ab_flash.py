@@ -3,18 +3,20 @@
 SDPA's cuDNN and flash backends; medians of alternating rounds; outputs against ``after``.
 
 Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON ...]
-           [--head-dims 64,128] [--rows PY_LIST] [--layout bhld|blhd] [--v-dim N]
+           [--head-dims 64,128] [--rows PY_LIST] [--layout bhld|blhd|latent] [--v-dim N]
            [--rounds 3] [--name ab_flash] [--device cuda]
 A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
 config and the inputs' flags ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of
-flash_attention_sm90_ws.py; rows they do not take are recorded as their errors.
+flash_attention_sm90_ws.py; rows they do not take are recorded as their errors. A variant
+{"COPY": true} runs flash_attention as routed on contiguous copies of k and v, the copy timed.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
 tuples. --layout blhd lays q, k and v out as transformers' projections leave them, (B, L, H, D)
 in memory seen as (B, H, L, D). --v-dim N: v (and O) N wide, q and k D (latent attention: D
-192, N 128). Without --before there is no ``before``. Each row is written as
-soon as it is done.
+192, N 128); with --layout latent, q and k contiguous and v as DeepSeek-V2's attention in
+transformers passes it, N of each head's 2N columns, tokens first. Without --before there is
+no ``before``. Each row is written as soon as it is done.
 """
 from __future__ import annotations
 
@@ -79,6 +81,9 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
     g = torch.Generator(device=device).manual_seed(n)
 
     def made(heads, d=d):
+        if layout == "latent" and d == v_dim:  # a head's last v_dim of 2 v_dim columns
+            return torch.randn(b, n, heads, 2 * d, device=device, dtype=DT[dt],
+                               generator=g).transpose(1, 2)[..., d:]
         if layout == "blhd":
             return torch.randn(b, n, heads, d, device=device, dtype=DT[dt],
                                generator=g).transpose(1, 2)
@@ -88,6 +93,9 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
     if before is not None:
         fns["before"] = lambda: before.flash_attention(q, k, v, causal)
     for name, over in variants.items():
+        if over.get("COPY"):
+            fns[name] = lambda: FA.flash_attention(q, k.contiguous(), v.contiguous(), causal)
+            continue
         if "GLUON" in over or "GLUON_WS" in over:
             fns[name] = lambda g=over.get("GLUON", over.get("GLUON_WS")), ws="GLUON_WS" in over: \
                 gluon(q, k, v, causal, g, ws)
@@ -115,13 +123,15 @@ def main(argv=None) -> None:
     p = ab_parser(__doc__, "ab_flash")
     p.add_argument("--before")
     p.add_argument("--head-dims")
-    p.add_argument("--layout", choices=("bhld", "blhd"), default="bhld")
+    p.add_argument("--layout", choices=("bhld", "blhd", "latent"), default="bhld")
     p.add_argument("--v-dim", type=int, default=0)
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     shapes = parse_rows(p, a.rows, FLASH_ROWS, "B, H, Hkv, N, D, dtype, causal")
     if a.head_dims:
         shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
+    if a.layout == "latent" and not a.v_dim:
+        p.error("--layout latent takes --v-dim (v's head dim, e.g. 128)")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
     try:

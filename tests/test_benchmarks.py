@@ -45,6 +45,21 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
     assert run.returncode == 0, run.stderr[-2000:]
     (r,) = json.load(open(tmp_path / "blhd.json"))["rows"]
     assert r["layout"] == "blhd" and r["max_abs_diff_vs_after"]["qreg"] < 1e-2, r
+    run = subprocess.run(  # latent attention: q, k 48 wide, v 32 of each head's 64 columns
+        [sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--layout", "latent",
+         "--v-dim", "32", "--variant", "triton={}", "--variant", 'copy={"COPY": true}',
+         "--rows", "[(1, 4, 4, 33, 48, 'bf16', True)]",
+         "--rounds", "1", "--device", device, "--name", "latent"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (r,) = json.load(open(tmp_path / "latent.json"))["rows"]
+    assert r["layout"] == "latent" and r["v_dim"] == 32, r
+    assert r["max_abs_diff_vs_after"]["triton"] < 1e-2 and r["tflops"]["after"] > 0, r
+    assert r["max_abs_diff_vs_after"]["copy"] < 1e-2 and r["tflops"]["copy"] > 0, r
+    bad = subprocess.run([sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--layout",
+                          "latent"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "--layout latent takes --v-dim" in bad.stderr
     if not torch.cuda.is_available():  # the default device without a GPU: one line, exit 2
         bad = subprocess.run([sys.executable, "benchmarks/ab_flash.py", str(tmp_path)], cwd=ROOT,
                              env=env, capture_output=True, text=True, timeout=120)
