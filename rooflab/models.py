@@ -234,7 +234,7 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         vocab=_req(d, "vocab_size", origin), layer_types=types, sliding_window=window, act=act,
         qk_norm=fam in ("gemma3", "qwen3", "qwen3_moe"),
         sandwich_norm=fam in ("gemma2", "gemma3"),
-        attn_bias=bool(d.get("attention_bias", fam == "qwen2")),
+        attn_bias=bool(d.get("attention_bias", fam in ("qwen2", "gpt_oss"))),
         o_bias=fam == "gpt_oss" and bool(d.get("attention_bias", True)),
         attn_sinks=fam == "gpt_oss", expert_bias=fam == "gpt_oss",
         tie_embeddings=bool(d.get("tie_word_embeddings", fam.startswith("gemma"))),

@@ -73,6 +73,18 @@ def test_moe_layer_macs_equal_flop_counter_mode_and_the_counter(family, batch, s
     assert not c.unsupported_ops()
 
 
+def test_a_gpt_oss_config_without_attention_bias_is_biased_as_transformers_builds_it():
+    """transformers' GptOssConfig biases every attention projection unless told not to."""
+    pytest.importorskip("transformers")
+    import transformers
+    d = {k: v for k, v in FAMILIES["gpt_oss"].items() if k != "attention_bias"}
+    cfg = M.from_hf_dict(d, "tiny")
+    assert cfg.attn_bias and cfg.o_bias and cfg.attn_sinks and cfg.expert_bias
+    with torch.device("meta"):
+        model = transformers.GptOssForCausalLM(transformers.GptOssConfig(**d))
+    assert M.param_count(cfg) == sum(p.numel() for p in model.parameters())
+
+
 @pytest.mark.parametrize("family", [*FAMILIES, "deepseek_v2"])
 def test_moe_layers_count_on_the_meta_device(family):
     """No weights, no data: the grouped GEMM's shapes hold every expert's rows, so the meta
