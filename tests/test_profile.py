@@ -213,5 +213,5 @@ def test_a_custom_ops_time_goes_to_its_key_without_the_namespace():
         "flash_decoding(8x32x1x128,8x1056)"
     x = torch.randn(64, 64)
     r = P.profile(lambda: torch.ops.rooflab_test.twice(x), iters=2, device="cpu")
-    assert 0 < r.by_op_us["twice(64x64)"] <= r.device_time_us
+    assert 0 < r.by_op_us["twice(64x64)"] <= r.device_time_us * (1 + 1e-9)  # sums in any order
     assert r.by_op_us["twice(64x64)"] >= r.by_op_us["mm(64x64,64x64)"] > 0
