@@ -15,8 +15,8 @@ from rooflab.kernels.inputs import local
 # inputs each takes (its usable(); both take ragged lengths, transformers' layouts and a longer
 # cache's first rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling
 # at 128 and 256 (whole tiles at 256), where each beat the Triton kernel and cuDNN, and at
-# latent attention's 192 and 128 (1.5x the Triton kernel; past cuDNN from 700 keys, 0.93-0.95x
-# at 256 and 512 causal). At 128, on rows its short() takes (at most 1,024 keys, or 2,048 causal
+# latent attention's 192 and 128, where it beat the Triton kernel (and cuDNN but on short
+# causal rows). At 128, on rows its short() takes (at most 1,024 keys, or 2,048 causal
 # on a grid deep enough), the plain one goes first: a program per 64 rows, two to four an SM,
 # where the warp-specialized kernel's one an SM exposes each short program's setup
 # (docs/kernels/flash_attention_sm90.md).
@@ -46,8 +46,8 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
 
 # A K/V head's query rows (Lq x the GQA group) from which a Gluon kernel repays contiguous
 # copies of k and v where it reads those and not k and v as they are (latent attention's v in
-# transformers: 128 of each head's 256 columns): the copy won from 1,024 rows and lost at 256
-# and 512 (docs/kernels/flash_attention_sm90.md)
+# transformers: 128 of each head's 256 columns); the A/B that set it:
+# docs/kernels/flash_attention_sm90.md
 COPY_MIN_ROWS = 1024
 
 
