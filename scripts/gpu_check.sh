@@ -26,7 +26,8 @@
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
-#          ab_latent_hf (held-out rows of the copy of transformers' latent v),
+#          ab_latent_v (transformers' latent v and fused projections read where they lie:
+#          tests, then A/B against copying them),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -125,6 +126,7 @@ declare -A ab_rows=(
   [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]'
   [latent]='[(8,16,16,1024,192,"bf16",True),(1,16,16,4096,192,"bf16",True),(8,16,16,1024,192,"bf16",False)]'
   [latent_hf_heldout]='[(2,16,16,2048,192,"bf16",True),(2,16,16,768,192,"bf16",True),(1,16,16,1500,192,"bf16",True),(8,16,16,512,192,"bf16",True),(4,16,16,1024,192,"bf16",True),(1,128,128,1024,192,"bf16",True),(1,16,16,640,192,"bf16",True)]'
+  [latent_v_short]='[(4,16,16,512,192,"bf16",True),(16,16,16,256,192,"bf16",True),(4,16,16,512,192,"bf16",False)]'
   [latent_heldout]='[(1,128,128,2048,192,"bf16",True),(2,16,16,3001,192,"bf16",True),(4,16,16,700,192,"bf16",False),(16,16,16,512,192,"bf16",True),(2,32,32,2048,192,"fp16",True),(64,16,16,256,192,"bf16",True)]')
 ab_short() {
   py_test --junitxml="$cur/pytest-gpu-plain.xml" tests/test_kernels_flash_attention.py -k \
@@ -146,7 +148,7 @@ has ab_short && run ab_short ab_short
 # latent, latent_heldout) and in transformers' layout (the latent rows)
 ab_latent() {
   py_test --junitxml="$cur/pytest-gpu-latent.xml" tests/test_kernels_flash_attention.py -k \
-    "latent or runs_the_gluon or copies_a_v" || return
+    "latent or runs_the_gluon" || return
   local set
   for set in ${LATENT_SETS:-latent latent_heldout}; do
     python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_$set" --rows "${ab_rows[$set]}" \
@@ -155,12 +157,23 @@ ab_latent() {
   python3 benchmarks/ab_flash.py "$cur" --name ab_flash_latent_blhd --rows "${ab_rows[latent]}" \
     --v-dim 128 --layout blhd --variant 'triton={}'
 }
-# transformers' latent v (128 of each head's 256 columns): ``after`` copies it from
-# routing.COPY_MIN_ROWS query rows a head, else runs the Triton kernel on it; held-out rows
-# of that rule, with the copy and the Triton kernel each forced beside (written before any ran)
-has ab_latent_hf && run ab_latent_hf python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_flash_latent_hf_heldout --rows "${ab_rows[latent_hf_heldout]}" --v-dim 128 \
-  --layout latent --variant 'copy={"COPY": true}' --variant 'triton={}'
+# transformers' latent v (128 of each head's 256 columns, tokens first) and slices of fused
+# projections, read where they lie by TMA: the GPU tests of every layout, then ``after`` (v in
+# place) against contiguous copies of k and v before the same kernel (what ran until the
+# kernels read v in place) and the Triton kernel, on the copy rule's rows and its held-out
+# ones, and short rows where the copy lost to the Triton kernel. Expected, written before the
+# run: in place at or past the copy at every row, within 3% of contiguous inputs (ab_latent)
+ab_latent_v() {
+  py_test --junitxml="$cur/pytest-gpu-latent-v.xml" tests/test_kernels_flash_attention.py -k \
+    "latent or takes_each_layout or takes_transformers_layout or runs_the_gluon" || return
+  local set
+  for set in latent latent_hf_heldout latent_v_short; do
+    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_${set}_in_place" --layout latent \
+      --rows "${ab_rows[$set]}" --v-dim 128 --variant 'copy={"COPY": true}' \
+      --variant 'triton={}' || return
+  done
+}
+has ab_latent_v && run ab_latent_v ab_latent_v
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"

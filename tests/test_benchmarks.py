@@ -181,7 +181,7 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
     of its tiles (two warpgroups' Q, every stage's K and V)."""
     rows = _gluon_compiled(tmp_path, "--gluon-ws", "128,256", [
         'rag={"RAGGED": true}', 'rag64={"RAGGED": true, "BLOCK_N": 64, "OWN_BLOCKS": true}',
-        'hf={"RAGGED": true, "Q_STRIDED": true, "KV_STRIDED": true}',
+        'hf={"RAGGED": true, "Q_STRIDED": true, "K_STRIDED": true, "V_STRIDED": true}',
         'cache={"Q_STRIDED": true}'])
     assert len(rows) == 20
     for r in rows:
@@ -193,14 +193,15 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
 
 def test_the_warp_specialized_kernel_compiles_for_latent_attention(tmp_path):
     """flash_attention_sm90_ws with q and k 64 dims wider than v (latent attention's 192 and
-    128), whole tiles, RAGGED and transformers' layout, compiled for sm_90 with no GPU: no
-    spills, no wgmma serialized (S is two wgmma ops into one accumulator); 128-key blocks
-    (two stages fit); its shared memory the hand count of two warpgroups' Q (192 wide), every
-    stage's K (192) and V (128)."""
+    128), whole tiles, RAGGED, transformers' layout, and v alone tokens first (as DeepSeek-V2
+    passes it), compiled for sm_90 with no GPU: no spills, no wgmma serialized (S is two
+    wgmma ops into one accumulator); 128-key blocks (two stages fit); its shared memory the
+    hand count of two warpgroups' Q (192 wide), every stage's K (192) and V (128)."""
     rows = _gluon_compiled(tmp_path, "--gluon-ws", "128", [
-        'rag={"RAGGED": true}', 'hf={"RAGGED": true, "Q_STRIDED": true, "KV_STRIDED": true}'],
-        ("--qk-extra", "64"))
-    assert len(rows) == 6
+        'rag={"RAGGED": true}',
+        'hf={"RAGGED": true, "Q_STRIDED": true, "K_STRIDED": true, "V_STRIDED": true}',
+        'latent_v={"V_STRIDED": true}'], ("--qk-extra", "64"))
+    assert len(rows) == 8
     for r in rows:
         assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
         c = r["config"]

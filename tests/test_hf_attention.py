@@ -150,12 +150,12 @@ def test_the_layouts_a_model_hands_flash_attention(models, monkeypatch):
         seen.clear()
         ours.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3,
                       do_sample=False, pad_token_id=0, cache_implementation="static")
-    assert dynamic == {((True, L), (False, L), (False, L))}
+    assert dynamic == {((True, L, D), (False, L, D), (False, L, D))}
     if OLD_MASKS:  # the static cache's prefill went to SDPA (STATIC_PREFILL)
         assert not seen
         return
     ((q, k, v),) = set(seen)
-    assert q == (True, L) and k == v and k[0] is False and k[1] > L
+    assert q == (True, L, D) and k == v and k[0] is False and k[1] > L
 
 
 def test_kept_keys_only_from_a_decodes_boolean_mask():
@@ -420,6 +420,41 @@ def test_latent_attention_runs_the_kernels_with_q_and_k_wider_than_v():
     # 20 * 21 / 2 causal pairs a head, each 48 MACs for the score and 32 for P V
     assert [r.macs for r in ops] == [2 * 2 * 210 * (48 + 32)] * 2
     assert ops[0].macs == core.detail["macs_causal"]
+
+
+@pytest.mark.gpu
+def test_deepseek_v2s_prefill_reads_its_v_where_it_lies_on_hopper(monkeypatch):
+    """DeepSeek-V2 at its own head dims (q and k 128 + 64 rotary, v 128): transformers passes
+    v as each head's last 128 of 256 columns, tokens first; on sm_90 the warp-specialized
+    kernel reads it there (no copy in the dispatch), and the logits are SDPA's within bf16
+    rounding."""
+    import transformers as T
+
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernels are for sm_90")
+    cfg = T.DeepseekV2Config(vocab_size=128, hidden_size=256, intermediate_size=256,
+                             moe_intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                             num_key_value_heads=2, n_routed_experts=4, num_experts_per_tok=2,
+                             n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=64,
+                             q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                             v_head_dim=128, max_position_embeddings=1024)
+    register_hf_attention()
+    torch.manual_seed(0)
+    ref = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
+                                               dtype=torch.bfloat16).eval().cuda()
+    ours = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
+                                                dtype=torch.bfloat16).eval().cuda()
+    ours.load_state_dict(ref.state_dict())
+    seen, real = [], F9.layout
+    monkeypatch.setattr(F9, "layout", lambda t: seen.append(real(t)) or seen[-1])
+    ids = torch.randint(0, 128, (2, 300), generator=torch.Generator().manual_seed(3)).cuda()
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids).logits.float(), ours(ids).logits.float()
+    assert float((a - b).norm() / a.norm()) < 2e-2
+    assert dict(HA.CALLS) == {"flash_attention (Gluon, warp-specialized)": 2}
+    assert (True, 300, 256) in seen  # v, tokens first, heads 256 columns apart
 
 
 def test_the_ops_shapes_without_running_them_are_vs_width():

@@ -186,9 +186,12 @@ def test_flash_attention_with_a_sliding_window_matches_fp64(device, shape, dtype
     assert e["all_finite"]
     assert e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4
     assert e["lse_max_abs_err"] < 1e-3
-    # an answer the window changes: the plain causal one is far from it
+    # an answer the window changes: the plain causal one is far from it. Key 0, outside the
+    # last query's window, is that query's own direction (the first head of each group's), so
+    # it outweighs the rest there whatever the draw
     q, k, v = (torch.randn(b, n, m, d, device=device, dtype=dtype)
                for n, m in ((h, lq), (hkv or h, lkv), (hkv or h, lkv)))
+    k[:, :, 0] = 2 * q[:, ::h // (hkv or h), -1]
     windowed, causal = FA.flash_attention(q, k, v, True, window=w)[0], \
         FA.flash_attention(q, k, v, True)[0]
     assert not torch.allclose(windowed, causal, atol=1e-2)
@@ -505,19 +508,24 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 256, 4),
                                    (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2)])
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
+def test_flash_attention_sm90_ws_takes_transformers_layout(shape, fused, causal):
     """q, k, v and out as transformers passes them, (B, L, H, D) in memory seen as (B, H, L, D),
-    run STRIDED, and RAGGED where the lengths are not whole tiles, from the inputs alone."""
+    run STRIDED, and RAGGED where the lengths are not whole tiles, from the inputs alone;
+    ``fused``: q and v slices of one fused projection's rows, k rotated into its own tensor
+    (GPT-NeoX's and Phi-3's)."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, d, hkv = shape
 
     def kernel(q, k, v, causal):
         out = torch.full((b, n_q, h, d), float("nan"), device="cuda", dtype=q.dtype)
         q, k, v, out = _blhd(q), _blhd(k), _blhd(v), out.transpose(1, 2)
+        if fused:
+            q, v = _fused(q, 0), _fused(v, 2)
         assert F9W.usable(q, k, v, causal, out=out) is None
         f = F9W.flags(q, k, v, causal, out=out)
-        assert f["Q_STRIDED"] and f["KV_STRIDED"]
+        assert f["Q_STRIDED"] and f["K_STRIDED"] and f["V_STRIDED"]
         return F9W.flash_attention_sm90_ws(q, k, v, causal, out=out)
 
     e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
@@ -525,23 +533,43 @@ def test_flash_attention_sm90_ws_takes_transformers_layout(shape, causal):
     _holds_to_fp64(e)
 
 
+def _fused(t, part=1):
+    """The same values laid out as a fused projection leaves them (GPT-2's q, k and v side by
+    side in a token's row): part ``part`` of three, tokens first (the others hold NaN)."""
+    b, h, n, d = t.shape
+    row = torch.full((b, n, 3 * h * d), float("nan"), device=t.device, dtype=t.dtype)
+    return row[..., part * h * d:(part + 1) * h * d].view(b, n, h, d).transpose(1, 2).copy_(t)
+
+
+def _latent_v(t):
+    """The same values laid out as DeepSeek-V2's attention in transformers passes v: each
+    head's last D of 2 D columns, tokens first (the rest, another tensor's, holds NaN)."""
+    b, h, n, d = t.shape
+    wide = torch.full((b, n, h, 2 * d), float("nan"), device=t.device, dtype=t.dtype)
+    return wide.transpose(1, 2)[..., d:].copy_(t)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 16, 1024, 1024, 16), (2, 8, 256, 256, 2),
                                    (1, 4, 200, 200, 4), (1, 6, 100, 333, 2)])
-@pytest.mark.parametrize("tokens_first", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "tokens first", "transformers' latent v"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_sm90_ws_takes_latent_attention(shape, tokens_first, causal):
+def test_flash_attention_sm90_ws_takes_latent_attention(shape, layout, causal):
     """q and k 192 wide, v 128 (latent attention; each Q and K tile comes as two and S is two
-    wgmma ops): whole and ragged lengths, fewer queries than keys, GQA, contiguous and in
-    transformers' layout; every output row written (out starts NaN), none past its head's;
-    routing sends such inputs here."""
+    wgmma ops): whole and ragged lengths, fewer queries than keys, GQA; contiguous, in
+    transformers' layout, and as DeepSeek-V2 passes them (q and k contiguous, v 128 of each
+    head's 256 columns tokens first, read where it lies); every output row written (out
+    starts NaN), none past its head's; routing sends such inputs here."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, hkv = shape
 
     def kernel(q, k, v, causal):
         out = torch.full((b, h, n_q, 128), float("nan"), device="cuda", dtype=q.dtype)
-        if tokens_first:
+        if layout == "tokens first":
             q, k, v, out = _blhd(q), _blhd(k), _blhd(v), _blhd(out)
+        elif layout == "transformers' latent v":
+            v = _latent_v(v)
+            assert F9W.flags(q, k, v, causal)["V_STRIDED"]
         assert F9W.usable(q, k, v, causal, out=out) is None
         assert routing.which(q, k, v, causal, out) == "flash_attention_sm90_ws"
         return F9W.flash_attention_sm90_ws(q, k, v, causal, out=out)
@@ -549,31 +577,6 @@ def test_flash_attention_sm90_ws_takes_latent_attention(shape, tokens_first, cau
     e = FA.errors(b, h, n_q, n_kv, 192, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
                   kernel=kernel, v_dim=128)
     _holds_to_fp64(e)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_copies_a_v_no_gluon_kernel_reads(monkeypatch, causal):
-    """Latent attention's v as transformers passes it, 128 of each head's 256 columns tokens
-    first: no Gluon kernel reads it, so where a K/V head has COPY_MIN_ROWS query rows k and v
-    are copied contiguous and the warp-specialized kernel runs; below, the Triton kernel takes
-    v as it is. Both answers hold to fp32."""
-    if torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("the Gluon kernels are for sm_90")
-    b, h, n = 2, 16, 1000
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k = (torch.randn(b, h, n, 192, device="cuda", dtype=torch.bfloat16, generator=g)
-            for _ in range(2))
-    v = torch.randn(b, n, h, 256, device="cuda", dtype=torch.bfloat16,
-                    generator=g).transpose(1, 2)[..., 128:]
-    ref = FA.standard_attention(q.float(), k.float(), v.float(), causal)
-    for rows, kernel in ((n, "flash_attention_sm90_ws"), (n + 1, "flash_attention")):
-        monkeypatch.setattr(routing, "COPY_MIN_ROWS", rows)
-        k2, v2, copied = routing.readable(q, k, v, causal)
-        assert copied == (kernel != "flash_attention") and v2.is_contiguous() == copied
-        assert routing.which(q, k2, v2, causal) == kernel
-        o, _ = FA.flash_attention(q, k, v, causal)
-        assert float((o.float() - ref).norm() / ref.norm()) < 1e-2
 
 
 @pytest.mark.gpu
@@ -592,7 +595,7 @@ def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first,
             part = (full.transpose(1, 2) if tokens_first else full)[:, :, :n]
             return part.copy_(t)
         q, k, v = _blhd(q), cached(k), cached(v)
-        assert F9W.usable(q, k, v, causal) is None and F9W.layout(k) == (tokens_first, 1024)
+        assert F9W.usable(q, k, v, causal) is None and F9W.layout(k) == (tokens_first, 1024, d)
         return F9W.flash_attention_sm90_ws(q, k, v, causal)
 
     e = FA.errors(b, h, n, n, d, hkv, torch.bfloat16, causal, device="cuda", seed=n,
@@ -604,12 +607,12 @@ def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first,
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 64, 4),
                                    (2, 4, 512, 512, 256, 1), (2, 4, 200, 256, 128, 2)])
 @pytest.mark.parametrize("kv", ["tokens first", "heads first", "static cache",
-                                "static cache, tokens first"])
+                                "static cache, tokens first", "fused"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
     """The plain Gluon kernel on q and out in transformers' layout (a ragged query length
     too), k and v in each layout a model passes (a static cache's first rows: the rows past
-    them hold NaN, none is read)."""
+    them hold NaN, none is read; slices of one fused projection's rows, GPT-2's)."""
     from rooflab.kernels import flash_attention_sm90 as F9
     b, h, n_q, n_kv, d, hkv = shape
 
@@ -619,6 +622,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
                 return _blhd(t)
             if kv == "heads first":
                 return t
+            if kv == "fused":
+                return _fused(t)
             first = kv.endswith("tokens first")
             full = torch.full((b, 2 * n_kv, hkv, d) if first else (b, hkv, 2 * n_kv, d),
                               float("nan"), device="cuda", dtype=t.dtype)
@@ -692,8 +697,9 @@ def test_flash_attention_extra_memory_is_linear():
 
 
 def test_the_warp_specialized_kernels_flags_follow_the_inputs():
-    """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys); Q_STRIDED and
-    KV_STRIDED where q (and out), k and v come tokens first; a config's keys win."""
+    """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys); Q_STRIDED,
+    K_STRIDED and V_STRIDED where q (and out), k and v come tokens first, each on its own;
+    a config's keys win."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
 
     def t(n, heads=8, hf=False):
@@ -702,7 +708,8 @@ def test_the_warp_specialized_kernels_flags_follow_the_inputs():
 
     def flags(q, k, causal=False, cfg=None):
         f = F9W.flags(q, k, k, causal, cfg)
-        return f["RAGGED"], f["Q_STRIDED"], f["KV_STRIDED"]
+        assert f["K_STRIDED"] == f["V_STRIDED"]
+        return f["RAGGED"], f["Q_STRIDED"], f["K_STRIDED"]
 
     assert flags(t(256), t(256)) == (False, False, False)
     assert flags(t(200), t(256)) == (True, False, False)  # 200 query rows: not whole tiles
@@ -713,24 +720,70 @@ def test_the_warp_specialized_kernels_flags_follow_the_inputs():
     assert flags(t(256, hf=True), t(256, hf=True)) == (False, True, True)
     assert flags(t(256, hf=True), t(256)) == (False, True, False)  # k, v from a cache
     assert flags(t(256), t(256), cfg={"RAGGED": True}) == (True, False, False)
+    latent_v = torch.empty(2, 256, 8, 256).transpose(1, 2)[..., 128:]  # DeepSeek-V2's v
+    f = F9W.flags(t(256), t(256), latent_v, False)
+    assert (f["Q_STRIDED"], f["K_STRIDED"], f["V_STRIDED"]) == (False, False, True)
 
 
 def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
     """layout(): a 2-D view of P rows a head (heads first) or a batch (tokens first), P at
-    least the length; a static cache's first rows keep its length as P; anything else, None."""
+    least the length, heads W columns apart; a static cache's first rows keep its length as
+    P; slices of a fused projection's rows and latent attention's v (each head's last 128 of
+    256 columns) are read where they lie; anything else, None."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
-    assert F9W.layout(torch.empty(2, 8, 300, 128)) == (False, 300)
-    assert F9W.layout(torch.empty(2, 300, 8, 128).transpose(1, 2)) == (True, 300)
+    assert F9W.layout(torch.empty(2, 8, 300, 128)) == (False, 300, 128)
+    assert F9W.layout(torch.empty(2, 300, 8, 128).transpose(1, 2)) == (True, 300, 128)
     cache = torch.empty(2, 8, 1024, 128)
-    assert F9W.layout(cache[:, :, :512]) == (False, 1024)
-    assert F9W.layout(torch.empty(2, 1024, 8, 128).transpose(1, 2)[:, :, :512]) == (True, 1024)
-    assert F9W.layout(torch.empty(1, 1, 64, 128)) == (False, 64)
+    assert F9W.layout(cache[:, :, :512]) == (False, 1024, 128)
+    assert F9W.layout(torch.empty(2, 1024, 8, 128).transpose(1, 2)[:, :, :512]) == (
+        True, 1024, 128)
+    assert F9W.layout(torch.empty(1, 1, 64, 128)) == (False, 64, 128)
+    latent = torch.empty(2, 300, 8, 256).transpose(1, 2)
+    assert F9W.layout(latent[..., 128:]) == F9W.layout(latent[..., :128]) == (True, 300, 256)
+    fused = torch.empty(2, 300, 3 * 8 * 128)  # GPT-2's c_attn: q, k, v side by side in a row
+    q, k, v = (x.view(2, 300, 8, 128).transpose(1, 2) for x in fused.split(8 * 128, dim=2))
+    assert F9W.layout(q) == F9W.layout(v) == (True, 300, 128)
+    neox = torch.empty(2, 300, 8, 3 * 128).transpose(1, 2)  # GPT-NeoX: a head's q, k, v
+    assert F9W.layout(neox[..., 256:]) == (True, 300, 384)
     assert F9W.layout(torch.empty(2, 8, 128, 300).transpose(2, 3)) is None  # D not contiguous
     assert F9W.layout(cache[:, :4]) is None            # heads from a longer stack of heads
     assert F9W.layout(torch.empty(2, 8, 64, 256)[..., :128]) is None  # rows of a wider tensor
     assert F9W.layout(cache[:, :, 1:513]) is None      # its view would run past the storage
     misaligned = torch.empty(2 * 8 * 64 * 128 + 1)[1:].view(2, 8, 64, 128)  # TMA: 16-byte base
     assert F9W.layout(misaligned) is None
+    odd_rows = torch.empty(2, 300, 8 * 128 + 2)[..., :8 * 128].view(2, 300, 8, 128)
+    assert F9W.layout(odd_rows.transpose(1, 2)) is None  # TMA: rows 16 bytes apart
+    overlapping = torch.empty(2, 300, 8 * 64 + 64).as_strided((2, 8, 300, 128),
+                                                               (300 * 576, 64, 576, 1))
+    assert F9W.layout(overlapping) is None  # heads 64 columns apart, 128 wide
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(2, 8, 40, 64),                                       # contiguous
+    lambda: torch.randn(2, 40, 8, 64).transpose(1, 2),                       # transformers'
+    lambda: torch.randn(2, 8, 96, 64)[:, :, :40],                            # a static cache
+    lambda: torch.randn(2, 96, 8, 64).transpose(1, 2)[:, :, :40],            # tokens first
+    lambda: torch.randn(2, 40, 8, 128).transpose(1, 2)[..., 64:],            # latent v
+    lambda: torch.randn(2, 40, 3 * 8 * 64)[..., 8 * 64:16 * 64].view(2, 40, 8, 64).transpose(
+        1, 2),                                                               # a fused k
+    lambda: torch.randn(1, 40, 3, 64).transpose(1, 2)])                      # B = 1
+def test_a_tma_descriptor_finds_every_row_where_the_kernels_look(make):
+    """desc()'s 2-D view holds row r of head h of batch b where the kernels' _at() looks: row
+    b x P + r, columns h x W on (tokens first); row (b x H + h) x P + r (heads first), for
+    every layout() takes. (The kernels read the view by TMA; _at is Gluon, restated here.)"""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if F9.GLUON_MISSING:
+        pytest.skip(F9.GLUON_MISSING)
+    t = make().to(torch.bfloat16)
+    strided, pitch, width = F9.layout(t)
+    view = F9.desc(t, 16).base
+    b_n, h_n, n, d = t.shape
+    for b in range(b_n):
+        for h in range(h_n):
+            row, col = (b * pitch, h * width) if strided else ((b * h_n + h) * pitch, 0)
+            assert torch.equal(view[row:row + n, col:col + d], t[b, h]), (b, h)
+    end = view.storage_offset() + (view.shape[0] - 1) * view.stride(0) + view.shape[1]
+    assert end * t.element_size() <= t.untyped_storage().nbytes()
 
 
 def test_the_plain_gluon_kernels_flags_follow_the_inputs():
@@ -817,5 +870,5 @@ def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():
     assert (f["Q_STRIDED"], f["KV_STRIDED"]) == (True, False)
     f = F9.flags(heads, hf, cfg={"KV_STRIDED": False})
     assert (f["Q_STRIDED"], f["KV_STRIDED"]) == (False, False)
-    assert F9.layout(hf) == (True, 256) and F9.layout(heads) == (False, 256)
+    assert F9.layout(hf) == (True, 256, 128) and F9.layout(heads) == (False, 256, 128)
 

@@ -389,7 +389,6 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     plain = window is None and keep is None and sinks is None and not softcap
     if cfg is None and plain:  # on Hopper, a Gluon kernel where routing.which() picks one
-        k, v, _ = routing.readable(q, k, v, causal, out)  # (for k and v, or their copies)
         done = routing.gluon(q, k, v, causal, scale, out)
         if done is not None:
             return done

@@ -11,8 +11,8 @@ accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
 
 Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, any lengths (RAGGED where
 they are not whole tiles: the last key block's tail masked, the last query tile stored by
-address); q, k, v in any layout() reads (contiguous, transformers' tokens first, a longer
-cache's first rows, whole key blocks of it). Anything else is flash_attention.py's.
+address); q, k, v in any layout() reads (contiguous, transformers' tokens first, slices of a
+fused projection's rows, a longer cache's first rows, whole key blocks of it). Anything else is flash_attention.py's.
 Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (tests marked gpu) and
 compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
 ptxas's warning that it serialized the wgmma ops).
@@ -44,11 +44,12 @@ LOG2E = 1.4426950408889634
 
 if gluon is not None:
     @gluon.jit
-    def _at(b, h, row, heads, pitch, HEAD_DIM: gl.constexpr, STRIDED: gl.constexpr):
+    def _at(b, h, row, heads, pitch, width, STRIDED: gl.constexpr):
         # where row ``row`` of head h of batch b starts in its tensor's 2-D view (row, column);
-        # ``pitch`` rows a head (a batch, STRIDED): its length, or a longer cache's
-        if STRIDED:  # (B, P, H, D) in memory, seen as (B * P, H * D): transformers' layout
-            return b * pitch + row, h * HEAD_DIM
+        # ``pitch`` rows a head (a batch, STRIDED): its length, or a longer cache's; ``width``
+        # columns from one head's first to the next's (STRIDED)
+        if STRIDED:  # (B, P, H, W) in memory, a row a token: transformers' layout
+            return b * pitch + row, h * width
         else:        # (B, H, P, D) in memory, seen as (B * H * P, D)
             return (b * heads + h) * pitch + row, 0
 
@@ -275,32 +276,37 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
             "Q_STRIDED": False, "KV_STRIDED": False, "num_warps": 4}
 
 
-def layout(t) -> tuple[bool, int] | None:
-    """How (B, H, L, D) ``t`` lies in memory, as a 2-D view of P rows a head or a batch:
-    (False, P) heads first, (B, H, P, D) with P >= L (contiguous: P = L; a static cache's
-    first L rows: P its length); (True, P) tokens first, (B, P, H, D) seen as (B, H, L, D), as
-    transformers' projections leave q, k and v (P = L) or a cache of that layout holds them;
-    None for any other (the Triton kernel takes strides as they come)."""
+def layout(t) -> tuple[bool, int, int] | None:
+    """How (B, H, L, D) ``t`` lies in memory, as a 2-D view of P rows a head or a batch whose
+    heads start W columns apart: (False, P, D) heads first, (B, H, P, D) with P >= L
+    (contiguous: P = L; a static cache's first L rows: P its length); (True, P, W) tokens
+    first, a row a token, each head's D columns W >= D apart: transformers' projections leave
+    q, k and v so (P = L, W = D, rows H x D apart, or further where q, k and v are slices of
+    one fused projection's rows), a cache of that layout holds them so (P its length), and
+    latent attention's v is each head's last D of 2 D columns (W = 2 D). None for any other
+    (the Triton kernel takes strides as they come)."""
     b, h, n, d = t.shape
     s0, s1, s2, s3 = t.stride()
     if t.data_ptr() % 16:  # TMA: an aligned base
         return None
     if t.is_contiguous():
-        return False, n
+        return False, n, d
     if s3 != 1:  # TMA: rows of contiguous elements
         return None
     if s2 == d:  # heads first
-        strided, pitch = False, (s1 if h > 1 else s0 if b > 1 else n * d) // d
+        strided, pitch, width = False, (s1 if h > 1 else s0 if b > 1 else n * d) // d, d
         ok = (h == 1 or s1 == pitch * d) and (b == 1 or s0 == h * pitch * d)
-    elif s1 == d and s2 == h * d:  # tokens first
-        strided, pitch = True, s0 // (h * d) if b > 1 else n
-        ok = b == 1 or s0 == pitch * h * d
+        end = b * h * pitch * d
+    elif (width := s1 if h > 1 else d) >= d and s2 >= (h - 1) * width + d:  # tokens first
+        strided, pitch = True, s0 // s2 if b > 1 else n
+        ok = (b == 1 or s0 == pitch * s2) and s2 * t.element_size() % 16 == 0  # TMA: strides
+        end = (b * pitch - 1) * s2 + (h - 1) * width + d
     else:
         return None
-    end = t.storage_offset() + b * h * pitch * d  # the 2-D view's last element, one past
-    if not ok or pitch < n or t.untyped_storage().nbytes() < end * t.element_size():
+    if not ok or pitch < n or t.untyped_storage().nbytes() < (
+            t.storage_offset() + end) * t.element_size():  # the 2-D view past the storage
         return None
-    return strided, pitch
+    return strided, pitch, width
 
 
 def strided(q, k) -> dict:
@@ -343,11 +349,12 @@ DIMS = {(64, 64), (128, 128), (256, 256)}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
-           dims: set = DIMS) -> str | None:
+           dims: set = DIMS, apart: bool = False) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs):
-    q and out in one layout of their own length, k and v in one layout whose rows past their
-    length are read only where the keys are whole blocks; lengths that are not whole tiles only
-    under RAGGED (a ``cfg`` may turn it off); head dims of ``dims``."""
+    q and out in one layout of their own length, each head's columns next to the next's (out's
+    rows too); k and v in one such layout (``apart``: each in a layout of its own), their rows
+    past their length read only where the keys are whole blocks; lengths that are not whole
+    tiles only under RAGGED (a ``cfg`` may turn it off); head dims of ``dims``."""
     if GLUON_MISSING:
         return GLUON_MISSING
     if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
@@ -361,12 +368,14 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "lengths not whole tiles"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
-    q_at, kv_at = layout(q), layout(k)
-    if q_at is None or q_at[1] != q.shape[2] or (out is not None and layout(out) != q_at):
-        return "q and out not in one layout of their own length"
-    if kv_at is None or layout(v) != kv_at:
-        return "k and v not in one layout"
-    if kv_at[1] > k.shape[2] and k.shape[2] % c["BLOCK_N"]:
+    q_at, k_at, v_at = layout(q), layout(k), layout(v)
+    if q_at is None or q_at[1:] != (q.shape[2], q.shape[-1]) or out is not None and (
+            layout(out) != (q_at[0], q.shape[2], out.shape[-1]) or out.stride(2) != (
+                out.shape[1] * out.shape[-1] if q_at[0] else out.shape[-1])):
+        return "q and out not in one layout of their own length and rows"
+    if k_at is None or v_at is None or not apart and (k_at != v_at or k_at[2] != k.shape[-1]):
+        return "k and v not in one layout" if not apart else "k or v in no layout"
+    if any(at[1] > t.shape[2] and t.shape[2] % c["BLOCK_N"] for at, t in ((k_at, k), (v_at, v))):
         return "ragged keys in a longer cache"
     return None
 
@@ -375,9 +384,9 @@ def desc(t, rows: int, cols: int = 0):
     """A TMA descriptor of (B, H, L, D) ``t``'s 2-D view (layout, _at), tiles of rows x D (or
     rows x ``cols``: some of a head's columns)."""
     b, h, n, d = t.shape
-    strided, pitch = layout(t)
-    view = (torch.as_strided(t, (b * pitch, h * d), (h * d, 1)) if strided else
-            torch.as_strided(t, (b * h * pitch, d), (d, 1)))
+    strided, pitch, width = layout(t)
+    view = (torch.as_strided(t, (b * pitch, (h - 1) * width + d), (t.stride(2), 1)) if strided
+            else torch.as_strided(t, (b * h * pitch, d), (d, 1)))
     el = gl.float16 if t.dtype == torch.float16 else gl.bfloat16
     cols = cols or d
     lay = gl.NVMMASharedLayout.get_default_for([rows, cols], el)

@@ -9,11 +9,11 @@ softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done). Scope as
-flash_attention_sm90.usable says, any lengths (RAGGED), and q, k, v in transformers' layout or
-k, v the first rows of a longer cache (layout). Latent attention's q and k, wider than v
-(QK_EXTRA: 192 = 128 + 64 rotary dims): a tile of 192 columns is not a power of two, so each
-Q and K tile comes as two, HEAD_DIM and QK_EXTRA wide, on one barrier, and S is two wgmma ops
-into one accumulator.
+flash_attention_sm90.usable says, any lengths (RAGGED), q, k, v in any layout() reads, k and v
+each in its own (DeepSeek-V2's v in transformers is each head's last 128 of 256 columns, its k
+a tensor of its own). Latent attention's q and k, wider than v (QK_EXTRA: 192 = 128 + 64
+rotary dims): a tile of 192 columns is not a power of two, so each Q and K tile comes as two,
+HEAD_DIM and QK_EXTRA wide, on one barrier, and S is two wgmma ops into one accumulator.
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -74,14 +74,16 @@ if F9.gluon is not None:
         return s
 
     @gluon.jit
-    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch,
+    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_at,
                   HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
-                  KV_STRIDED: gl.constexpr, W: gl.constexpr):
+                  K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr, W: gl.constexpr):
+        # kv_at: k's rows a head (or batch) and columns a head, v's
         q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc = descs
         q_smem, k_smem, v_smem, q2_smem, k2_smem = smem
         bar_q, k_ready, k_empty, v_ready, v_empty = bars
+        k_pitch, k_width, v_pitch, v_width = kv_at
         b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
             _load_qk(q_desc, q2_desc,
@@ -90,12 +92,11 @@ if F9.gluon is not None:
         for j in range(n_blocks):
             slot = j % STAGES
             free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
-            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, kv_pitch, HEAD_DIM + QK_EXTRA,
-                     KV_STRIDED)
+            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, k_pitch, k_width, K_STRIDED)
             mbarrier.wait(k_empty.index(slot), free)
             _load_qk(k_desc, k2_desc, at, k_ready.index(slot), k_smem.index(slot),
                      k2_smem.index(slot), HEAD_DIM, QK_EXTRA)
-            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, kv_pitch, HEAD_DIM, KV_STRIDED)
+            at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, v_pitch, v_width, V_STRIDED)
             mbarrier.wait(v_empty.index(slot), free)
             _load(v_desc, at, v_ready.index(slot), v_smem.index(slot))
 
@@ -177,12 +178,13 @@ if F9.gluon is not None:
 
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc, qk_scale,
-                          H, GROUP, n_q, n_kv, kv_pitch, HEAD_DIM: gl.constexpr,
-                          QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
-                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                          OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
-                          Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          H, GROUP, n_q, n_kv, k_pitch, k_width, v_pitch, v_width,
+                          HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr,
+                          BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                          CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
+                          Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
+                          V_STRIDED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -212,9 +214,10 @@ if F9.gluon is not None:
                          BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, QK_EXTRA,
                          BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 1)),
-            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_pitch, HEAD_DIM,
-                         QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, KV_STRIDED, 0))], [4, 1],
+            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv,
+                         (k_pitch, k_width, v_pitch, v_width), HEAD_DIM, QK_EXTRA, BLOCK_M,
+                         BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, K_STRIDED,
+                         V_STRIDED, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -231,35 +234,37 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     head dim ``head_dim``, v's ``v_dim``: 128 and latent attention's 192/128, not 256), else
     64. A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
-    RAGGED, Q_STRIDED and KV_STRIDED are off here, for whole tiles of contiguous tensors;
-    flags() sets them from the inputs."""
+    RAGGED and the STRIDED flags are off here, for whole tiles of contiguous tensors; flags()
+    sets them from the inputs."""
     short = causal and 0 < n_kv <= 512
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
-            "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "KV_STRIDED": False,
+            "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "K_STRIDED": False,
+            "V_STRIDED": False,
             "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
-    whole tiles (a masked key tail; a tile past the last row stores without TMA), Q_STRIDED
-    where q and out, KV_STRIDED where k and v come tokens first (layout), read by TMA at the
-    head's column."""
+    whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
+    where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (layout), read by
+    TMA at the head's column. k and v may lie apart: latent attention's v in transformers is
+    a slice of a wider tensor, its k a tensor of its own."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c.update(RAGGED=bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"]),
-             **F9.strided(q, k))
+             **{f"{x}_STRIDED": bool(at and at[0]) for x, at in zip("QKV", map(layout, (q, k, v)))})
     return {**c, **(cfg or {})}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
-    """None where this kernel takes these inputs, else why not: q and out in one layout of
-    their own length, k and v in one layout whose rows past their length are read only where
-    the keys are whole blocks; head dims of DIMS. Ragged lengths at head dim 256 go to the
-    Triton kernel, faster there in the A/B (docs/kernels/flash_attention_sm90.md)."""
+    """None where this kernel takes these inputs, else why not: flash_attention_sm90.usable's
+    rules, but k and v each in a layout of its own; head dims of DIMS. Ragged lengths at head
+    dim 256 go to the Triton kernel, faster there in the A/B
+    (docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS, apart=True)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,
@@ -277,6 +282,6 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     q2d, k2d = (desc(q, bm, extra), desc(k, bn, extra)) if extra else (qd, kd)
     flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
         qd, kd, desc(v, bn), desc(out, bm), out, lse, q2d, k2d, scale * F9.LOG2E,
-        h, h // hkv, n_q, n_kv, layout(k)[1], HEAD_DIM=d, QK_EXTRA=extra, BLOCK_M=bm,
-        BLOCK_N=bn, CAUSAL=causal, **c)
+        h, h // hkv, n_q, n_kv, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d, QK_EXTRA=extra,
+        BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
     return out, lse

@@ -159,15 +159,13 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         out = torch.ops.rooflab.flash_decoding(query, key, value, causal, scale, keep, sinks,
                                                softcap)
     else:
-        from rooflab.kernels.routing import readable, which
-        inputs = dict(window=window, keep=keep, sinks=sinks, softcap=softcap)
-        key, value, copied = readable(query, key, value, causal, **inputs)
-        kernel = which(query, key, value, causal, **inputs)
+        from rooflab.kernels.routing import which
+        kernel = which(query, key, value, causal, window=window, keep=keep, sinks=sinks,
+                       softcap=softcap)
         extras = "".join(f", {what}" for what, x in (("sliding window", window),
                                                      ("kept keys", keep is not None),
                                                      ("sinks", sinks is not None),
-                                                     ("softcap", softcap),
-                                                     ("k and v copied", copied)) if x)
+                                                     ("softcap", softcap)) if x)
         CALLS[f"flash_attention ({KERNELS[kernel]}{extras})"] += 1
         out = torch.ops.rooflab.flash_attention(query, key, value, causal, scale, kernel,
                                                 window or 0, keep, sinks, softcap)

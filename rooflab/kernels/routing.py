@@ -13,7 +13,7 @@ from rooflab.kernels.inputs import local
 
 # Which Gluon kernels may run, in order, by q and k's head dim and v's, on an sm_90 GPU for the
 # inputs each takes (its usable(); both take ragged lengths, transformers' layouts and a longer
-# cache's first rows): the one of flash_attention_sm90.py at 64, its warp-specialized sibling
+# cache's first rows, the warp-specialized one k and v in layouts apart): the one of flash_attention_sm90.py at 64, its warp-specialized sibling
 # at 128 and 256 (whole tiles at 256), where each beat the Triton kernel and cuDNN, and at
 # latent attention's 192 and 128, where it beat the Triton kernel (and cuDNN but on short
 # causal rows). At 128, on rows its short() takes (at most 1,024 keys, or 2,048 causal
@@ -42,27 +42,6 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
                                                                           out=out):
             return name
     return "flash_attention"
-
-
-# A K/V head's query rows (Lq x the GQA group) from which a Gluon kernel repays contiguous
-# copies of k and v where it reads those and not k and v as they are (latent attention's v in
-# transformers: 128 of each head's 256 columns); the A/B that set it:
-# docs/kernels/flash_attention_sm90.md
-COPY_MIN_ROWS = 1024
-
-
-def readable(q, k, v, causal: bool, out=None, **inputs) -> tuple:
-    """(k, v, copied): k and v as they are, unless which() picks no Gluon kernel for them but
-    one for their contiguous copies and a K/V head has COPY_MIN_ROWS query rows to repay the
-    copy: then the copies. ``inputs``: which()'s window, keep, sinks and softcap."""
-    rows = q.shape[2] * (q.shape[1] // k.shape[1])
-    if (not q.is_cuda or (k.is_contiguous() and v.is_contiguous()) or rows < COPY_MIN_ROWS
-            or which(q, k, v, causal, out, **inputs) != "flash_attention"):
-        return k, v, False
-    dense = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v)]
-    if which(q, *dense, causal, out, **inputs) == "flash_attention":
-        return k, v, False
-    return k.contiguous(), v.contiguous(), True
 
 
 def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
