@@ -8,8 +8,9 @@ static one); fewer queries than keys, causal (the queries last, as a chunked pre
 it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two; batch 1-256;
 fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
 192 and 128, as transformers expands them: contiguous, and with transformers' v, 128 of each
-head's 256 columns tokens first, a layout no Gluon kernel reads; rooflab's Triton kernel on
-them timed beside, as "rooflab, Triton", not a peer); a sliding window (SDPA takes it as the
+head's 256 columns tokens first; rooflab's Triton kernel on them timed beside, as "rooflab,
+Triton", not a peer); q, k and v slices of fused projections (GPT-2's c_attn: a token's q, k
+and v side by side in one row); a sliding window (SDPA takes it as the
 mask HF builds; gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left
 padding of each row its own length: kept keys, SDPA given the mask HF builds); a decode's cache
 with a mask of kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
@@ -64,6 +65,9 @@ PREFILL = [  # class, changes from BASE
                                              "hkv": 16, "b": b, "lq": lq, "lkv": lkv})
       for b, lq, lkv in ((8, 1024, 1024), (1, 4096, 4096), (4, 512, 512), (16, 256, 256),
                          (1, 256, 4096))],
+    ("fused projection", {"layout": "fused"}),
+    ("fused projection", {"layout": "fused", "d": 64, "h": 16, "hkv": 16, "b": 8, "lq": 1024,
+                          "lkv": 1024}),  # GPT-2 medium's heads
     ("padded batch", {"keep": True, "b": 8, "lq": 1024, "lkv": 1024}),
     ("padded batch, sliding window", {"keep": True, "window": 512, "d": 256, "h": 4, "hkv": 1,
                                       "b": 8, "lq": 4096, "lkv": 4096}),
@@ -108,6 +112,9 @@ def inputs(s: dict):
         if layout == "latent" and d == s["dv"]:  # v: a head's last dv of 2 dv columns
             return torch.randn(s["b"], n, heads, 2 * d, device=DEVICE, dtype=dt,
                                generator=g).transpose(1, 2)[..., d:]
+        if layout == "fused":  # the middle third of a token's row (a fused projection's)
+            row = torch.randn(s["b"], n, 3 * heads * d, device=DEVICE, dtype=dt, generator=g)
+            return row[..., heads * d:2 * heads * d].view(s["b"], n, heads, d).transpose(1, 2)
         if layout == "cache":  # the first n rows of a static cache of 2n
             return torch.randn(s["b"], heads, 2 * n, d, device=DEVICE, dtype=dt,
                                generator=g)[:, :, :n]

@@ -217,6 +217,7 @@ def test_the_warp_specialized_kernel_compiles_for_latent_attention(tmp_path):
     ("prefill", {"lq": 37, "lkv": 37, "window": 9, "layout": "blhd"}),  # a sliding window
     ("prefill", {"lq": 37, "lkv": 37, "d": 48, "dv": 32}),            # latent attention
     ("prefill", {"lq": 37, "lkv": 37, "d": 48, "dv": 32, "layout": "latent"}),  # HF's v
+    ("prefill", {"lq": 37, "lkv": 37, "layout": "fused"}),            # fused projections
     ("prefill", {"lq": 37, "lkv": 37, "keep": True, "window": 9}),    # a padded batch
     ("decode", {"lq": 1, "lkv": 50, "d": 48, "dv": 32, "causal": False}),
     ("decode", {"lq": 1, "lkv": 50, "keep": True, "causal": False}),   # kept keys
@@ -244,6 +245,10 @@ def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase,
         q, k, v, _ = AC.inputs({**AC.BASE, "b": 2, "h": 4, "hkv": 2, "d": 32, **change})
         assert q.is_contiguous() and k.is_contiguous() and v.shape == (2, 2, 37, 32)
         assert v.stride() == (37 * 2 * 64, 64, 2 * 64, 1)
+    if change.get("layout") == "fused":  # each a third of a row of 3 x heads x 32
+        q, k, v, _ = AC.inputs({**AC.BASE, "b": 2, "h": 4, "hkv": 2, "d": 32, **change})
+        assert q.stride() == (37 * 3 * 4 * 32, 32, 3 * 4 * 32, 1)
+        assert v.stride() == (37 * 3 * 2 * 32, 32, 3 * 2 * 32, 1)
     if device == "cuda":  # SDPA's backends are GPU-only: each timed or its refusal recorded
         assert set(r["times_s"]) | set(r["errors"]) == ours | sdpa
 
