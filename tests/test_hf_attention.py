@@ -457,6 +457,46 @@ def test_deepseek_v2s_prefill_reads_its_v_where_it_lies_on_hopper(monkeypatch):
     assert (True, 300, 256) in seen  # v, tokens first, heads 256 columns apart
 
 
+@pytest.mark.parametrize("head_dim", [32, pytest.param(128, marks=pytest.mark.gpu)])
+def test_a_fused_projections_v_runs_where_it_lies(monkeypatch, head_dim):
+    """GPT-NeoX projects a token's q, k and v into one row (a head's q, k and v side by side)
+    and rotates q and k into tensors of their own: without a cache (a cache's first update
+    concatenates it into a tensor of its own), v reaches the kernel as a third of each head's
+    columns, tokens first, and runs there with no copy (at head dim 128 on sm_90, on the
+    warp-specialized kernel); the logits are SDPA's within bf16 rounding."""
+    import transformers as T
+
+    from rooflab.kernels import flash_attention as FA
+    if head_dim == 128 and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernels are for sm_90")
+    cfg = T.GPTNeoXConfig(vocab_size=128, hidden_size=2 * head_dim, num_attention_heads=2,
+                          intermediate_size=128, num_hidden_layers=2, rotary_pct=0.25,
+                          max_position_embeddings=256)
+    register_hf_attention()
+    torch.manual_seed(0)
+    ref = T.GPTNeoXForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
+                                            dtype=torch.bfloat16).eval().to(DEV)
+    ours = T.GPTNeoXForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
+                                             dtype=torch.bfloat16).eval().to(DEV)
+    ours.load_state_dict(ref.state_dict())
+    strides, real = [], FA.flash_attention
+    monkeypatch.setattr(FA, "flash_attention", lambda q, k, v, *a, **kw: strides.append(
+        v.stride()) or real(q, k, v, *a, **kw))
+    n = 40 if head_dim == 32 else 300
+    ids = torch.randint(0, 128, (2, n), generator=torch.Generator().manual_seed(7)).to(DEV)
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = (m(ids, use_cache=False).logits.float() for m in (ref, ours))
+    assert float((a - b).norm() / a.norm()) < 2e-2
+    if OLD_MASKS:  # transformers 4.x makes a no-cache prefill's causal mask whole: SDPA's
+        assert dict(HA.CALLS) == {"sdpa (a mask other than a decode's kept keys)": 2}
+        return
+    kernel = "Triton" if head_dim == 32 else "Gluon, warp-specialized"
+    assert dict(HA.CALLS) == {f"flash_attention ({kernel})": 2}
+    row = 2 * 3 * head_dim  # two heads' q, k and v
+    assert strides == [(n * row, 3 * head_dim, row, 1)] * 2
+
+
 def test_the_ops_shapes_without_running_them_are_vs_width():
     """On the meta device (a count with no weights) and under torch.compile, the ops' outputs
     have v's head dim, as the kernels' do (latent attention's 128 under q and k's 192)."""
