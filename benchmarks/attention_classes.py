@@ -10,10 +10,11 @@ fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (
 192 and 128, as transformers expands them: contiguous, and with transformers' v, 128 of each
 head's 256 columns tokens first; rooflab's Triton kernel on them timed beside, as "rooflab,
 Triton", not a peer); q, k and v slices of fused projections (GPT-2's c_attn: a token's q, k
-and v side by side in one row); a sliding window (SDPA takes it as the
-mask HF builds; gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left
-padding of each row its own length: kept keys, SDPA given the mask HF builds); a decode's cache
-with a mask of kept keys (a static cache's unused slots). Every output is checked against fp32 attention.
+and v side by side in one row); a sliding window (SDPA takes it as the mask HF builds;
+gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left padding of
+each row its own length: kept keys, SDPA given the mask HF builds); a decode's cache with a
+mask of kept keys (a static cache's unused slots). Every output is checked against fp32
+attention.
 Softcapped scores (Gemma 2) and attention sinks (gpt-oss), which no SDPA backend takes: the peer
 is the model's eager attention (matmul, cap, softmax, matmul in the row's dtype), what a model
 runs without rooflab's kernels; SDPA's backends without the cap or the sinks are timed beside it

@@ -12,7 +12,8 @@ accelerator (TMA) into a ring of STAGES buffers, each with its own barrier.
 Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, any lengths (RAGGED where
 they are not whole tiles: the last key block's tail masked, the last query tile stored by
 address); q, k, v in any layout() reads (contiguous, transformers' tokens first, slices of a
-fused projection's rows, a longer cache's first rows, whole key blocks of it). Anything else is flash_attention.py's.
+fused projection's rows, a longer cache's first rows, whole key blocks of it). Anything else is
+flash_attention.py's.
 Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (tests marked gpu) and
 compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
 ptxas's warning that it serialized the wgmma ops).

@@ -240,8 +240,7 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
             "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "K_STRIDED": False,
-            "V_STRIDED": False,
-            "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "V_STRIDED": False, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
@@ -251,8 +250,9 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     TMA at the head's column. k and v may lie apart: latent attention's v in transformers is
     a slice of a wider tensor, its k a tensor of its own."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
-    c.update(RAGGED=bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"]),
-             **{f"{x}_STRIDED": bool(at and at[0]) for x, at in zip("QKV", map(layout, (q, k, v)))})
+    c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
+    for x, t in zip("QKV", (q, k, v)):
+        c[f"{x}_STRIDED"] = bool((layout(t) or (False,))[0])
     return {**c, **(cfg or {})}
 
 
