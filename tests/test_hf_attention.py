@@ -211,6 +211,34 @@ def test_causal_is_sdpas_top_left_with_fewer_or_more_queries_than_keys():
         assert float((out.float() - want).abs().max()) < 3e-2  # bf16
 
 
+def _same_weights(model, cfg, ref_impl: str = "sdpa", init=None):
+    """A tiny ``model`` of ``cfg`` under ``ref_impl`` and the same weights under rooflab's
+    attention, both on DEV in eval mode; ``init(ref)`` changes the reference's weights first."""
+    register_hf_attention()
+    torch.manual_seed(0)
+    ref = model._from_config(copy.deepcopy(cfg), attn_implementation=ref_impl,
+                             dtype=torch.bfloat16)
+    if init is not None:
+        init(ref)
+    ours = model._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
+                              dtype=torch.bfloat16)
+    ours.load_state_dict(ref.state_dict())
+    return ref.eval().to(DEV), ours.eval().to(DEV)
+
+
+def _tiny_deepseek(hidden: int, lora: int, nope: int, rope: int, v: int, positions: int = 256):
+    """A DeepSeek-V2 config of two layers (a dense one, then experts), two heads of latent
+    attention: q and k ``nope`` + ``rope`` wide, v ``v``, a latent of ``lora``."""
+    import transformers as T
+    return T.DeepseekV2Config(vocab_size=128, hidden_size=hidden, intermediate_size=hidden,
+                              moe_intermediate_size=hidden // 4, num_hidden_layers=2,
+                              num_attention_heads=2, num_key_value_heads=2, n_routed_experts=4,
+                              num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+                              kv_lora_rank=lora, q_lora_rank=None, qk_nope_head_dim=nope,
+                              qk_rope_head_dim=rope, v_head_dim=v,
+                              max_position_embeddings=positions)
+
+
 # --- sliding windows and softcapping (gemma 3 and gemma 2) --------------------------------------
 def _pair(family: str, dtype, window: int = 8):
     """A tiny model of ``family`` (gemma3_text or gemma2) under SDPA or eager (gemma2's
@@ -339,18 +367,13 @@ def test_attention_sinks_on_the_kernels():
                          head_dim=32, sliding_window=8, num_local_experts=4,
                          num_experts_per_tok=2, max_position_embeddings=256,
                          layer_types=["sliding_attention", "full_attention"])
-    register_hf_attention()
-    torch.manual_seed(0)
-    ref = T.GptOssForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="eager",
-                                           dtype=torch.bfloat16)
-    for m in ref.modules():  # sinks far from their zero init, so that they matter
-        if hasattr(m, "sinks"):
-            torch.nn.init.normal_(m.sinks)
-    ours = T.GptOssForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
-                                            dtype=torch.bfloat16)
-    ours.load_state_dict(ref.state_dict())
+
+    def sinks(ref):  # far from their zero init, so that they matter
+        for m in ref.modules():
+            if hasattr(m, "sinks"):
+                torch.nn.init.normal_(m.sinks)
+    ref, ours = _same_weights(T.GptOssForCausalLM, cfg, "eager", sinks)
     ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(10)).to(DEV)
-    ref, ours = ref.eval().to(DEV), ours.eval().to(DEV)
     HA.CALLS.clear()
     with torch.no_grad():
         a, b = ref(ids).logits.float(), ours(ids).logits.float()
@@ -389,19 +412,8 @@ def test_latent_attention_runs_the_kernels_with_q_and_k_wider_than_v():
     counts it; decode runs flash-decoding; the tokens are SDPA's."""
     import transformers as T
     from rooflab import models as M
-    cfg = T.DeepseekV2Config(vocab_size=128, hidden_size=64, intermediate_size=128,
-                             moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-                             num_key_value_heads=2, n_routed_experts=4, num_experts_per_tok=2,
-                             n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=32,
-                             q_lora_rank=None, qk_nope_head_dim=32, qk_rope_head_dim=16,
-                             v_head_dim=32, max_position_embeddings=256)
-    register_hf_attention()
-    torch.manual_seed(0)
-    ref = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
-                                               dtype=torch.bfloat16).eval().to(DEV)
-    ours = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
-                                                dtype=torch.bfloat16).eval().to(DEV)
-    ours.load_state_dict(ref.state_dict())
+    cfg = _tiny_deepseek(hidden=64, lora=32, nope=32, rope=16, v=32)
+    ref, ours = _same_weights(T.DeepseekV2ForCausalLM, cfg)
     ids = torch.randint(0, 128, (2, 20), generator=torch.Generator().manual_seed(11)).to(DEV)
     HA.CALLS.clear()
     with torch.no_grad():
@@ -433,19 +445,8 @@ def test_deepseek_v2s_prefill_reads_its_v_where_it_lies_on_hopper(monkeypatch):
     from rooflab.kernels import flash_attention_sm90 as F9
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
-    cfg = T.DeepseekV2Config(vocab_size=128, hidden_size=256, intermediate_size=256,
-                             moe_intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                             num_key_value_heads=2, n_routed_experts=4, num_experts_per_tok=2,
-                             n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=64,
-                             q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64,
-                             v_head_dim=128, max_position_embeddings=1024)
-    register_hf_attention()
-    torch.manual_seed(0)
-    ref = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
-                                               dtype=torch.bfloat16).eval().cuda()
-    ours = T.DeepseekV2ForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
-                                                dtype=torch.bfloat16).eval().cuda()
-    ours.load_state_dict(ref.state_dict())
+    cfg = _tiny_deepseek(hidden=256, lora=64, nope=128, rope=64, v=128, positions=1024)
+    ref, ours = _same_weights(T.DeepseekV2ForCausalLM, cfg)
     seen, real = [], F9.layout
     monkeypatch.setattr(F9, "layout", lambda t: seen.append(real(t)) or seen[-1])
     ids = torch.randint(0, 128, (2, 300), generator=torch.Generator().manual_seed(3)).cuda()
@@ -472,13 +473,7 @@ def test_a_fused_projections_v_runs_where_it_lies(monkeypatch, head_dim):
     cfg = T.GPTNeoXConfig(vocab_size=128, hidden_size=2 * head_dim, num_attention_heads=2,
                           intermediate_size=128, num_hidden_layers=2, rotary_pct=0.25,
                           max_position_embeddings=256)
-    register_hf_attention()
-    torch.manual_seed(0)
-    ref = T.GPTNeoXForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa",
-                                            dtype=torch.bfloat16).eval().to(DEV)
-    ours = T.GPTNeoXForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="rooflab",
-                                             dtype=torch.bfloat16).eval().to(DEV)
-    ours.load_state_dict(ref.state_dict())
+    ref, ours = _same_weights(T.GPTNeoXForCausalLM, cfg)
     strides, real = [], FA.flash_attention
     monkeypatch.setattr(FA, "flash_attention", lambda q, k, v, *a, **kw: strides.append(
         v.stride()) or real(q, k, v, *a, **kw))
