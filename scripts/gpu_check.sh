@@ -164,8 +164,9 @@ ab_latent() {
 # ones, and short rows where the copy lost to the Triton kernel. Expected, written before the
 # run: in place at or past the copy at every row, within 3% of contiguous inputs (ab_latent)
 ab_latent_v() {
-  py_test --junitxml="$cur/pytest-gpu-latent-v.xml" tests/test_kernels_flash_attention.py -k \
-    "latent or takes_each_layout or takes_transformers_layout or runs_the_gluon" || return
+  py_test --junitxml="$cur/pytest-gpu-latent-v.xml" tests/test_kernels_flash_attention.py \
+    tests/test_hf_attention.py -k "latent or takes_each_layout or takes_transformers_layout or \
+    runs_the_gluon or where_it_lies" || return
   local set
   for set in latent latent_hf_heldout latent_v_short; do
     python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_${set}_in_place" --layout latent \
