@@ -67,7 +67,7 @@ def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
         cfg = F9W.flags(q, k, v, causal, over)
         why = F9W.usable(q, k, v, causal, cfg)
     else:
-        cfg = F9.flags(q, k, causal, over)
+        cfg = F9.flags(q, k, v, causal, over)
         why = F9.usable(q, k, v, causal, cfg)
     if why:
         raise ValueError(f"the Gluon kernel does not take this row: {why}")

@@ -161,9 +161,11 @@ def _gluon_compiled(tmp_path, kind: str, head_dims: str, variants: list[str],
 def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
     """The Gluon FlashAttention, compiled for sm_90 by the installed Triton with no GPU: no
     spills, and ptxas keeps its wgmma ops in flight (it does not serialize them) at every head
-    dim, causal too; its default tiles fit at least two programs an SM; its shared memory is
-    the hand count of its tiles (Q's, and every stage's K and V)."""
-    rows = _gluon_compiled(tmp_path, "--gluon", "64,128,256", ['n64={"BLOCK_N": 64}'])
+    dim, causal too, and with v tokens first apart from k; its default tiles fit at least two
+    programs an SM; its shared memory is the hand count of its tiles (Q's, and every stage's K
+    and V)."""
+    rows = _gluon_compiled(tmp_path, "--gluon", "64,128,256",
+                           ['n64={"BLOCK_N": 64}', 'v_apart={"V_STRIDED": true}'])
     by = {(r["head_dim"], r["causal"], r["name"]): r for r in rows}
     for (d, causal, name), r in by.items():
         assert "error" not in r, r

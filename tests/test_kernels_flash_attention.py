@@ -462,7 +462,8 @@ def test_flash_attention_sm90_takes_ragged_lengths(shape, causal, cfg):
     b, h, n_q, n_kv, d, hkv = shape
 
     def kernel(q, k, v, causal):
-        assert F9.flags(q, k, causal, cfg)["RAGGED"] and F9.usable(q, k, v, causal, cfg) is None
+        assert F9.flags(q, k, v, causal, cfg)["RAGGED"] and F9.usable(q, k, v, causal,
+                                                                       cfg) is None
         return F9.flash_attention_sm90(q, k, v, causal, cfg=cfg,
                                        out=torch.full_like(q, float("nan")))
 
@@ -607,12 +608,13 @@ def test_flash_attention_sm90_ws_reads_k_and_v_from_a_longer_cache(tokens_first,
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 64, 4),
                                    (2, 4, 512, 512, 256, 1), (2, 4, 200, 256, 128, 2)])
 @pytest.mark.parametrize("kv", ["tokens first", "heads first", "static cache",
-                                "static cache, tokens first", "fused"])
+                                "static cache, tokens first", "fused", "v apart"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
     """The plain Gluon kernel on q and out in transformers' layout (a ragged query length
     too), k and v in each layout a model passes (a static cache's first rows: the rows past
-    them hold NaN, none is read; slices of one fused projection's rows, GPT-2's)."""
+    them hold NaN, none is read; slices of one fused projection's rows, GPT-2's; k heads first
+    and v each head's last D of 2 D columns, tokens first)."""
     from rooflab.kernels import flash_attention_sm90 as F9
     b, h, n_q, n_kv, d, hkv = shape
 
@@ -620,7 +622,7 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
         def laid(t):
             if kv == "tokens first":
                 return _blhd(t)
-            if kv == "heads first":
+            if kv in ("heads first", "v apart"):
                 return t
             if kv == "fused":
                 return _fused(t)
@@ -631,6 +633,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
         out = torch.full((b, n_q, h, d), float("nan"), device="cuda",
                          dtype=q.dtype).transpose(1, 2)
         q, k, v = _blhd(q), laid(k), laid(v)
+        if kv == "v apart":
+            v = _latent_v(v)
         assert F9.usable(q, k, v, causal, out=out) is None
         return F9.flash_attention_sm90(q, k, v, causal, out=out)
 
@@ -787,8 +791,8 @@ def test_a_tma_descriptor_finds_every_row_where_the_kernels_look(make):
 
 
 def test_the_plain_gluon_kernels_flags_follow_the_inputs():
-    """RAGGED where a length is not whole tiles (64 query rows, BLOCK_N keys); Q_STRIDED and
-    KV_STRIDED where q, k and v come tokens first; a config's keys win."""
+    """RAGGED where a length is not whole tiles (64 query rows, BLOCK_N keys); Q_STRIDED,
+    K_STRIDED and V_STRIDED where q, k and v come tokens first; a config's keys win."""
     from rooflab.kernels import flash_attention_sm90 as F9
 
     def t(n, heads=8, hf=False):
@@ -796,8 +800,9 @@ def test_the_plain_gluon_kernels_flags_follow_the_inputs():
                 else torch.empty(2, heads, n, 128))
 
     def flags(q, k, causal=False, cfg=None):
-        f = F9.flags(q, k, causal, cfg)
-        return f["RAGGED"], f["Q_STRIDED"], f["KV_STRIDED"]
+        f = F9.flags(q, k, k, causal, cfg)
+        assert f["K_STRIDED"] == f["V_STRIDED"]
+        return f["RAGGED"], f["Q_STRIDED"], f["K_STRIDED"]
 
     assert flags(t(192), t(1024)) == (False, False, False)
     assert flags(t(200), t(256)) == (True, False, False)   # 200 query rows: not whole tiles
@@ -842,7 +847,7 @@ def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, caus
     deep = -(-4 * F9.SHORT_WAVES * sms // (32 * 256 // 64))  # batches for SHORT_WAVES waves
     tiles, real = [], F9.flash_attention_sm90
     monkeypatch.setattr(F9, "flash_attention_sm90", lambda q, k, v, c, *a, **kw: tiles.append(
-        tuple(F9.flags(q, k, c, kw.get("cfg"))[x] for x in ("BLOCK_N", "STAGES")))
+        tuple(F9.flags(q, k, v, c, kw.get("cfg"))[x] for x in ("BLOCK_N", "STAGES")))
         or real(q, k, v, c, *a, **kw))
     for b, n, d, tile in [(deep, 256, 128, (32, 2)), (2, 256, 128, (64, 1)),
                           (2, 320 if causal else 256, 64, (64, 2) if causal else (128, 2))]:
@@ -860,15 +865,15 @@ def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, caus
 
 
 def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():
-    """Q_STRIDED where q comes tokens first, KV_STRIDED where k does; a config's keys win.
-    usable()'s layout checks come after its sm_90 check: on the GPU,
+    """Q_STRIDED where q comes tokens first, K_STRIDED where k does, V_STRIDED where v does;
+    a config's keys win. usable()'s layout checks come after its sm_90 check: on the GPU,
     test_flash_attention_sm90_takes_each_layout."""
     from rooflab.kernels import flash_attention_sm90 as F9
     hf = torch.empty(2, 256, 8, 128).transpose(1, 2)
     heads = torch.empty(2, 8, 256, 128)
-    f = F9.flags(hf, heads)
-    assert (f["Q_STRIDED"], f["KV_STRIDED"]) == (True, False)
-    f = F9.flags(heads, hf, cfg={"KV_STRIDED": False})
-    assert (f["Q_STRIDED"], f["KV_STRIDED"]) == (False, False)
+    strided = lambda f: tuple(f[f"{x}_STRIDED"] for x in "QKV")  # noqa: E731
+    assert strided(F9.flags(hf, heads, heads)) == (True, False, False)
+    assert strided(F9.flags(heads, heads, hf)) == (False, False, True)  # k and v apart
+    assert strided(F9.flags(heads, hf, hf, cfg={"K_STRIDED": False})) == (False, False, True)
     assert F9.layout(hf) == (True, 256, 128) and F9.layout(heads) == (False, 256, 128)
 

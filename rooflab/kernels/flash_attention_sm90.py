@@ -136,12 +136,13 @@ if gluon is not None:
 
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q, n_kv,
-                       kv_pitch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                       BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                       RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr, KV_STRIDED: gl.constexpr,
+                       k_pitch, k_width, v_pitch, v_width, HEAD_DIM: gl.constexpr,
+                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                       CAUSAL: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
+                       K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
                        num_warps: gl.constexpr):
-        # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout()); _at places a tile in
-        # them. O: o's first element, for a ragged last tile
+        # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout(): k's and v's pitch and
+        # width given); _at places a tile in them. O: o's first element, for a ragged last tile
         start_m = gl.program_id(0)
         if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
             start_m = gl.num_programs(0) - 1 - start_m
@@ -149,7 +150,8 @@ if gluon is not None:
         b, h = bh // H, bh % H
         q_at = _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED)
         hk = h // GROUP                          # the K/V head this query head reads
-        kv_at = _at(b, hk, 0, H // GROUP, kv_pitch, HEAD_DIM, KV_STRIDED)
+        k_at = _at(b, hk, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
+        v_at = _at(b, hk, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
         dtype: gl.constexpr = q_desc.dtype
 
         # The tensor cores' register layouts: S (BLOCK_M, BLOCK_N) and O (BLOCK_M, D) split by
@@ -185,9 +187,10 @@ if gluon is not None:
             mask_from = n_blocks
         _load(q_desc, q_at, bar_q, q_smem, True)
         for i in gl.static_range(STAGES):  # fill the ring
-            at = (kv_at[0] + i * BLOCK_N, kv_at[1])
-            _load(k_desc, at, bar_k.index(i), k_smem.index(i), i < n_blocks)
-            _load(v_desc, at, bar_v.index(i), v_smem.index(i), i < n_blocks)
+            _load(k_desc, (k_at[0] + i * BLOCK_N, k_at[1]), bar_k.index(i), k_smem.index(i),
+                  i < n_blocks)
+            _load(v_desc, (v_at[0] + i * BLOCK_N, v_at[1]), bar_v.index(i), v_smem.index(i),
+                  i < n_blocks)
         mbarrier.wait(bar_q, 0)
         q = q_smem
 
@@ -201,7 +204,7 @@ if gluon is not None:
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
         sync_warps()                             # every warp is done with K's slot 0
-        _load(k_desc, (kv_at[0] + STAGES * BLOCK_N, kv_at[1]), bar_k.index(0), k_smem.index(0),
+        _load(k_desc, (k_at[0] + STAGES * BLOCK_N, k_at[1]), bar_k.index(0), k_smem.index(0),
               STAGES < n_blocks)
 
         # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and nothing
@@ -219,9 +222,9 @@ if gluon is not None:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
             sync_warps()                         # K's slot and V's previous slot are free
-            _load(k_desc, (kv_at[0] + (j + STAGES) * BLOCK_N, kv_at[1]),
+            _load(k_desc, (k_at[0] + (j + STAGES) * BLOCK_N, k_at[1]),
                   bar_k.index(j % STAGES), k_smem.index(j % STAGES), j + STAGES < n_blocks)
-            _load(v_desc, (kv_at[0] + (j - 1 + STAGES) * BLOCK_N, kv_at[1]),
+            _load(v_desc, (v_at[0] + (j - 1 + STAGES) * BLOCK_N, v_at[1]),
                   bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
                   j - 1 + STAGES < n_blocks)
 
@@ -252,8 +255,8 @@ def short(n_kv: int, per_sm: float, causal: bool) -> bool:
 
 
 def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
-    """Tiles of this kernel: 64 query rows a warpgroup (4 warps); Q_STRIDED and KV_STRIDED
-    off, for contiguous tensors (flags() sets them from the inputs). A short row's program has
+    """Tiles of this kernel: 64 query rows a warpgroup (4 warps); the STRIDED flags off, for
+    contiguous tensors (flags() sets them from the inputs). A short row's program has
     few key blocks, so its setup, first softmax and last P V weigh; more programs an SM hide
     them. Where the A/Bs found that faster (docs/kernels/flash_attention_sm90.md):
     - head dim 64, causal, at most CAUSAL_KEYS_64 keys: 64-key blocks (four programs an SM
@@ -274,7 +277,7 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
         else:
             stages = 1
     return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
-            "Q_STRIDED": False, "KV_STRIDED": False, "num_warps": 4}
+            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False, "num_warps": 4}
 
 
 def layout(t) -> tuple[bool, int, int] | None:
@@ -310,11 +313,11 @@ def layout(t) -> tuple[bool, int, int] | None:
     return strided, pitch, width
 
 
-def strided(q, k) -> dict:
-    """Q_STRIDED where q (and out), KV_STRIDED where k and v come tokens first (layout), read by
-    TMA at the head's column."""
-    q_at, kv_at = layout(q), layout(k)
-    return {"Q_STRIDED": bool(q_at and q_at[0]), "KV_STRIDED": bool(kv_at and kv_at[0])}
+def strided(q, k, v) -> dict:
+    """Q_STRIDED where q (and out), K_STRIDED where k, V_STRIDED where v come tokens first
+    (layout), read by TMA at the head's column; k and v may lie apart (DeepSeek-V2's v in
+    transformers is a slice of a wider tensor, its k a tensor of its own)."""
+    return {f"{x}_STRIDED": bool((layout(t) or (False,))[0]) for x, t in zip("QKV", (q, k, v))}
 
 
 def programs_per_sm(q) -> float:
@@ -327,12 +330,12 @@ def programs_per_sm(q) -> float:
     return b * h * -(-n_q // BLOCK_M) / sms
 
 
-def flags(q, k, causal: bool = False, cfg: dict | None = None) -> dict:
+def flags(q, k, v, causal: bool = False, cfg: dict | None = None) -> dict:
     """config() for these inputs' keys, mask and grid, with their layouts (strided), RAGGED
     where a length is not whole tiles, and ``cfg`` over it."""
     c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal)
     c["RAGGED"] = bool(q.shape[2] % BLOCK_M or k.shape[2] % c["BLOCK_N"])
-    return {**c, **strided(q, k), **(cfg or {})}
+    return {**c, **strided(q, k, v), **(cfg or {})}
 
 
 def out_like(q, v_dim: int = 0):
@@ -350,17 +353,17 @@ DIMS = {(64, 64), (128, 128), (256, 256)}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
-           dims: set = DIMS, apart: bool = False) -> str | None:
+           dims: set = DIMS) -> str | None:
     """None where this kernel takes these inputs, else why not (flash_attention.py then runs):
     q and out in one layout of their own length, each head's columns next to the next's (out's
-    rows too); k and v in one such layout (``apart``: each in a layout of its own), their rows
-    past their length read only where the keys are whole blocks; lengths that are not whole
-    tiles only under RAGGED (a ``cfg`` may turn it off); head dims of ``dims``."""
+    rows too); k and v each in a layout, their rows past their length read only where the keys
+    are whole blocks; lengths that are not whole tiles only under RAGGED (a ``cfg`` may turn it
+    off); head dims of ``dims``."""
     if GLUON_MISSING:
         return GLUON_MISSING
     if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
         return "not an sm_90 GPU"
-    c = flags(q, k, causal, cfg)
+    c = flags(q, k, v, causal, cfg)
     if causal and q.shape[2] > k.shape[2]:
         return "causal with more queries than keys"
     if (q.shape[-1], v.shape[-1]) not in dims or q.dtype not in (torch.float16, torch.bfloat16):
@@ -374,8 +377,8 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
             layout(out) != (q_at[0], q.shape[2], out.shape[-1]) or out.stride(2) != (
                 out.shape[1] * out.shape[-1] if q_at[0] else out.shape[-1])):
         return "q and out not in one layout of their own length and rows"
-    if k_at is None or v_at is None or not apart and (k_at != v_at or k_at[2] != k.shape[-1]):
-        return "k and v not in one layout" if not apart else "k or v in no layout"
+    if k_at is None or v_at is None:
+        return "k or v in no layout"
     if any(at[1] > t.shape[2] and t.shape[2] % c["BLOCK_N"] for at, t in ((k_at, k), (v_at, v))):
         return "ragged keys in a longer cache"
     return None
@@ -401,12 +404,12 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
     out = out_like(q) if out is None else out
-    c = flags(q, k, causal, cfg)
+    c = flags(q, k, v, causal, cfg)
     bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
     flash_fwd_sm90[(triton.cdiv(n_q, bm), b * h)](
         desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * LOG2E, h, h // hkv,
-        n_q, n_kv, layout(k)[1], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
-        CAUSAL=causal, **c)
+        n_q, n_kv, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+        STAGES=stages, CAUSAL=causal, **c)
     return out, lse

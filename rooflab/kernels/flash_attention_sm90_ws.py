@@ -9,11 +9,10 @@ softmax under P V).
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done). Scope as
-flash_attention_sm90.usable says, any lengths (RAGGED), q, k, v in any layout() reads, k and v
-each in its own (DeepSeek-V2's v in transformers is each head's last 128 of 256 columns, its k
-a tensor of its own). Latent attention's q and k, wider than v (QK_EXTRA: 192 = 128 + 64
-rotary dims): a tile of 192 columns is not a power of two, so each Q and K tile comes as two,
-HEAD_DIM and QK_EXTRA wide, on one barrier, and S is two wgmma ops into one accumulator.
+flash_attention_sm90.usable says: any lengths (RAGGED), q, k, v each in any layout() reads.
+Latent attention's q and k, wider than v (QK_EXTRA: 192 = 128 + 64 rotary dims): a tile of 192
+columns is not a power of two, so each Q and K tile comes as two, HEAD_DIM and QK_EXTRA wide,
+on one barrier, and S is two wgmma ops into one accumulator.
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -246,25 +245,20 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
     whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
-    where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (layout), read by
-    TMA at the head's column. k and v may lie apart: latent attention's v in transformers is
-    a slice of a wider tensor, its k a tensor of its own."""
+    where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided)."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
-    for x, t in zip("QKV", (q, k, v)):
-        c[f"{x}_STRIDED"] = bool((layout(t) or (False,))[0])
-    return {**c, **(cfg or {})}
+    return {**c, **F9.strided(q, k, v), **(cfg or {})}
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not: flash_attention_sm90.usable's
-    rules, but k and v each in a layout of its own; head dims of DIMS. Ragged lengths at head
-    dim 256 go to the Triton kernel, faster there in the A/B
-    (docs/kernels/flash_attention_sm90.md)."""
+    rules, head dims of DIMS. Ragged lengths at head dim 256 go to the Triton kernel, faster
+    there in the A/B (docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS, apart=True)
+    return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
 
 
 def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None = None,

@@ -12,11 +12,11 @@ import torch
 from rooflab.kernels.inputs import local
 
 # Which Gluon kernels may run, in order, by q and k's head dim and v's, on an sm_90 GPU for the
-# inputs each takes (its usable(); both take ragged lengths, transformers' layouts and a longer
-# cache's first rows, the warp-specialized one k and v in layouts apart): the one of
-# flash_attention_sm90.py at 64, its warp-specialized sibling at 128 and 256 (whole tiles at
-# 256), where each beat the Triton kernel and cuDNN, and at latent attention's 192 and 128,
-# where it beat the Triton kernel (and cuDNN but on short causal rows). At 128, on rows its
+# inputs each takes (its usable(); both take ragged lengths, transformers' layouts, a longer
+# cache's first rows, k and v in layouts apart): the one of flash_attention_sm90.py at 64, its
+# warp-specialized sibling at 128 and 256 (whole tiles at 256), where each beat the Triton
+# kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel (and
+# cuDNN but on short causal rows). At 128, on rows its
 # short() takes (at most 1,024 keys, or 2,048 causal on a grid deep enough), the plain one goes
 # first: a program per 64 rows, two to four an SM, where the warp-specialized kernel's one an
 # SM exposes each short program's setup (docs/kernels/flash_attention_sm90.md).
