@@ -762,23 +762,15 @@ def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():
     assert F9W.layout(overlapping) is None  # heads 64 columns apart, 128 wide
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.randn(2, 8, 40, 64),                                       # contiguous
-    lambda: torch.randn(2, 40, 8, 64).transpose(1, 2),                       # transformers'
-    lambda: torch.randn(2, 8, 96, 64)[:, :, :40],                            # a static cache
-    lambda: torch.randn(2, 96, 8, 64).transpose(1, 2)[:, :, :40],            # tokens first
-    lambda: torch.randn(2, 40, 8, 128).transpose(1, 2)[..., 64:],            # latent v
-    lambda: torch.randn(2, 40, 3 * 8 * 64)[..., 8 * 64:16 * 64].view(2, 40, 8, 64).transpose(
-        1, 2),                                                               # a fused k
-    lambda: torch.randn(1, 40, 3, 64).transpose(1, 2)])                      # B = 1
-def test_a_tma_descriptor_finds_every_row_where_the_kernels_look(make):
-    """desc()'s 2-D view holds row r of head h of batch b where the kernels' _at() looks: row
-    b x P + r, columns h x W on (tokens first); row (b x H + h) x P + r (heads first), for
-    every layout() takes. (The kernels read the view by TMA; _at is Gluon, restated here.)"""
+def _bf16(*shape):
+    return torch.randn(*shape, dtype=torch.bfloat16)
+
+
+def _reads_every_row_where_the_kernels_look(t):
+    """desc()'s 2-D view of ``t`` holds row r of head h of batch b where the kernels' _at()
+    looks (row b x P + r, columns from h x W tokens first; row (b x H + h) x P + r heads
+    first), lies inside t's storage, and has no row running into the next (TMA's strides)."""
     from rooflab.kernels import flash_attention_sm90 as F9
-    if F9.GLUON_MISSING:
-        pytest.skip(F9.GLUON_MISSING)
-    t = make().to(torch.bfloat16)
     strided, pitch, width = F9.layout(t)
     view = F9.desc(t, 16).base
     b_n, h_n, n, d = t.shape
@@ -788,6 +780,58 @@ def test_a_tma_descriptor_finds_every_row_where_the_kernels_look(make):
             assert torch.equal(view[row:row + n, col:col + d], t[b, h]), (b, h)
     end = view.storage_offset() + (view.shape[0] - 1) * view.stride(0) + view.shape[1]
     assert end * t.element_size() <= t.untyped_storage().nbytes()
+    assert view.stride(0) >= view.shape[1] and view.stride(0) * t.element_size() % 16 == 0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _bf16(2, 8, 40, 64),                                             # contiguous
+    lambda: _bf16(2, 40, 8, 64).transpose(1, 2),                             # transformers'
+    lambda: _bf16(2, 8, 96, 64)[:, :, :40],                                  # a static cache
+    lambda: _bf16(2, 96, 8, 64).transpose(1, 2)[:, :, :40],                  # tokens first
+    lambda: _bf16(2, 40, 8, 128).transpose(1, 2)[..., 64:],                  # latent v
+    lambda: _bf16(2, 40, 3 * 8 * 64)[..., 8 * 64:16 * 64].view(2, 40, 8, 64).transpose(
+        1, 2),                                                               # a fused k
+    lambda: _bf16(1, 40, 3, 64).transpose(1, 2)])                            # B = 1
+def test_a_tma_descriptor_finds_every_row_where_the_kernels_look(make):
+    """For each layout a model passes, the descriptor's view holds every row where the
+    kernels look. (The kernels read the view by TMA; _at is Gluon, restated here.)"""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if F9.GLUON_MISSING:
+        pytest.skip(F9.GLUON_MISSING)
+    t = make()
+    assert F9.layout(t) is not None
+    _reads_every_row_where_the_kernels_look(t)
+
+
+def test_layout_takes_no_strides_the_kernels_would_misread():
+    """300 random views (B, H, L, D) of a buffer: heads, tokens and batches in any order, each
+    stride padded or not, an offset or none; wherever layout() takes one, the descriptor holds
+    every row where the kernels look. Most of those it takes are neither contiguous nor plain
+    transformers' layouts."""
+    import random
+    from rooflab.kernels import flash_attention_sm90 as F9
+    if F9.GLUON_MISSING:
+        pytest.skip(F9.GLUON_MISSING)
+    rnd, taken = random.Random(0), []
+    for _ in range(300):
+        b, h, n, d = rnd.choice([1, 2, 3]), rnd.choice([1, 2, 3, 4]), rnd.randint(1, 9), 8
+        inner = rnd.choice(["heads", "tokens"])  # which comes right above D in memory
+        pad = [rnd.choice([0, 0, 8, 16, 3]) for _ in range(3)]
+        if inner == "tokens":   # (B, H, L, D): rows a token within a head
+            s2 = d + pad[0]
+            s1 = n * s2 + pad[1]
+            s0 = h * s1 + pad[2]
+        else:                   # (B, L, H, D): a token's heads side by side
+            s1 = d + pad[0]
+            s2 = h * s1 + pad[1]
+            s0 = n * s2 + pad[2]
+        offset = rnd.choice([0, 8, 5])
+        buf = torch.randn(offset + b * s0 + 64, dtype=torch.bfloat16)
+        t = buf.as_strided((b, h, n, d), (s0, s1, s2, 1), offset)
+        if F9.layout(t) is not None:
+            _reads_every_row_where_the_kernels_look(t)
+            taken.append(not t.is_contiguous())
+    assert sum(taken) > 30, sum(taken)  # 49 of 300 with this seed
 
 
 def test_the_plain_gluon_kernels_flags_follow_the_inputs():
