@@ -3,11 +3,13 @@ a read of the same bytes (and, at q_len 1, SDPA's cuDNN backend); medians of alt
 L2 flushed before each call; outputs against the default.
 
 Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows PY_LIST]
-           [--rounds 3] [--name ab_decode] [--device cuda]
+           [--kept LO,HI] [--rounds 3] [--name ab_decode] [--device cuda]
 A variant's JSON is merged over the row's FD.config; its key "programs", if any, is the launcher's
 programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}'.
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
-benchmark's decode shapes with more than one query. Each row is written as soon as it is done.
+benchmark's decode shapes with more than one query. --kept LO,HI: a static cache's kept keys,
+row b's first slots, from LO to HI of the cache along the batch (every call given the mask, SDPA
+too). Each row is written as soon as it is done.
 """
 from __future__ import annotations
 
@@ -23,33 +25,40 @@ from kernels import DECODE_SHAPES, t_s
 ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
 
 
-def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> dict:
+def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
+        kept: tuple | None = None) -> dict:
     b, h, hkv, lq, lkv, d = shape
     causal = lq > 1
     g = torch.Generator(device=device).manual_seed(lkv)
     q = torch.randn(b, h, lq, d, device=device, dtype=torch.bfloat16, generator=g)
     k, v = (torch.randn(b, hkv, lkv, d, device=device, dtype=torch.bfloat16, generator=g)
             for _ in range(2))
-    fns = {"default": lambda: FD.flash_decode(q, k, v, causal)}
+    keep = None
+    if kept:  # row b keeps its first lens[b] slots
+        lens = torch.linspace(kept[0] * lkv, kept[1] * lkv, b, device=device).long().clamp(min=lq)
+        keep = torch.arange(lkv, device=device)[None, :] < lens[:, None]
+    fns = {"default": lambda: FD.flash_decode(q, k, v, causal, keep=keep)}
     default = FD.config(d, lkv, h // hkv * lq, b * hkv)
     for name, over in variants.items():
         over = dict(over)
         programs = over.pop("programs", None)
         cfg = {**default, **over}
         fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,
-                                                                cfg=cfg)
+                                                                cfg=cfg, keep=keep)
     if not causal and device == "cuda":  # SDPA aligns is_causal top-left: with Lq > 1
         # only the kernels agree
         f = A._sdpa("cudnn")
+        mask = None if keep is None else keep[:, None, None, :]
         if f is not None:
-            fns["cudnn"] = lambda f=f: f(q, k, v, False)
+            fns["cudnn"] = lambda f=f: f(q, k, v, False, mask)
     nbytes = FD.cost(b, h, lq, lkv, d, hkv, "bf16", causal).bytes
     x = torch.empty(nbytes // 2, device=device, dtype=torch.bfloat16)
     fns["read_same_bytes"] = x.sum
     m = alternate(fns, list(variants), fns["default"]()[0].float(),
                   lambda f: t_s(f, device=device), rounds)
     r = {"shape": list(shape), "config": default, "bytes": nbytes, "errors": m["errors"],
-         "max_abs_diff_vs_default": m["max_abs_diff"]}
+         "max_abs_diff_vs_default": m["max_abs_diff"], "kept": list(kept) if kept else None,
+         "kept_fraction": None if keep is None else float(keep.float().mean())}
     times, med = m["all_s"], m["median_s"]
     r.update(all_s=times, median_s=med,
              time_ratio_over_default={n: s / med["default"] for n, s in med.items()})
@@ -60,15 +69,24 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str) -> di
 
 def main(argv=None) -> None:
     p = ab_parser(__doc__, "ab_decode")
+    p.add_argument("--kept")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     shapes = rows(p, a.rows, ROWS, "B, H, Hkv, Lq, Lkv, D")
+    kept = None
+    if a.kept:
+        try:
+            kept = tuple(float(x) for x in a.kept.split(","))
+            assert len(kept) == 2 and 0 < kept[0] <= kept[1] <= 1
+        except (ValueError, AssertionError):
+            p.error(f"--kept takes LO,HI, fractions of the cache with 0 < LO <= HI <= 1 "
+                    f"(got {a.kept!r})")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s if a.device == "cuda" else None
     done = []
     for shape in shapes:
-        done.append(row(shape, variants, a.rounds, bw, a.device))
+        done.append(row(shape, variants, a.rounds, bw, a.device, kept))
         us = {n: round(s * 1e6, 1) for n, s in done[-1]["median_s"].items()}
         print(shape, us, done[-1]["errors"], flush=True)
         write(a.out_dir, a.name, {"copy_ceiling_bytes_per_s": bw, "variants": variants,
