@@ -468,15 +468,15 @@ def test_a_fused_projections_v_runs_where_it_lies(monkeypatch, head_dim):
     rounding."""
     import transformers as T
 
-    from rooflab.kernels import flash_attention as FA
+    from rooflab.kernels import routing
     if head_dim == 128 and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
     cfg = T.GPTNeoXConfig(vocab_size=128, hidden_size=2 * head_dim, num_attention_heads=2,
                           intermediate_size=128, num_hidden_layers=2, rotary_pct=0.25,
                           max_position_embeddings=256)
     ref, ours = _same_weights(T.GPTNeoXForCausalLM, cfg)
-    strides, real = [], FA.flash_attention
-    monkeypatch.setattr(FA, "flash_attention", lambda q, k, v, *a, **kw: strides.append(
+    strides, real = [], routing.which  # what the prefill hands the kernels, which picks one
+    monkeypatch.setattr(routing, "which", lambda q, k, v, *a, **kw: strides.append(
         v.stride()) or real(q, k, v, *a, **kw))
     n = 40 if head_dim == 32 else 300
     ids = torch.randint(0, 128, (2, n), generator=torch.Generator().manual_seed(7)).to(DEV)
