@@ -77,8 +77,9 @@ def main(argv=None) -> None:
     if a.kept:
         try:
             kept = tuple(float(x) for x in a.kept.split(","))
-            assert len(kept) == 2 and 0 < kept[0] <= kept[1] <= 1
-        except (ValueError, AssertionError):
+        except ValueError:
+            kept = ()
+        if len(kept) != 2 or not 0 < kept[0] <= kept[1] <= 1:
             p.error(f"--kept takes LO,HI, fractions of the cache with 0 < LO <= HI <= 1 "
                     f"(got {a.kept!r})")
     if a.device == "cuda" and not torch.cuda.is_available():
