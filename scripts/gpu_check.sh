@@ -27,8 +27,7 @@
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
-#          tests, then A/B against copying them), ab_decode_kept (flash-decoding on a static
-#          cache's kept keys, each program reading only the span it keeps: tests, then A/B),
+#          tests, then A/B against copying them),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -176,21 +175,6 @@ ab_latent_v() {
   done
 }
 has ab_latent_v && run ab_latent_v ab_latent_v
-# flash-decoding with a static cache's kept keys (row b's first slots): TRIM_KEPT (each program
-# reads only the span of the keys it keeps) against the default (every slot read, as SDPA reads
-# them), beside cuDNN given the mask. Expected, written before the run: at a half to three
-# quarters written, TRIM_KEPT at most 0.8x the default's time; with every slot written, within
-# 2% of it
-ab_decode_kept() {
-  py_test --junitxml="$cur/pytest-gpu-decode-kept.xml" tests/test_kernels_flash_decoding.py \
-    -k "keys_kept" || return
-  local kept rows='[(8,32,8,1,4096,128),(1,32,8,1,8192,128),(64,32,8,1,1024,128),(8,32,8,1,4096,64),(16,64,8,1,2048,128)]'
-  for kept in 0.5,0.75 1,1 0.1,0.3; do
-    python3 benchmarks/ab_decode.py "$cur" --name "ab_decode_kept_${kept/,/_}" --rows "$rows" \
-      --kept "$kept" --variant 'trim={"TRIM_KEPT": true}' || return
-  done
-}
-has ab_decode_kept && run ab_decode_kept ab_decode_kept
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"

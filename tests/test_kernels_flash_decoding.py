@@ -60,12 +60,9 @@ def test_flash_decode_every_merge_and_load(device, shape, merge_rows, tma, last)
 
 @pytest.mark.parametrize("shape", DECODE_SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("trim", [False, True])
-def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
+def test_flash_decode_attends_to_the_keys_kept(device, shape, causal):
     """keep (B, Lkv): a static cache's unused slots, a left-padded row, holes; the same answer
-    as fp64 attention with that mask (and the causal one), whichever runs and merges cut it;
-    with TRIM_KEPT too, each program reading only the span of the keys it keeps (a program
-    whose keys are all unused reads none)."""
+    as fp64 attention with that mask (and the causal one), whichever runs and merges cut it."""
     b, h, lq, lkv, d, hkv, programs = shape
     g = torch.Generator(device="cpu").manual_seed(lkv)
     mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
@@ -76,8 +73,7 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
     keep[:, lkv // 2 - 1] = True    # every row attends somewhere
     if lq > 1:
         keep[:, -lq:] = True        # causal rows see their own key
-    cfg = {**FD.config(d, lkv, h // hkv * lq, b * hkv), "TRIM_KEPT": True} if trim else None
-    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device), cfg=cfg)
+    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device))
     allowed = keep[:, None, None, :].expand(b, h, lq, lkv).clone()
     if causal:
         allowed &= torch.arange(lkv)[None, :] <= lkv - lq + torch.arange(lq)[:, None]

@@ -41,31 +41,15 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 
 if triton is not None:
     @triton.jit
-    def _kept_span(keep_row, lo, hi, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr):
-        # [first, last) of the keys in [lo, hi) that keep_row keeps, first at a whole block
-        # from lo (the loads stay on the blocks' grid); empty (first == last) where none is
-        first, last = hi, lo
-        for start in range(lo, hi, CHUNK):
-            idx = start + tl.arange(0, CHUNK)
-            kept = tl.load(keep_row + idx, mask=idx < hi, other=0) != 0
-            first = tl.minimum(first, tl.min(tl.where(kept, idx, hi), 0))
-            last = tl.maximum(last, tl.max(tl.where(kept, idx + 1, lo), 0))
-        first = lo + (first - lo) // BLOCK_N * BLOCK_N
-        return first, tl.maximum(last, first)
-
-    @triton.jit
     def partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
                         qk_scale, cap_in, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh,
                         som, skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                         UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
                         HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
-                        SOFTCAP: tl.constexpr, TRIM_KEPT: tl.constexpr):
+                        SOFTCAP: tl.constexpr):
         # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
-        # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache);
-        # TRIM_KEPT: [lo, hi) narrowed first to the span of the keys it keeps, so that the
-        # blocks before the first and after the last (a static cache's unwritten slots) are
-        # not read (an A/B variant: flash_decoding.md).
+        # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache).
         # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v HEAD_DIM (latent
         # attention), their extra dims a second dot onto the scores.
         # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
@@ -89,8 +73,6 @@ if triton is not None:
         if not TMA:
             k_base = K + b * skb + hk * skh
             v_base = V + b * svb + hk * svh
-        if HAS_KEEP and TRIM_KEPT:
-            lo, hi = _kept_span(KEEP + b * skeep, lo, hi, BLOCK_N, 1024)
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         if HAS_SINK and WHOLE:  # exp(sink - max) with the max the sink's: 1, no value vector
@@ -160,7 +142,7 @@ if triton is not None:
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
                      WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
                      HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
-                     SOFTCAP: tl.constexpr, TRIM_KEPT: tl.constexpr = False):
+                     SOFTCAP: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
         # laid end to end, one partial per head it touches (slot 0: the head's first program).
         # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
@@ -180,7 +162,7 @@ if triton is not None:
                             tl.minimum(hi * BLOCK_N, n_kv), qk_scale, cap_in, sqb, sqh, sqm, skb,
                             skh, skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
                             HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP,
-                            QK_EXTRA, HAS_SINK, SOFTCAP, TRIM_KEPT)
+                            QK_EXTRA, HAS_SINK, SOFTCAP)
             if LAST_MERGES:
                 tl.debug_barrier()                       # every store of the partial, then
                 arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count

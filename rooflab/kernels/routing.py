@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import importlib
 
-import torch
-
 from rooflab.kernels.inputs import local
 
 # Which Gluon kernels may run, in order, by q and k's head dim and v's, on an sm_90 GPU for the
@@ -16,10 +14,10 @@ from rooflab.kernels.inputs import local
 # cache's first rows, k and v in layouts apart): the one of flash_attention_sm90.py at 64, its
 # warp-specialized sibling at 128 and 256 (whole tiles at 256), where each beat the Triton
 # kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel (and
-# cuDNN but on short causal rows). At 128, on rows its
-# short() takes (at most 1,024 keys, or 2,048 causal on a grid deep enough), the plain one goes
-# first: a program per 64 rows, two to four an SM, where the warp-specialized kernel's one an
-# SM exposes each short program's setup (docs/kernels/flash_attention_sm90.md).
+# cuDNN but on short causal rows). At 128, on rows its short() takes (at most 1,024 keys, or
+# 2,048 causal on a grid deep enough), the plain one goes first: a program per 64 rows, two to
+# four an SM, where the warp-specialized kernel's one an SM exposes each short program's setup
+# (docs/kernels/flash_attention_sm90.md).
 GLUON = {(64, 64): ("flash_attention_sm90",), (128, 128): ("flash_attention_sm90_ws",),
          (256, 256): ("flash_attention_sm90_ws",), (192, 128): ("flash_attention_sm90_ws",)}
 
