@@ -472,6 +472,42 @@ def test_flash_attention_sm90_takes_ragged_lengths(shape, causal, cfg):
     _holds_to_fp64(e)
 
 
+PERSISTENT_CASES = [  # (B, H, Lq, Lkv, D, Hkv), programs (None: as many as fit the GPU)
+    ((2, 8, 1024, 1024, 128, 2), None), ((2, 8, 1024, 1024, 128, 2), 3),
+    ((3, 6, 200, 333, 128, 3), 5), ((1, 4, 77, 1000, 64, 4), 2), ((4, 4, 256, 256, 64, 1), 7),
+    ((1, 2, 130, 130, 256, 1), 1), ((2, 4, 512, 4096, 256, 2), None),
+    ((16, 8, 512, 512, 128, 2), None)]  # (4 x 256 at 64: as many key blocks as two stages)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,programs", PERSISTENT_CASES)
+@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize("tokens_first", [False, True])
+def test_flash_attention_sm90_persistent_matches_fp64(monkeypatch, shape, programs, stages,
+                                                      tokens_first):
+    """PERSISTENT: programs walking tiles with the ring's phases and Q's two buffers carried
+    on, the next tile's first blocks loaded under this one's last: every row written (out
+    starts NaN), none past its head's, at whole and ragged lengths, GQA, q, k, v as
+    transformers leaves them, a program walking every tile (1) or a few (3, 5, 7)."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    b, h, n_q, n_kv, d, hkv = shape
+    if programs:
+        monkeypatch.setattr(F9, "resident", lambda device, args, consts: programs)
+
+    def kernel(q, k, v, causal):
+        if tokens_first:
+            q, k, v = _blhd(q), _blhd(k), _blhd(v)
+        out = torch.full_like(q, float("nan"))
+        cfg = {**F9.flags(q, k, v, causal), "STAGES": stages, "PERSISTENT": True}
+        assert F9.usable(q, k, v, causal, cfg, out=out) is None
+        assert F9.usable(q, k, v, True, cfg) is not None  # no causal mask
+        return F9.flash_attention_sm90(q, k, v, causal, cfg=cfg, out=out)
+
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, False, device="cuda", seed=n_kv,
+                  kernel=kernel)
+    _holds_to_fp64(e)
+
+
 WS_WHOLE = [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4), (1, 2, 512, 1024, 256, 2),
             (1, 8, 128, 128, 128, 8), (4, 8, 256, 256, 128, 2)]
 WS_RAGGED = [(2, 8, 200, 200, 128, 2), (1, 4, 100, 333, 128, 4), (1, 2, 77, 1000, 256, 1),

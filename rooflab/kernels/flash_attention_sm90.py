@@ -105,10 +105,10 @@ if gluon is not None:
     @gluon.jit
     def _store_o(acc, m_i, l_i, first, o_smem, o_desc, O, LSE, b, h, H, n_q,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, RAGGED: gl.constexpr,
-                 Q_STRIDED: gl.constexpr):
+                 Q_STRIDED: gl.constexpr, WAIT: gl.constexpr = True):
         # O = acc / l and LSE (natural log) of head h's BLOCK_M query rows from ``first``: O by
-        # TMA through o_smem, or by address where a ragged tile runs past the head's last row
-        # (TMA would write the next head's rows)
+        # TMA through o_smem (left in flight unless WAIT), or by address where a ragged tile
+        # runs past the head's last row (TMA would write the next head's rows)
         row_o: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
         l_o = gl.convert_layout(l_i, row_o)
         acc = acc / l_o[:, None]
@@ -132,26 +132,40 @@ if gluon is not None:
             fence_async_shared()
             tile = _at(b, h, first, H, n_q, HEAD_DIM, Q_STRIDED)
             tma_store(o_desc, [tile[0], tile[1]], o_smem)
-            tma.store_wait(pendings=0)
+            if WAIT:
+                tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _ring_at(at, at_next, j, n_blocks, BLOCK_N: gl.constexpr, PERSISTENT: gl.constexpr):
+        # where block j of a tile's keys starts, and whether it is loaded: this tile's, or,
+        # PERSISTENT, past its last block, block j - n_blocks of the program's next tile
+        # (at_next)
+        if PERSISTENT:
+            nxt = (j >= n_blocks).to(gl.int32)
+            return (at[0] + j * BLOCK_N + nxt * (at_next[0] - at[0] - n_blocks * BLOCK_N),
+                    at[1] + nxt * (at_next[1] - at[1]))
+        else:
+            return at[0] + j * BLOCK_N, at[1]
 
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q, n_kv,
-                       k_pitch, k_width, v_pitch, v_width, HEAD_DIM: gl.constexpr,
+                       n_bh, k_pitch, k_width, v_pitch, v_width, HEAD_DIM: gl.constexpr,
                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                        CAUSAL: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
                        K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
-                       num_warps: gl.constexpr):
+                       PERSISTENT: gl.constexpr, num_warps: gl.constexpr):
         # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout(): k's and v's pitch and
-        # width given); _at places a tile in them. O: o's first element, for a ragged last tile
-        start_m = gl.program_id(0)
-        if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
-            start_m = gl.num_programs(0) - 1 - start_m
-        bh = gl.program_id(1)
-        b, h = bh // H, bh % H
-        q_at = _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED)
-        hk = h // GROUP                          # the K/V head this query head reads
-        k_at = _at(b, hk, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
-        v_at = _at(b, hk, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
+        # width given); _at places a tile in them. O: o's first element, for a ragged last tile.
+        # A tile is BLOCK_M query rows of one of n_bh (batch, head) pairs, tile t the
+        # (t % n_m)-th of pair t // n_m. A program runs tile program_id, or, PERSISTENT (not
+        # causal: every tile has as many key blocks), tiles pid, pid + programs, ... with the
+        # ring's phases carried on, loading the next tile's Q and first key blocks under this
+        # one's last blocks and leaving its O's store in flight
+        n_m = gl.cdiv(n_q, BLOCK_M)
+        pid = gl.program_id(0)
+        step = gl.num_programs(0)
+        Q_BUFS: gl.constexpr = 2 if PERSISTENT else 1
+        n_mine = gl.cdiv(n_m * n_bh - pid, step) if PERSISTENT else 1
         dtype: gl.constexpr = q_desc.dtype
 
         # The tensor cores' register layouts: S (BLOCK_M, BLOCK_N) and O (BLOCK_M, D) split by
@@ -166,74 +180,112 @@ if gluon is not None:
 
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
-        o_smem = q_smem                          # Q's buffer holds O on its way out
-        bar_q = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_smem = gl.allocate_shared_memory(dtype, [Q_BUFS, BLOCK_M, HEAD_DIM], q_desc.layout)
+        bar_q = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
         bar_k = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         bar_v = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(bar_q, count=1)
+        for i in gl.static_range(Q_BUFS):
+            mbarrier.init(bar_q.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(bar_k.index(i), count=1)
             mbarrier.init(bar_v.index(i), count=1)
 
         delta = n_kv - n_q                       # causal: the queries are the last n_q
-        offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+
+        # the first tile's Q and the ring's first blocks
+        start_m, bh = pid % n_m, pid // n_m
+        if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
+            start_m = n_m - 1 - start_m
+        b, h = bh // H, bh % H
+        k_at = _at(b, h // GROUP, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
+        v_at = _at(b, h // GROUP, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
         if CAUSAL:  # blocks up to the diagonal; those from mask_from on cross it
             n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + delta, n_kv), BLOCK_N)
-            mask_from = (start_m * BLOCK_M + delta) // BLOCK_N
         else:
             n_blocks = gl.cdiv(n_kv, BLOCK_N)
-            mask_from = n_blocks
-        _load(q_desc, q_at, bar_q, q_smem, True)
+        _load(q_desc, _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED), bar_q.index(0),
+              q_smem.index(0), True)
         for i in gl.static_range(STAGES):  # fill the ring
             _load(k_desc, (k_at[0] + i * BLOCK_N, k_at[1]), bar_k.index(i), k_smem.index(i),
                   i < n_blocks)
             _load(v_desc, (v_at[0] + i * BLOCK_N, v_at[1]), bar_v.index(i), v_smem.index(i),
                   i < n_blocks)
-        mbarrier.wait(bar_q, 0)
-        q = q_smem
 
-        # block 0: its scores, then its softmax; the accumulator starts empty
-        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-        s = warpgroup_mma_wait(0, deps=[_scores(q, k_smem, bar_k, 0, s_zero, STAGES)])
-        s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
-        s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
-        p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
-                                      gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-        sync_warps()                             # every warp is done with K's slot 0
-        _load(k_desc, (k_at[0] + STAGES * BLOCK_N, k_at[1]), bar_k.index(0), k_smem.index(0),
-              STAGES < n_blocks)
+        for it in range(n_mine):
+            # this tile (start_m, b, h, k_at, v_at, n_blocks as set above or by the last
+            # tile); the next one's, which only PERSISTENT reads
+            t_next = pid + (it + 1) * step
+            ahead = (t_next < n_m * n_bh) if PERSISTENT else False  # a next tile to load
+            b_next, h_next = (t_next // n_m) // H, (t_next // n_m) % H
+            k_next = _at(b_next, h_next // GROUP, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
+            v_next = _at(b_next, h_next // GROUP, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
+            g0 = it * n_blocks                   # key blocks the ring has passed
+            buf = it % Q_BUFS
+            mask_from = (start_m * BLOCK_M + delta) // BLOCK_N if CAUSAL else n_blocks
+            offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
+            mbarrier.wait(bar_q.index(buf), (it // Q_BUFS) & 1)
+            q = q_smem.index(buf)
 
-        # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and nothing
-        # stays in flight across the loop's back edge. Issuing S_{j+1} before the wait on P V
-        # as well (so that the rescale runs under it) made ptxas serialize every wgmma (its
-        # warning C7514) and lost (docs/kernels/flash_attention_sm90.md).
-        for j in range(1, n_blocks):
-            s_tok = _scores(q, k_smem, bar_k, j, s_zero, STAGES)            # S_j = Q K_j^T
-            acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)          # acc += P V
-            s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
-            s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
-            s = _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
-            p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)           # ... under this
-            acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            # block 0: its scores, then its softmax; the accumulator starts empty
+            s = warpgroup_mma_wait(0, deps=[_scores(q, k_smem, bar_k, g0, s_zero, STAGES)])
+            s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+            s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
+            p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32,
+                                                     row_s),
+                                          gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
-            sync_warps()                         # K's slot and V's previous slot are free
-            _load(k_desc, (k_at[0] + (j + STAGES) * BLOCK_N, k_at[1]),
-                  bar_k.index(j % STAGES), k_smem.index(j % STAGES), j + STAGES < n_blocks)
-            _load(v_desc, (v_at[0] + (j - 1 + STAGES) * BLOCK_N, v_at[1]),
-                  bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
-                  j - 1 + STAGES < n_blocks)
+            acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+            sync_warps()                         # every warp is done with K's slot
+            if PERSISTENT:  # the next tile's Q, into the buffer whose O went out last tile
+                tma.store_wait(pendings=0)
+                _load(q_desc, _at(b_next, h_next, (t_next % n_m) * BLOCK_M, H, n_q, HEAD_DIM,
+                                  Q_STRIDED),
+                      bar_q.index(1 - buf), q_smem.index(1 - buf), ahead)
+            _load(k_desc, _ring_at(k_at, k_next, STAGES, n_blocks, BLOCK_N, PERSISTENT),
+                  bar_k.index(g0 % STAGES), k_smem.index(g0 % STAGES), (STAGES < n_blocks) | ahead)
 
-        # the last block's P V, then normalise
-        acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
-        sync_warps()                             # no warp still reads what O overwrites
-        _store_o(acc, m_i, l_i, start_m * BLOCK_M, o_smem, o_desc, O, LSE, b, h, H, n_q,
-                 HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED)
-        mbarrier.invalidate(bar_q)
+            # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and
+            # nothing stays in flight across the loop's back edge. Issuing S_{j+1} before the
+            # wait on P V as well (so that the rescale runs under it) made ptxas serialize
+            # every wgmma (its warning C7514) and lost (docs/kernels/flash_attention_sm90.md).
+            for j in range(1, n_blocks):
+                g = g0 + j
+                s_tok = _scores(q, k_smem, bar_k, g, s_zero, STAGES)        # S_j = Q K_j^T
+                acc_tok = _pv(p_op, v_smem, bar_v, g - 1, acc, STAGES)      # acc += P V
+                s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
+                s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+                s = _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
+                p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)       # ... under this
+                acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                sync_warps()                     # K's slot and V's previous slot are free
+                _load(k_desc, _ring_at(k_at, k_next, j + STAGES, n_blocks, BLOCK_N, PERSISTENT),
+                      bar_k.index(g % STAGES), k_smem.index(g % STAGES),
+                      (j + STAGES < n_blocks) | ahead)
+                _load(v_desc, _ring_at(v_at, v_next, j - 1 + STAGES, n_blocks, BLOCK_N,
+                                       PERSISTENT),
+                      bar_v.index((g - 1) % STAGES), v_smem.index((g - 1) % STAGES),
+                      (j - 1 + STAGES < n_blocks) | ahead)
+
+            # the last block's P V, then normalise
+            g = g0 + n_blocks - 1
+            acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, g, acc, STAGES)])
+            sync_warps()                         # no warp still reads what O overwrites
+            if PERSISTENT:  # V's slot is free: the next tile's block STAGES - 1
+                _load(v_desc, _ring_at(v_at, v_next, n_blocks - 1 + STAGES, n_blocks, BLOCK_N,
+                                       PERSISTENT),
+                      bar_v.index(g % STAGES), v_smem.index(g % STAGES), ahead)
+            _store_o(acc, m_i, l_i, start_m * BLOCK_M, q_smem.index(buf), o_desc, O, LSE, b, h,
+                     H, n_q, HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED, not PERSISTENT)
+            if PERSISTENT:
+                start_m, b, h, k_at, v_at = t_next % n_m, b_next, h_next, k_next, v_next
+
+        tma.store_wait(pendings=0)
+        for i in gl.static_range(Q_BUFS):
+            mbarrier.invalidate(bar_q.index(i))
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(bar_k.index(i))
             mbarrier.invalidate(bar_v.index(i))
@@ -277,7 +329,8 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
         else:
             stages = 1
     return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
-            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False, "num_warps": 4}
+            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False, "PERSISTENT": False,
+            "num_warps": 4}
 
 
 def layout(t) -> tuple[bool, int, int] | None:
@@ -370,6 +423,8 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "head dim or dtype"
     if not c["RAGGED"] and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
         return "lengths not whole tiles"
+    if c["PERSISTENT"] and (causal or -(-k.shape[2] // c["BLOCK_N"]) < c["STAGES"]):
+        return "PERSISTENT with a causal mask or fewer key blocks than stages"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
     q_at, k_at, v_at = layout(q), layout(k), layout(v)
@@ -405,11 +460,34 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     hkv, n_kv = k.shape[1:3]
     out = out_like(q) if out is None else out
     c = flags(q, k, v, causal, cfg)
-    bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    flash_fwd_sm90[(triton.cdiv(n_q, bm), b * h)](
-        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * LOG2E, h, h // hkv,
-        n_q, n_kv, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
-        STAGES=stages, CAUSAL=causal, **c)
+    args = (desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * LOG2E, h,
+            h // hkv, n_q, n_kv, b * h, *layout(k)[1:], *layout(v)[1:])
+    consts = {"HEAD_DIM": d, "CAUSAL": causal, **c}
+    tiles = triton.cdiv(n_q, bm) * b * h
+    if c["PERSISTENT"]:  # as many programs as fit the GPU at once
+        tiles = min(tiles, resident(q.device, args, consts))
+    flash_fwd_sm90[(tiles,)](*args, **consts)
     return out, lse
+
+
+_RESIDENT: dict = {}
+
+
+def resident(device, args, consts: dict) -> int:
+    """Programs of flash_fwd_sm90 under ``consts`` that an sm_90 GPU holds at once: an SM's
+    65,536 registers (a warp's taken in steps of 8 a thread), 228 KB of shared memory (1 KB
+    reserved a program) and 64 warps, over its SMs (flash_resources.py counts the same from
+    the cubin, with no GPU)."""
+    key = (device, tuple(sorted(consts.items())), args[0].base.dtype)
+    if key not in _RESIDENT:
+        kernel = flash_fwd_sm90.warmup(*args, grid=(1,), **consts)
+        kernel._init_handles()                   # loaded onto the GPU: its registers known
+        warps = consts["num_warps"]
+        per_sm = min(65536 // (-(-kernel.n_regs // 8) * 8 * 32 * warps),
+                     (228 << 10) // (kernel.metadata.shared + 1024), 64 // warps)
+        _RESIDENT[key] = max(1, per_sm) * torch.cuda.get_device_properties(
+            device).multi_processor_count
+    return _RESIDENT[key]
