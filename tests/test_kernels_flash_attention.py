@@ -481,14 +481,16 @@ PERSISTENT_CASES = [  # (B, H, Lq, Lkv, D, Hkv), programs (None: as many as fit 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,programs", PERSISTENT_CASES)
-@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize("cfg", [{"STAGES": 1}, {"STAGES": 2}, {"BLOCK_N": 32, "STAGES": 2}])
 @pytest.mark.parametrize("tokens_first", [False, True])
-def test_flash_attention_sm90_persistent_matches_fp64(monkeypatch, shape, programs, stages,
-                                                      tokens_first):
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_persistent_matches_fp64(monkeypatch, shape, programs, cfg,
+                                                      tokens_first, causal):
     """PERSISTENT: programs walking tiles with the ring's phases and Q's two buffers carried
-    on, the next tile's first blocks loaded under this one's last: every row written (out
-    starts NaN), none past its head's, at whole and ragged lengths, GQA, q, k, v as
-    transformers leaves them, a program walking every tile (1) or a few (3, 5, 7)."""
+    on, the next tile's first blocks loaded under this one's last, causal tiles of every
+    length: every row written (out starts NaN), none past its head's, at whole and ragged
+    lengths, GQA, q, k, v as transformers leaves them, a program walking every tile (1) or a
+    few (3, 5, 7). usable() refuses a tile of fewer key blocks than stages."""
     from rooflab.kernels import flash_attention_sm90 as F9
     b, h, n_q, n_kv, d, hkv = shape
     if programs:
@@ -498,12 +500,15 @@ def test_flash_attention_sm90_persistent_matches_fp64(monkeypatch, shape, progra
         if tokens_first:
             q, k, v = _blhd(q), _blhd(k), _blhd(v)
         out = torch.full_like(q, float("nan"))
-        cfg = {**F9.flags(q, k, v, causal), "STAGES": stages, "PERSISTENT": True}
-        assert F9.usable(q, k, v, causal, cfg, out=out) is None
-        assert F9.usable(q, k, v, True, cfg) is not None  # no causal mask
-        return F9.flash_attention_sm90(q, k, v, causal, cfg=cfg, out=out)
+        c = {**F9.flags(q, k, v, causal), **cfg, "PERSISTENT": True}
+        first = min(64 + n_kv - n_q, n_kv) if causal else n_kv
+        if -(-first // c["BLOCK_N"]) < c["STAGES"]:
+            assert "fewer key blocks" in F9.usable(q, k, v, causal, c, out=out)
+            pytest.skip("a tile of fewer key blocks than stages")
+        assert F9.usable(q, k, v, causal, c, out=out) is None
+        return F9.flash_attention_sm90(q, k, v, causal, cfg=c, out=out)
 
-    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, False, device="cuda", seed=n_kv,
+    e = FA.errors(b, h, n_q, n_kv, d, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
                   kernel=kernel)
     _holds_to_fp64(e)
 

@@ -137,15 +137,41 @@ if gluon is not None:
 
     @gluon.jit
     def _ring_at(at, at_next, j, n_blocks, BLOCK_N: gl.constexpr, PERSISTENT: gl.constexpr):
-        # where block j of a tile's keys starts, and whether it is loaded: this tile's, or,
-        # PERSISTENT, past its last block, block j - n_blocks of the program's next tile
-        # (at_next)
+        # where block j of a tile's keys starts: this tile's, or, PERSISTENT, past its last
+        # block, block j - n_blocks of the program's next tile (at_next)
         if PERSISTENT:
             nxt = (j >= n_blocks).to(gl.int32)
             return (at[0] + j * BLOCK_N + nxt * (at_next[0] - at[0] - n_blocks * BLOCK_N),
                     at[1] + nxt * (at_next[1] - at[1]))
         else:
             return at[0] + j * BLOCK_N, at[1]
+
+    @gluon.jit
+    def _tile(it, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+              K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr):
+        # the it-th tile a program runs: (its first query row's block, batch, head, where its
+        # K and V heads start, its key blocks). Tile t is the (t % n_m)-th of (batch, head)
+        # t // n_m, causal ones the longest (last queries, most keys) first. Without PERSISTENT
+        # a program runs tile program_id; with it, tile pid of each round of ``programs`` tiles
+        # on even rounds and programs - 1 - pid on odd ones, so that a program's causal tiles
+        # alternate long and short
+        pid = gl.program_id(0)
+        t = pid
+        if PERSISTENT:
+            step = gl.num_programs(0)
+            t = it * step + pid + (it % 2) * (step - 1 - 2 * pid)
+        start_m, bh = t % n_m, t // n_m
+        if CAUSAL:
+            start_m = n_m - 1 - start_m
+        b, h = bh // H, bh % H
+        k_at = _at(b, h // GROUP, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
+        v_at = _at(b, h // GROUP, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
+        if CAUSAL:  # blocks up to the diagonal (the queries are the last n_q of the keys)
+            n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + n_kv - n_q, n_kv), BLOCK_N)
+        else:
+            n_blocks = gl.cdiv(n_kv, BLOCK_N)
+        return start_m, b, h, k_at, v_at, n_blocks
 
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q, n_kv,
@@ -156,16 +182,17 @@ if gluon is not None:
                        PERSISTENT: gl.constexpr, num_warps: gl.constexpr):
         # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout(): k's and v's pitch and
         # width given); _at places a tile in them. O: o's first element, for a ragged last tile.
-        # A tile is BLOCK_M query rows of one of n_bh (batch, head) pairs, tile t the
-        # (t % n_m)-th of pair t // n_m. A program runs tile program_id, or, PERSISTENT (not
-        # causal: every tile has as many key blocks), tiles pid, pid + programs, ... with the
-        # ring's phases carried on, loading the next tile's Q and first key blocks under this
-        # one's last blocks and leaving its O's store in flight
+        # A program runs one tile (_tile) or, PERSISTENT, a walk of them with the ring's phases
+        # carried on: the next tile's Q and first key blocks load under this one's last blocks,
+        # and its O's store is left in flight (usable: every tile has STAGES key blocks or more)
         n_m = gl.cdiv(n_q, BLOCK_M)
-        pid = gl.program_id(0)
-        step = gl.num_programs(0)
         Q_BUFS: gl.constexpr = 2 if PERSISTENT else 1
-        n_mine = gl.cdiv(n_m * n_bh - pid, step) if PERSISTENT else 1
+        n_mine = 1
+        if PERSISTENT:  # whole rounds of ``programs`` tiles, and the last one's share
+            pid, step, n_tiles = gl.program_id(0), gl.num_programs(0), n_m * n_bh
+            rounds = n_tiles // step
+            last = pid + (rounds % 2) * (step - 1 - 2 * pid)
+            n_mine = rounds + (last < n_tiles % step).to(gl.int32)
         dtype: gl.constexpr = q_desc.dtype
 
         # The tensor cores' register layouts: S (BLOCK_M, BLOCK_N) and O (BLOCK_M, D) split by
@@ -195,16 +222,9 @@ if gluon is not None:
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
 
         # the first tile's Q and the ring's first blocks
-        start_m, bh = pid % n_m, pid // n_m
-        if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
-            start_m = n_m - 1 - start_m
-        b, h = bh // H, bh % H
-        k_at = _at(b, h // GROUP, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
-        v_at = _at(b, h // GROUP, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
-        if CAUSAL:  # blocks up to the diagonal; those from mask_from on cross it
-            n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + delta, n_kv), BLOCK_N)
-        else:
-            n_blocks = gl.cdiv(n_kv, BLOCK_N)
+        start_m, b, h, k_at, v_at, n_blocks = _tile(
+            0, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width, BLOCK_M, BLOCK_N,
+            CAUSAL, K_STRIDED, V_STRIDED, PERSISTENT)
         _load(q_desc, _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED), bar_q.index(0),
               q_smem.index(0), True)
         for i in gl.static_range(STAGES):  # fill the ring
@@ -213,15 +233,16 @@ if gluon is not None:
             _load(v_desc, (v_at[0] + i * BLOCK_N, v_at[1]), bar_v.index(i), v_smem.index(i),
                   i < n_blocks)
 
+        g0 = 0                                   # key blocks the ring has passed
         for it in range(n_mine):
-            # this tile (start_m, b, h, k_at, v_at, n_blocks as set above or by the last
-            # tile); the next one's, which only PERSISTENT reads
-            t_next = pid + (it + 1) * step
-            ahead = (t_next < n_m * n_bh) if PERSISTENT else False  # a next tile to load
-            b_next, h_next = (t_next // n_m) // H, (t_next // n_m) % H
-            k_next = _at(b_next, h_next // GROUP, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
-            v_next = _at(b_next, h_next // GROUP, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
-            g0 = it * n_blocks                   # key blocks the ring has passed
+            start_m, b, h, k_at, v_at, n_blocks = _tile(
+                it, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width, BLOCK_M,
+                BLOCK_N, CAUSAL, K_STRIDED, V_STRIDED, PERSISTENT)
+            # the next tile's, which only PERSISTENT loads (where there is one: ``ahead``)
+            m_next, b_next, h_next, k_next, v_next, _ = _tile(
+                it + 1, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width, BLOCK_M,
+                BLOCK_N, CAUSAL, K_STRIDED, V_STRIDED, PERSISTENT)
+            ahead = (it + 1 < n_mine) if PERSISTENT else False
             buf = it % Q_BUFS
             mask_from = (start_m * BLOCK_M + delta) // BLOCK_N if CAUSAL else n_blocks
             offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
@@ -240,11 +261,11 @@ if gluon is not None:
             sync_warps()                         # every warp is done with K's slot
             if PERSISTENT:  # the next tile's Q, into the buffer whose O went out last tile
                 tma.store_wait(pendings=0)
-                _load(q_desc, _at(b_next, h_next, (t_next % n_m) * BLOCK_M, H, n_q, HEAD_DIM,
-                                  Q_STRIDED),
+                _load(q_desc, _at(b_next, h_next, m_next * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED),
                       bar_q.index(1 - buf), q_smem.index(1 - buf), ahead)
             _load(k_desc, _ring_at(k_at, k_next, STAGES, n_blocks, BLOCK_N, PERSISTENT),
-                  bar_k.index(g0 % STAGES), k_smem.index(g0 % STAGES), (STAGES < n_blocks) | ahead)
+                  bar_k.index(g0 % STAGES), k_smem.index(g0 % STAGES),
+                  (STAGES < n_blocks) | ahead)
 
             # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and
             # nothing stays in flight across the loop's back edge. Issuing S_{j+1} before the
@@ -280,8 +301,7 @@ if gluon is not None:
                       bar_v.index(g % STAGES), v_smem.index(g % STAGES), ahead)
             _store_o(acc, m_i, l_i, start_m * BLOCK_M, q_smem.index(buf), o_desc, O, LSE, b, h,
                      H, n_q, HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED, not PERSISTENT)
-            if PERSISTENT:
-                start_m, b, h, k_at, v_at = t_next % n_m, b_next, h_next, k_next, v_next
+            g0 += n_blocks
 
         tma.store_wait(pendings=0)
         for i in gl.static_range(Q_BUFS):
@@ -423,8 +443,9 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "head dim or dtype"
     if not c["RAGGED"] and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
         return "lengths not whole tiles"
-    if c["PERSISTENT"] and (causal or -(-k.shape[2] // c["BLOCK_N"]) < c["STAGES"]):
-        return "PERSISTENT with a causal mask or fewer key blocks than stages"
+    first = min(c["BLOCK_M"] + k.shape[2] - q.shape[2], k.shape[2]) if causal else k.shape[2]
+    if c["PERSISTENT"] and -(-first // c["BLOCK_N"]) < c["STAGES"]:
+        return "PERSISTENT with a tile of fewer key blocks than stages"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
     q_at, k_at, v_at = layout(q), layout(k), layout(v)
