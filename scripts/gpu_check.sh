@@ -149,8 +149,8 @@ ab_short() {
 has ab_short && run ab_short ab_short
 # PERSISTENT: the plain kernel's programs walk tiles, loading the next tile's Q and first key
 # blocks under this one's last and leaving its O's store in flight. Its GPU tests and the plain
-# kernel's, then the A/B against the plain kernel as configured and ``after`` (PERSISTENT_SETS: persistent and persistent_heldout without a mask,
-# persistent_causal). Expected, written before the run: in one stage at most 0.95x the plain
+# kernel's, then the A/B against the plain kernel as configured and ``after``
+# (PERSISTENT_SETS: persistent and persistent_heldout without a mask, persistent_causal). Expected, written before the run: in one stage at most 0.95x the plain
 # kernel's time at head dim 128 rows without a mask of at most 1,024 keys and three or more
 # programs an SM, and the 16 x 512 row at or past cuDNN; causal, capped at 168 registers (three
 # programs an SM), at or past the plain kernel at 128 x 256 and 32 x 512
