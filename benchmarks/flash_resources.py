@@ -1,8 +1,7 @@
 """What each FlashAttention tile config asks of a Hopper SM, with no GPU: registers a thread,
 spills, shared memory, and so how many programs fit an SM (the kernel compiled by the installed
 Triton for sm_90, its cubin read by cuobjdump). The A/Bs measure speed; this says why a config
-can or cannot overlap more programs. An SM of the H100/H200: 65,536 registers (a warp's taken
-in steps of 8 a thread), 228 KB of shared memory (1 KB more reserved a program), 64 warps.
+can or cannot overlap more programs (an SM's limits: flash_attention_sm90.fits).
 With --gluon, the Gluon kernel of flash_attention_sm90.py instead (variants merged over its
 config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519: every wgmma
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
@@ -33,9 +32,6 @@ from rooflab.kernels import flash_attention_sm90_ws as F9W
 from rooflab.kernels.inputs import HEAD_DIMS
 
 from common import variants as parse_variants, write
-
-SM_REGS, SM_SMEM_BYTES, SM_WARPS, RESERVED_SMEM_BYTES = 65536, 228 << 10, 64, 1024
-
 
 def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0,
              keep: bool = False, sinks: bool = False, softcap: bool = False):
@@ -115,9 +111,7 @@ def resources(kernel, num_warps: int) -> dict:
                          capture_output=True, text=True, check=True).stdout
     use = {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL):(\d+)", out)}
     smem = kernel.metadata.shared
-    by = {"registers": SM_REGS // (-(-use["REG"] // 8) * 8 * 32 * num_warps),
-          "shared_memory": SM_SMEM_BYTES // (smem + RESERVED_SMEM_BYTES),
-          "warps": SM_WARPS // num_warps}
+    by = F9.fits(use["REG"], smem, num_warps)
     return {"registers_per_thread": use["REG"], "spill_bytes": use.get("LOCAL", 0),
             "stack_bytes": use.get("STACK", 0), "shared_bytes": smem, "programs_per_sm_by": by,
             "programs_per_sm": min(by.values()), "limited_by": min(by, key=by.get)}

@@ -472,6 +472,18 @@ def test_flash_attention_sm90_takes_ragged_lengths(shape, causal, cfg):
     _holds_to_fp64(e)
 
 
+def test_fits_counts_what_an_sm_holds():
+    """A program's registers (taken in steps of 8 a thread), shared memory (plus 1 KB) and
+    warps against an sm_90 SM's 65,536, 228 KB and 64: the plain kernel's one stage at head
+    dim 128 (138 registers, 48 KB: three by registers), the warp-specialized kernel (168
+    registers, 12 warps: one)."""
+    from rooflab.kernels import flash_attention_sm90 as F9
+    assert F9.fits(138, 49192, 4) == {"registers": 3, "shared_memory": 4, "warps": 16}
+    assert F9.fits(161, 65576, 4) == {"registers": 3, "shared_memory": 3, "warps": 16}
+    assert min(F9.fits(168, 200000, 12).values()) == 1
+    assert F9.fits(186, 65576, 4)["registers"] == 2
+
+
 PERSISTENT_CASES = [  # (B, H, Lq, Lkv, D, Hkv), programs (None: as many as fit the GPU)
     ((2, 8, 1024, 1024, 128, 2), None), ((2, 8, 1024, 1024, 128, 2), 3),
     ((3, 6, 200, 333, 128, 3), 5), ((1, 4, 77, 1000, 64, 4), 2), ((4, 4, 256, 256, 64, 1), 7),

@@ -497,18 +497,23 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
 _RESIDENT: dict = {}
 
 
+def fits(regs: int, smem: int, warps: int) -> dict:
+    """Programs of a kernel (``regs`` registers a thread, ``smem`` bytes of shared memory,
+    ``warps`` warps) that an sm_90 SM holds at once, by each of its limits: 65,536 registers (a
+    warp's taken in steps of 8 a thread), 228 KB of shared memory (1 KB reserved a program), 64
+    warps."""
+    return {"registers": 65536 // (-(-regs // 8) * 8 * 32 * warps),
+            "shared_memory": (228 << 10) // (smem + 1024), "warps": 64 // warps}
+
+
 def resident(device, args, consts: dict) -> int:
-    """Programs of flash_fwd_sm90 under ``consts`` that an sm_90 GPU holds at once: an SM's
-    65,536 registers (a warp's taken in steps of 8 a thread), 228 KB of shared memory (1 KB
-    reserved a program) and 64 warps, over its SMs (flash_resources.py counts the same from
-    the cubin, with no GPU)."""
+    """Programs of flash_fwd_sm90 under ``consts`` that the GPU holds at once (fits(), over its
+    SMs); compiled once a config."""
     key = (device, tuple(sorted(consts.items())), args[0].base.dtype)
     if key not in _RESIDENT:
         kernel = flash_fwd_sm90.warmup(*args, grid=(1,), **consts)
         kernel._init_handles()                   # loaded onto the GPU: its registers known
-        warps = consts["num_warps"]
-        per_sm = min(65536 // (-(-kernel.n_regs // 8) * 8 * 32 * warps),
-                     (228 << 10) // (kernel.metadata.shared + 1024), 64 // warps)
+        per_sm = min(fits(kernel.n_regs, kernel.metadata.shared, consts["num_warps"]).values())
         _RESIDENT[key] = max(1, per_sm) * torch.cuda.get_device_properties(
             device).multi_processor_count
     return _RESIDENT[key]
