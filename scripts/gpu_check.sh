@@ -151,14 +151,14 @@ has ab_short && run ab_short ab_short
 # blocks under this one's last and leaving its O's store in flight. Its GPU tests and the plain
 # kernel's, then the A/B against the plain kernel as configured and ``after``
 # (PERSISTENT_SETS: persistent and persistent_heldout without a mask, persistent_causal;
-# TESTS_TIMEOUT: seconds for the tests, a hung kernel's bound). Expected, written before the run: in one stage at most 0.95x the plain
+# TESTS_TIMEOUT: seconds for the tests, a hung kernel's bound; PERSISTENT_TESTS: their -k). Expected, written before the run: in one stage at most 0.95x the plain
 # kernel's time at head dim 128 rows without a mask of at most 1,024 keys and three or more
 # programs an SM, and the 16 x 512 row at or past cuDNN; causal, capped at 168 registers (three
 # programs an SM), at or past the plain kernel at 128 x 256 and 32 x 512
 ab_persistent() {
   PART_TIMEOUT=${TESTS_TIMEOUT:-${PART_TIMEOUT:-0}} py_test \
     --junitxml="$cur/pytest-gpu-persistent.xml" tests/test_kernels_flash_attention.py -k \
-    "persistent or sm90_takes or sm90_matches_fp64 or runs_the_gluon or narrower_key_blocks" \
+    "${PERSISTENT_TESTS:-persistent or sm90_takes or sm90_matches_fp64 or runs_the_gluon or narrower_key_blocks}" \
     || return
   local set capped
   for set in ${PERSISTENT_SETS:-persistent persistent_heldout persistent_causal}; do
