@@ -13,7 +13,8 @@ Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, any lengths
 they are not whole tiles: the last key block's tail masked, the last query tile stored by
 address); q, k, v in any layout() reads (contiguous, transformers' tokens first, slices of a
 fused projection's rows, a longer cache's first rows, whole key blocks of it). Anything else is
-flash_attention.py's.
+flash_attention.py's. PERSISTENT: as many programs as the GPU holds, each walking tiles, the
+next tile's loads issued under this one's last blocks.
 Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (tests marked gpu) and
 compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
 ptxas's warning that it serialized the wgmma ops).
@@ -339,7 +340,8 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
       of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an
       SM).
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
-    tiles; flags() sets it from the inputs."""
+    tiles; flags() sets it from the inputs. PERSISTENT (programs walking tiles) is off until
+    its A/B on a GPU."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and (causal and 0 < n_kv <= CAUSAL_KEYS_64 or n_kv % 128):
         bn = 64
