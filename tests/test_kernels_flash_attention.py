@@ -913,7 +913,9 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     """Head dim 128: 32-key blocks in two stages at most N32_KEYS keys and SHORT_WAVES waves of
     four programs an SM, else 64-key blocks in one stage where short() takes the row, two
     elsewhere. Head dim 64: 64-key blocks causal up to CAUSAL_KEYS_64 keys or on keys that are
-    not whole 128-key blocks, else 128. Head dim 256: 32."""
+    not whole 128-key blocks, else 128, in one stage without a mask up to SHORT_KEYS. Head dim
+    256: 32. PERSISTENT on the one-stage rows from PERSIST_KEYS keys at 128 (capped registers
+    causal) and on 64's one-stage rows; never on ragged ones (flags)."""
     from rooflab.kernels import flash_attention_sm90 as F9
     deep = 4 * F9.SHORT_WAVES
     tiles = lambda *a: (F9.config(*a)["BLOCK_N"], F9.config(*a)["STAGES"])  # noqa: E731
@@ -924,10 +926,25 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     assert tiles(128, F9.SHORT_KEYS + 64, deep) == tiles(128, F9.CAUSAL_KEYS + 64, deep, True) \
         == tiles(128, F9.SHORT_KEYS + 64, wave - 0.5, True) == tiles(128) == (64, 2)
     assert tiles(64, F9.CAUSAL_KEYS_64, 1, True) == tiles(64, 256, 10 * deep, True) == (64, 2)
-    assert tiles(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == tiles(64, 256, deep, False) == (128, 2)
+    assert tiles(64, F9.CAUSAL_KEYS_64 + 128, 1, True) == tiles(64, 4096, deep) == (128, 2)
+    assert tiles(64, 256, deep, False) == tiles(64, F9.SHORT_KEYS) == (128, 1)
     assert tiles(64, 320) == tiles(64, 4000) == tiles(64, 4000, 1, True) == (64, 2)
     assert not F9.short(0, 10 * deep, True)  # no keys: no short row, on any grid
     assert tiles(256, 256, 10 * deep, True) == (32, 2)
+    on = lambda *a: (F9.config(*a)["PERSISTENT"], F9.config(*a).get("maxnreg"))  # noqa: E731
+    assert on(128, F9.PERSIST_KEYS, 1) == on(128, F9.SHORT_KEYS, deep) == (True, None)
+    assert on(128, F9.PERSIST_KEYS, deep, True) == (True, F9.PERSIST_CAUSAL_REGS)
+    assert not any(on(*a)[0] for a in [(128, F9.PERSIST_KEYS - 64, 1), (128, 256, deep),
+                                       (128, F9.SHORT_KEYS + 64, deep, True), (128,),
+                                       (64, 512, 1, True), (64, F9.SHORT_KEYS + 128), (64,),
+                                       (256, 512)])
+    assert on(64, 256, deep) == (True, None)
+    ragged = torch.empty(1, 2, 500, 128), torch.empty(1, 2, 500, 128)
+    f = F9.flags(ragged[0], ragged[1], ragged[1])
+    assert f["RAGGED"] and not f["PERSISTENT"] and (f["BLOCK_N"], f["STAGES"]) == (64, 1)
+    f = F9.flags(torch.empty(1, 2, 512, 64), torch.empty(1, 2, 512, 64),
+                 torch.empty(1, 2, 512, 64))
+    assert f["PERSISTENT"] and not f["RAGGED"] and (f["BLOCK_N"], f["STAGES"]) == (128, 1)
 
 
 @pytest.mark.gpu
@@ -935,8 +952,8 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
 def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, causal):
     """flash_attention() on short rows runs the plain kernel with the key blocks and stages
     config() names: at head dim 128, 32 keys in two stages on a deep grid, 64 in one on a
-    shallow one; at head dim 64, 64 keys causal and 128 not (lengths that are whole 64-key
-    blocks only where causal); in both layouts each matches fp64."""
+    shallow one; at head dim 64, 64 keys causal and 128 in one stage not (lengths that are
+    whole 64-key blocks only where causal); in both layouts each matches fp64."""
     from rooflab.kernels import flash_attention_sm90 as F9
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
@@ -947,7 +964,7 @@ def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, caus
         tuple(F9.flags(q, k, v, c, kw.get("cfg"))[x] for x in ("BLOCK_N", "STAGES")))
         or real(q, k, v, c, *a, **kw))
     for b, n, d, tile in [(deep, 256, 128, (32, 2)), (2, 256, 128, (64, 1)),
-                          (2, 320 if causal else 256, 64, (64, 2) if causal else (128, 2))]:
+                          (2, 320 if causal else 256, 64, (64, 2) if causal else (128, 1))]:
         tiles.clear()
         e = FA.errors(b, 32, n, n, d, 8, torch.bfloat16, causal, device="cuda", seed=b)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e

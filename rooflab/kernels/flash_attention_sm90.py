@@ -315,6 +315,7 @@ if gluon is not None:
 # query rows a program; config()'s and short()'s bounds
 BLOCK_M, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 256, 3, 1024
 SHORT_KEYS, CAUSAL_KEYS, CAUSAL_WAVE = 1024, 2048, 3
+PERSIST_KEYS, PERSIST_CAUSAL_REGS = 384, 168  # PERSISTENT's bounds (config)
 
 
 def short(n_kv: int, per_sm: float, causal: bool) -> bool:
@@ -339,20 +340,29 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
       SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
       of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an
       SM).
+    - PERSISTENT (programs walking tiles, the next one's loads under this one's last blocks),
+      whole tiles only (flags()): at head dim 128 on the one-stage rows from PERSIST_KEYS
+      (384) keys, capped at PERSIST_CAUSAL_REGS registers causal (three programs an SM); at 64
+      without a mask, whole 128-key blocks up to SHORT_KEYS, in one stage. It lost at fewer
+      keys, 32-key blocks, ragged lengths and past 1,024 keys.
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
-    tiles; flags() sets it from the inputs. PERSISTENT (programs walking tiles) is off until
-    its A/B on a GPU."""
+    tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and (causal and 0 < n_kv <= CAUSAL_KEYS_64 or n_kv % 128):
         bn = 64
+    persistent = False
     if head_dim == 128 and short(n_kv, per_sm, causal):
         if n_kv <= N32_KEYS and per_sm >= 4 * SHORT_WAVES:
             bn = 32
         else:
             stages = 1
+            persistent = PERSIST_KEYS <= n_kv <= SHORT_KEYS
+    if head_dim == 64 and not causal and bn == 128 and 0 < n_kv <= SHORT_KEYS:
+        persistent, stages = True, 1
     return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
-            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False, "PERSISTENT": False,
-            "num_warps": 4}
+            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False,
+            "PERSISTENT": persistent, "num_warps": 4,
+            **({"maxnreg": PERSIST_CAUSAL_REGS} if persistent and causal else {})}
 
 
 def layout(t) -> tuple[bool, int, int] | None:
@@ -410,6 +420,9 @@ def flags(q, k, v, causal: bool = False, cfg: dict | None = None) -> dict:
     where a length is not whole tiles, and ``cfg`` over it."""
     c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal)
     c["RAGGED"] = bool(q.shape[2] % BLOCK_M or k.shape[2] % c["BLOCK_N"])
+    if c["RAGGED"] and c["PERSISTENT"]:  # ragged rows lost with it: config() without it
+        c.update(PERSISTENT=False, STAGES=1 if q.shape[-1] == 128 else 2)
+        c.pop("maxnreg", None)
     return {**c, **strided(q, k, v), **(cfg or {})}
 
 
