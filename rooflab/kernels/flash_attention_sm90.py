@@ -509,9 +509,6 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     return out, lse
 
 
-_RESIDENT: dict = {}
-
-
 def fits(regs: int, smem: int, warps: int) -> dict:
     """Programs of a kernel (``regs`` registers a thread, ``smem`` bytes of shared memory,
     ``warps`` warps) that an sm_90 SM holds at once, by each of its limits: 65,536 registers (a
@@ -519,6 +516,9 @@ def fits(regs: int, smem: int, warps: int) -> dict:
     warps."""
     return {"registers": 65536 // (-(-regs // 8) * 8 * 32 * warps),
             "shared_memory": (228 << 10) // (smem + 1024), "warps": 64 // warps}
+
+
+_RESIDENT: dict = {}  # resident()'s count by device and config
 
 
 def resident(device, args, consts: dict) -> int:
