@@ -915,7 +915,7 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     elsewhere. Head dim 64: 64-key blocks causal up to CAUSAL_KEYS_64 keys or on keys that are
     not whole 128-key blocks, else 128, in one stage without a mask up to SHORT_KEYS. Head dim
     256: 32. PERSISTENT on the one-stage rows from PERSIST_KEYS keys at 128 (capped registers
-    causal) and on 64's one-stage rows; never on ragged ones (flags)."""
+    causal) and on 64's one-stage rows; never where a length is not whole tiles."""
     from rooflab.kernels import flash_attention_sm90 as F9
     deep = 4 * F9.SHORT_WAVES
     tiles = lambda *a: (F9.config(*a)["BLOCK_N"], F9.config(*a)["STAGES"])  # noqa: E731
@@ -939,6 +939,7 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
                                        (64, 512, 1, True), (64, F9.SHORT_KEYS + 128), (64,),
                                        (256, 512)])
     assert on(64, 256, deep) == (True, None)
+    assert not on(128, 512, deep, False, 500)[0] and not on(64, 512, deep, False, 100)[0]
     ragged = torch.empty(1, 2, 500, 128), torch.empty(1, 2, 500, 128)
     f = F9.flags(ragged[0], ragged[1], ragged[1])
     assert f["RAGGED"] and not f["PERSISTENT"] and (f["BLOCK_N"], f["STAGES"]) == (64, 1)

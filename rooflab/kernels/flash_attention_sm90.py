@@ -328,7 +328,8 @@ def short(n_kv: int, per_sm: float, causal: bool) -> bool:
                          causal and n_kv <= CAUSAL_KEYS and per_sm >= CAUSAL_WAVE)
 
 
-def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
+def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False,
+           n_q: int = 0) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps); the STRIDED flags off, for
     contiguous tensors (flags() sets them from the inputs). A short row's program has
     few key blocks, so its setup, first softmax and last P V weigh; more programs an SM hide
@@ -340,24 +341,24 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
       SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
       of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an
       SM).
-    - PERSISTENT (programs walking tiles, the next one's loads under this one's last blocks),
-      whole tiles only (flags()): at head dim 128 on the one-stage rows from PERSIST_KEYS
-      (384) keys, capped at PERSIST_CAUSAL_REGS registers causal (three programs an SM); at 64
-      without a mask, whole 128-key blocks up to SHORT_KEYS, in one stage. It lost at fewer
-      keys, 32-key blocks, ragged lengths and past 1,024 keys.
+    - PERSISTENT (programs walking tiles, the next one's loads under this one's last blocks)
+      where n_q and n_kv are whole tiles: at head dim 128 on the one-stage rows from
+      PERSIST_KEYS keys, capped at PERSIST_CAUSAL_REGS registers causal (three programs an
+      SM); at 64 without a mask, whole 128-key blocks up to SHORT_KEYS, in one stage.
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
     tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and (causal and 0 < n_kv <= CAUSAL_KEYS_64 or n_kv % 128):
         bn = 64
     persistent = False
+    whole = not (n_q % BLOCK_M or n_kv % bn)
     if head_dim == 128 and short(n_kv, per_sm, causal):
         if n_kv <= N32_KEYS and per_sm >= 4 * SHORT_WAVES:
             bn = 32
         else:
             stages = 1
-            persistent = PERSIST_KEYS <= n_kv <= SHORT_KEYS
-    if head_dim == 64 and not causal and bn == 128 and 0 < n_kv <= SHORT_KEYS:
+            persistent = whole and PERSIST_KEYS <= n_kv <= SHORT_KEYS
+    if head_dim == 64 and whole and not causal and bn == 128 and 0 < n_kv <= SHORT_KEYS:
         persistent, stages = True, 1
     return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
             "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False,
@@ -418,11 +419,8 @@ def programs_per_sm(q) -> float:
 def flags(q, k, v, causal: bool = False, cfg: dict | None = None) -> dict:
     """config() for these inputs' keys, mask and grid, with their layouts (strided), RAGGED
     where a length is not whole tiles, and ``cfg`` over it."""
-    c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal)
+    c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal, q.shape[2])
     c["RAGGED"] = bool(q.shape[2] % BLOCK_M or k.shape[2] % c["BLOCK_N"])
-    if c["RAGGED"] and c["PERSISTENT"]:  # ragged rows lost with it: config() without it
-        c.update(PERSISTENT=False, STAGES=1 if q.shape[-1] == 128 else 2)
-        c.pop("maxnreg", None)
     return {**c, **strided(q, k, v), **(cfg or {})}
 
 
