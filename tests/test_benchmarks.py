@@ -30,6 +30,7 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
     data = json.load(open(tmp_path / "ab_flash.json"))
     assert data["before"] == "HEAD" and len(data["rows"]) == 2
     for r in data["rows"]:
+        assert "before" in r["max_abs_diff_vs_after"], r["errors"]
         diff = r["max_abs_diff_vs_after"]["before"]  # HEAD's kernel, loaded from git: the
         assert diff == 0.0 if "changes" not in data["after"] else diff < 1e-2  # same, if clean
         assert r["max_abs_diff_vs_after"]["qreg"] < 1e-2
