@@ -914,8 +914,8 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     four programs an SM, else 64-key blocks in one stage where short() takes the row, two
     elsewhere. Head dim 64: 64-key blocks causal up to CAUSAL_KEYS_64 keys or on keys that are
     not whole 128-key blocks, else 128, in one stage without a mask up to SHORT_KEYS. Head dim
-    256: 32. PERSISTENT on the one-stage rows from PERSIST_KEYS keys at 128 (capped registers
-    causal) and on 64's one-stage rows; never where a length is not whole tiles."""
+    256: 32. PERSISTENT without a mask on the one-stage rows from PERSIST_KEYS keys at 128 and
+    on 64's one-stage rows; never causal, nor where a length is not whole tiles."""
     from rooflab.kernels import flash_attention_sm90 as F9
     deep = 4 * F9.SHORT_WAVES
     tiles = lambda *a: (F9.config(*a)["BLOCK_N"], F9.config(*a)["STAGES"])  # noqa: E731
@@ -931,15 +931,15 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
     assert tiles(64, 320) == tiles(64, 4000) == tiles(64, 4000, 1, True) == (64, 2)
     assert not F9.short(0, 10 * deep, True)  # no keys: no short row, on any grid
     assert tiles(256, 256, 10 * deep, True) == (32, 2)
-    on = lambda *a: (F9.config(*a)["PERSISTENT"], F9.config(*a).get("maxnreg"))  # noqa: E731
-    assert on(128, F9.PERSIST_KEYS, 1) == on(128, F9.SHORT_KEYS, deep) == (True, None)
-    assert on(128, F9.PERSIST_KEYS, deep, True) == (True, F9.PERSIST_CAUSAL_REGS)
-    assert not any(on(*a)[0] for a in [(128, F9.PERSIST_KEYS - 64, 1), (128, 256, deep),
-                                       (128, F9.SHORT_KEYS + 64, deep, True), (128,),
-                                       (64, 512, 1, True), (64, F9.SHORT_KEYS + 128), (64,),
-                                       (256, 512)])
-    assert on(64, 256, deep) == (True, None)
-    assert not on(128, 512, deep, False, 500)[0] and not on(64, 512, deep, False, 100)[0]
+    on = lambda *a: F9.config(*a)["PERSISTENT"]  # noqa: E731
+    assert on(128, F9.PERSIST_KEYS, 1) and on(128, F9.SHORT_KEYS, deep) and on(64, 256, deep)
+    assert not any(on(*a) for a in [(128, F9.PERSIST_KEYS - 64, 1), (128, 256, deep),
+                                    (128, F9.PERSIST_KEYS, deep, True),
+                                    (128, F9.SHORT_KEYS, deep, True),
+                                    (128, F9.SHORT_KEYS + 64, deep, True), (128,),
+                                    (64, 512, 1, True), (64, F9.SHORT_KEYS + 128), (64,),
+                                    (256, 512)])
+    assert not on(128, 512, deep, False, 500) and not on(64, 512, deep, False, 100)
     ragged = torch.empty(1, 2, 500, 128), torch.empty(1, 2, 500, 128)
     f = F9.flags(ragged[0], ragged[1], ragged[1])
     assert f["RAGGED"] and not f["PERSISTENT"] and (f["BLOCK_N"], f["STAGES"]) == (64, 1)

@@ -315,7 +315,7 @@ if gluon is not None:
 # query rows a program; config()'s and short()'s bounds
 BLOCK_M, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 256, 3, 1024
 SHORT_KEYS, CAUSAL_KEYS, CAUSAL_WAVE = 1024, 2048, 3
-PERSIST_KEYS, PERSIST_CAUSAL_REGS = 384, 168  # PERSISTENT's bounds (config)
+PERSIST_KEYS = 384  # PERSISTENT's bound (config)
 
 
 def short(n_kv: int, per_sm: float, causal: bool) -> bool:
@@ -342,9 +342,9 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
       of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an
       SM).
     - PERSISTENT (programs walking tiles, the next one's loads under this one's last blocks)
-      where n_q and n_kv are whole tiles: at head dim 128 on the one-stage rows from
-      PERSIST_KEYS keys, capped at PERSIST_CAUSAL_REGS registers causal (three programs an
-      SM); at 64 without a mask, whole 128-key blocks up to SHORT_KEYS, in one stage.
+      without a mask where n_q and n_kv are whole tiles: at head dim 128 on the one-stage rows
+      from PERSIST_KEYS keys; at 64 on whole 128-key blocks up to SHORT_KEYS, in one stage.
+      (Causal, it lost on rows held out from its rule.)
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
     tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
@@ -357,13 +357,12 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
             bn = 32
         else:
             stages = 1
-            persistent = whole and PERSIST_KEYS <= n_kv <= SHORT_KEYS
+            persistent = whole and not causal and PERSIST_KEYS <= n_kv <= SHORT_KEYS
     if head_dim == 64 and whole and not causal and bn == 128 and 0 < n_kv <= SHORT_KEYS:
         persistent, stages = True, 1
     return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
             "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False,
-            "PERSISTENT": persistent, "num_warps": 4,
-            **({"maxnreg": PERSIST_CAUSAL_REGS} if persistent and causal else {})}
+            "PERSISTENT": persistent, "num_warps": 4}
 
 
 def layout(t) -> tuple[bool, int, int] | None:
