@@ -9,7 +9,9 @@ A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
 config and the inputs' flags ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of
-flash_attention_sm90_ws.py; rows they do not take are recorded as their errors. A variant
+flash_attention_sm90_ws.py; with "FROM": PATH beside "GLUON", the plain kernel of the module at
+PATH instead (a flash_attention_sm90.py of another revision, from git show); rows they do not
+take are recorded as their errors. A variant
 {"COPY": true} runs flash_attention as routed on contiguous copies of k and v, the copy timed.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
 tuples. --layout blhd lays q, k and v out as transformers' projections leave them, (B, L, H, D)
@@ -20,6 +22,7 @@ no ``before``. Each row is written as soon as it is done.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -52,17 +55,24 @@ def kernel_at(rev: str):
     path = os.path.join(tempfile.mkdtemp(), f"flash_attention_at_{rev.replace('/', '_')}.py")
     with open(path, "w") as f:
         f.write(src)
+    return module_at(path)
+
+
+@functools.cache
+def module_at(path: str):
+    """The module in file ``path``, imported under its file's name (once)."""
     spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # Triton's @jit reads the source from this file
     return module
 
 
-def gluon(q, k, v, causal: bool, over: dict, ws: bool = False):
+def gluon(q, k, v, causal: bool, over: dict, ws: bool = False, F9=None):
     """A Gluon kernel's (O, LSE) with ``over`` merged over its config and the inputs' flags
-    (its flags()), or why not."""
-    from rooflab.kernels import flash_attention_sm90 as F9
+    (its flags()), or why not; ``F9``: the plain kernel's module, if not the tree's."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
+    if F9 is None:
+        from rooflab.kernels import flash_attention_sm90 as F9
     if ws:
         cfg = F9W.flags(q, k, v, causal, over)
         why = F9W.usable(q, k, v, causal, cfg)
@@ -97,8 +107,9 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
             fns[name] = lambda: FA.flash_attention(q, k.contiguous(), v.contiguous(), causal)
             continue
         if "GLUON" in over or "GLUON_WS" in over:
-            fns[name] = lambda g=over.get("GLUON", over.get("GLUON_WS")), ws="GLUON_WS" in over: \
-                gluon(q, k, v, causal, g, ws)
+            mod = module_at(over["FROM"]) if "FROM" in over else None
+            fns[name] = lambda g=over.get("GLUON", over.get("GLUON_WS")), ws="GLUON_WS" in over, \
+                mod=mod: gluon(q, k, v, causal, g, ws, mod)
             continue
         cfg = {**FA.config(v_dim or d, causal), **over}
         fns[name] = lambda cfg=cfg: FA.flash_attention(q, k, v, causal, cfg=cfg)
