@@ -27,8 +27,7 @@
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
-#          tests, then A/B against copying them), ab_persistent (the plain kernel's programs
-#          walking tiles: tests, then A/B), ab_persistent_rule (its rule on held-out rows),
+#          tests, then A/B against copying them),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -124,10 +123,6 @@ declare -A ab_rows=(
   [causal_heldout]='[(4,32,8,1280,128,"bf16",True),(1,32,8,1800,128,"bf16",True),(8,28,4,1536,128,"fp16",True),(3,32,8,2000,128,"bf16",True),(6,40,8,1152,128,"bf16",True),(2,32,8,2560,128,"bf16",True)]'
   [shallow_heldout]='[(1,8,8,1536,128,"bf16",True),(2,4,4,1280,128,"bf16",True),(1,12,4,1100,128,"fp16",True),(1,16,8,2048,128,"bf16",True),(2,8,8,1792,128,"bf16",True),(1,24,8,1400,128,"bf16",True)]'
   [nomask_heldout]='[(1,32,8,768,128,"bf16",False),(1,40,8,1024,128,"fp16",False),(2,32,8,896,128,"bf16",False),(1,64,8,640,128,"bf16",False),(4,16,4,1000,128,"bf16",False),(2,24,8,576,128,"bf16",False)]'
-  [persistent]='[(16,32,8,512,128,"bf16",False),(128,32,8,256,128,"bf16",False),(10,32,8,512,128,"bf16",False),(32,32,8,384,128,"bf16",False),(200,16,4,128,128,"fp16",False),(8,32,8,1024,128,"bf16",False),(4,32,8,2048,128,"bf16",False),(1,32,8,1000,128,"bf16",False),(4,32,8,700,128,"bf16",False),(2,32,8,4096,128,"bf16",False),(32,32,8,512,64,"bf16",False),(64,32,8,256,64,"bf16",False),(8,32,8,500,64,"bf16",False),(24,14,2,512,64,"bf16",False)]'
-  [persistent_causal]='[(128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),(64,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),(24,32,8,384,128,"bf16",True),(8,32,8,2048,128,"bf16",True),(128,32,8,256,64,"bf16",True),(16,32,8,1024,64,"bf16",True)]'
-  [persistent_rule_heldout]='[(6,28,4,896,128,"bf16",False),(3,40,8,1024,128,"bf16",False),(12,32,8,448,128,"bf16",False),(96,16,16,256,128,"fp16",False),(4,32,8,700,64,"bf16",False),(48,32,8,384,64,"bf16",False),(1,64,8,640,128,"bf16",False),(12,32,8,768,128,"bf16",True),(24,32,8,640,128,"bf16",True),(4,32,8,1024,128,"bf16",True),(2,32,8,1024,128,"fp16",True),(16,28,4,448,128,"fp16",True),(20,40,8,320,128,"bf16",True)]'
-  [persistent_heldout]='[(6,28,4,896,128,"bf16",False),(3,40,8,1024,128,"bf16",False),(12,32,8,448,128,"bf16",False),(96,16,16,256,128,"fp16",False),(4,32,8,700,64,"bf16",False),(48,32,8,384,64,"bf16",False),(2,32,8,3000,128,"bf16",False),(1,64,8,640,128,"bf16",False)]'
   [d64_heldout]='[(48,32,8,384,64,"bf16",True),(96,14,2,256,64,"bf16",True),(24,14,2,512,64,"bf16",False),(64,16,16,320,64,"fp16",True),(4,32,8,448,64,"bf16",True),(16,32,8,768,64,"bf16",True)]'
   [latent]='[(8,16,16,1024,192,"bf16",True),(1,16,16,4096,192,"bf16",True),(8,16,16,1024,192,"bf16",False)]'
   [latent_hf_heldout]='[(2,16,16,2048,192,"bf16",True),(2,16,16,768,192,"bf16",True),(1,16,16,1500,192,"bf16",True),(8,16,16,512,192,"bf16",True),(4,16,16,1024,192,"bf16",True),(1,128,128,1024,192,"bf16",True),(1,16,16,640,192,"bf16",True)]'
@@ -148,38 +143,6 @@ ab_short() {
   done
 }
 has ab_short && run ab_short ab_short
-# PERSISTENT: the plain kernel's programs walk tiles, loading the next tile's Q and first key
-# blocks under this one's last and leaving its O's store in flight. Its GPU tests and the plain
-# kernel's, then the A/B against the plain kernel as configured and ``after``
-# (PERSISTENT_SETS: persistent and persistent_heldout without a mask, persistent_causal;
-# TESTS_TIMEOUT: seconds for the tests, a hung kernel's bound; PERSISTENT_TESTS: their -k). Expected, written before the run: in one stage at most 0.95x the plain
-# kernel's time at head dim 128 rows without a mask of at most 1,024 keys and three or more
-# programs an SM, and the 16 x 512 row at or past cuDNN; causal, capped at 168 registers (three
-# programs an SM), at or past the plain kernel at 128 x 256 and 32 x 512
-ab_persistent() {
-  PART_TIMEOUT=${TESTS_TIMEOUT:-${PART_TIMEOUT:-0}} py_test \
-    --junitxml="$cur/pytest-gpu-persistent.xml" tests/test_kernels_flash_attention.py -k \
-    "${PERSISTENT_TESTS:-persistent or sm90_takes or sm90_matches_fp64 or runs_the_gluon or narrower_key_blocks}" \
-    || return
-  local set capped
-  for set in ${PERSISTENT_SETS:-persistent persistent_heldout persistent_causal}; do
-    capped=()  # causal: 186 registers a thread uncapped, two programs an SM
-    [[ $set == *causal* ]] && capped=(--variant \
-      'plain_s1_p168={"GLUON": {"STAGES": 1, "PERSISTENT": true, "maxnreg": 168}}')
-    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_$set" --rows "${ab_rows[$set]}" \
-      --variant 'plain={"GLUON": {}}' --variant 'plain_p={"GLUON": {"PERSISTENT": true}}' \
-      --variant 'plain_s1_p={"GLUON": {"STAGES": 1, "PERSISTENT": true}}' \
-      "${capped[@]}" || return
-  done
-}
-has ab_persistent && run ab_persistent ab_persistent
-# config()'s PERSISTENT rule (set on ab_persistent's rows) on rows it never saw: persistent_heldout's
-# and causal rows of earlier sets, ``after`` against the plain kernel without it (one stage at
-# 128, two at 64). Expected: ``after`` at or past ``old`` where the rule turns it on
-has ab_persistent_rule && run ab_persistent_rule python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_flash_persistent_rule_heldout --rows "${ab_rows[persistent_rule_heldout]}" \
-  --variant 'old={"GLUON": {"PERSISTENT": false}}' \
-  --variant 'old64={"GLUON": {"PERSISTENT": false, "STAGES": 2}}'
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)

@@ -13,8 +13,7 @@ Scope: sm_90, fp16/bf16, head dims 64, 128, 256, GQA, causal or not, any lengths
 they are not whole tiles: the last key block's tail masked, the last query tile stored by
 address); q, k, v in any layout() reads (contiguous, transformers' tokens first, slices of a
 fused projection's rows, a longer cache's first rows, whole key blocks of it). Anything else is
-flash_attention.py's. PERSISTENT: as many programs as the GPU holds, each walking tiles, the
-next tile's loads issued under this one's last blocks.
+flash_attention.py's.
 Gluon does not run under TRITON_INTERPRET: this kernel is checked on a GPU (tests marked gpu) and
 compiled for sm_90 without one in CI (benchmarks/flash_resources.py --gluon, which also reads
 ptxas's warning that it serialized the wgmma ops).
@@ -106,10 +105,10 @@ if gluon is not None:
     @gluon.jit
     def _store_o(acc, m_i, l_i, first, o_smem, o_desc, O, LSE, b, h, H, n_q,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, RAGGED: gl.constexpr,
-                 Q_STRIDED: gl.constexpr, WAIT: gl.constexpr = True):
+                 Q_STRIDED: gl.constexpr):
         # O = acc / l and LSE (natural log) of head h's BLOCK_M query rows from ``first``: O by
-        # TMA through o_smem (left in flight unless WAIT), or by address where a ragged tile
-        # runs past the head's last row (TMA would write the next head's rows)
+        # TMA through o_smem, or by address where a ragged tile runs past the head's last row
+        # (TMA would write the next head's rows)
         row_o: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
         l_o = gl.convert_layout(l_i, row_o)
         acc = acc / l_o[:, None]
@@ -133,67 +132,26 @@ if gluon is not None:
             fence_async_shared()
             tile = _at(b, h, first, H, n_q, HEAD_DIM, Q_STRIDED)
             tma_store(o_desc, [tile[0], tile[1]], o_smem)
-            if WAIT:
-                tma.store_wait(pendings=0)
-
-    @gluon.jit
-    def _ring_at(at, at_next, j, n_blocks, BLOCK_N: gl.constexpr, PERSISTENT: gl.constexpr):
-        # where block j of a tile's keys starts: this tile's, or, PERSISTENT, past its last
-        # block, block j - n_blocks of the program's next tile (at_next)
-        if PERSISTENT:
-            nxt = (j >= n_blocks).to(gl.int32)
-            return (at[0] + j * BLOCK_N + nxt * (at_next[0] - at[0] - n_blocks * BLOCK_N),
-                    at[1] + nxt * (at_next[1] - at[1]))
-        else:
-            return at[0] + j * BLOCK_N, at[1]
-
-    @gluon.jit
-    def _tile(it, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-              K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr):
-        # the it-th tile a program runs: (its first query row's block, batch, head, where its
-        # K and V heads start, its key blocks). Tile t is the (t % n_m)-th of (batch, head)
-        # t // n_m, causal ones the longest (last queries, most keys) first. Without PERSISTENT
-        # a program runs tile program_id; with it, tile pid of each round of ``programs`` tiles
-        # on even rounds and programs - 1 - pid on odd ones, so that a program's causal tiles
-        # alternate long and short
-        pid = gl.program_id(0)
-        t = pid
-        if PERSISTENT:
-            step = gl.num_programs(0)
-            t = it * step + pid + (it % 2) * (step - 1 - 2 * pid)
-        start_m, bh = t % n_m, t // n_m
-        if CAUSAL:
-            start_m = n_m - 1 - start_m
-        b, h = bh // H, bh % H
-        k_at = _at(b, h // GROUP, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
-        v_at = _at(b, h // GROUP, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
-        if CAUSAL:  # blocks up to the diagonal (the queries are the last n_q of the keys)
-            n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + n_kv - n_q, n_kv), BLOCK_N)
-        else:
-            n_blocks = gl.cdiv(n_kv, BLOCK_N)
-        return start_m, b, h, k_at, v_at, n_blocks
+            tma.store_wait(pendings=0)
 
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q, n_kv,
-                       n_bh, k_pitch, k_width, v_pitch, v_width, HEAD_DIM: gl.constexpr,
+                       k_pitch, k_width, v_pitch, v_width, HEAD_DIM: gl.constexpr,
                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                        CAUSAL: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
                        K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
-                       PERSISTENT: gl.constexpr, num_warps: gl.constexpr):
+                       num_warps: gl.constexpr):
         # q, k, v, o are 2-D views of (B, H, N, D) tensors (layout(): k's and v's pitch and
-        # width given); _at places a tile in them. O: o's first element, for a ragged last tile.
-        # A program runs one tile (_tile) or, PERSISTENT, a walk of them with the ring's phases
-        # carried on: the next tile's Q and first key blocks load under this one's last blocks,
-        # and its O's store is left in flight (usable: every tile has STAGES key blocks or more)
-        n_m = gl.cdiv(n_q, BLOCK_M)
-        Q_BUFS: gl.constexpr = 2 if PERSISTENT else 1
-        n_mine = 1
-        if PERSISTENT:  # whole rounds of ``programs`` tiles, and the last one's share
-            pid, step, n_tiles = gl.program_id(0), gl.num_programs(0), n_m * n_bh
-            rounds = n_tiles // step
-            last = pid + (rounds % 2) * (step - 1 - 2 * pid)
-            n_mine = rounds + (last < n_tiles % step).to(gl.int32)
+        # width given); _at places a tile in them. O: o's first element, for a ragged last tile
+        start_m = gl.program_id(0)
+        if CAUSAL:  # the longest tiles (last queries, most keys) first, the shortest in the tail
+            start_m = gl.num_programs(0) - 1 - start_m
+        bh = gl.program_id(1)
+        b, h = bh // H, bh % H
+        q_at = _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED)
+        hk = h // GROUP                          # the K/V head this query head reads
+        k_at = _at(b, hk, 0, H // GROUP, k_pitch, k_width, K_STRIDED)
+        v_at = _at(b, hk, 0, H // GROUP, v_pitch, v_width, V_STRIDED)
         dtype: gl.constexpr = q_desc.dtype
 
         # The tensor cores' register layouts: S (BLOCK_M, BLOCK_N) and O (BLOCK_M, D) split by
@@ -208,105 +166,74 @@ if gluon is not None:
 
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_smem = gl.allocate_shared_memory(dtype, [Q_BUFS, BLOCK_M, HEAD_DIM], q_desc.layout)
-        bar_q = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+        o_smem = q_smem                          # Q's buffer holds O on its way out
+        bar_q = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         bar_k = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         bar_v = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(Q_BUFS):
-            mbarrier.init(bar_q.index(i), count=1)
+        mbarrier.init(bar_q, count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(bar_k.index(i), count=1)
             mbarrier.init(bar_v.index(i), count=1)
 
         delta = n_kv - n_q                       # causal: the queries are the last n_q
+        offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-
-        # the first tile's Q and the ring's first blocks
-        start_m, b, h, k_at, v_at, n_blocks = _tile(
-            0, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width, BLOCK_M, BLOCK_N,
-            CAUSAL, K_STRIDED, V_STRIDED, PERSISTENT)
-        _load(q_desc, _at(b, h, start_m * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED), bar_q.index(0),
-              q_smem.index(0), True)
+        if CAUSAL:  # blocks up to the diagonal; those from mask_from on cross it
+            n_blocks = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + delta, n_kv), BLOCK_N)
+            mask_from = (start_m * BLOCK_M + delta) // BLOCK_N
+        else:
+            n_blocks = gl.cdiv(n_kv, BLOCK_N)
+            mask_from = n_blocks
+        _load(q_desc, q_at, bar_q, q_smem, True)
         for i in gl.static_range(STAGES):  # fill the ring
             _load(k_desc, (k_at[0] + i * BLOCK_N, k_at[1]), bar_k.index(i), k_smem.index(i),
                   i < n_blocks)
             _load(v_desc, (v_at[0] + i * BLOCK_N, v_at[1]), bar_v.index(i), v_smem.index(i),
                   i < n_blocks)
+        mbarrier.wait(bar_q, 0)
+        q = q_smem
 
-        g0 = 0                                   # key blocks the ring has passed
-        for it in range(n_mine):
-            start_m, b, h, k_at, v_at, n_blocks = _tile(
-                it, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width, BLOCK_M,
-                BLOCK_N, CAUSAL, K_STRIDED, V_STRIDED, PERSISTENT)
-            # the next tile's, which only PERSISTENT loads (where there is one: ``ahead``)
-            m_next, b_next, h_next, k_next, v_next, _ = _tile(
-                it + 1, n_m, n_q, n_kv, H, GROUP, k_pitch, k_width, v_pitch, v_width, BLOCK_M,
-                BLOCK_N, CAUSAL, K_STRIDED, V_STRIDED, PERSISTENT)
-            ahead = (it + 1 < n_mine) if PERSISTENT else False
-            buf = it % Q_BUFS
-            mask_from = (start_m * BLOCK_M + delta) // BLOCK_N if CAUSAL else n_blocks
-            offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
-            mbarrier.wait(bar_q.index(buf), (it // Q_BUFS) & 1)
-            q = q_smem.index(buf)
+        # block 0: its scores, then its softmax; the accumulator starts empty
+        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+        s = warpgroup_mma_wait(0, deps=[_scores(q, k_smem, bar_k, 0, s_zero, STAGES)])
+        s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+        s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
+        p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
+                                      gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+        sync_warps()                             # every warp is done with K's slot 0
+        _load(k_desc, (k_at[0] + STAGES * BLOCK_N, k_at[1]), bar_k.index(0), k_smem.index(0),
+              STAGES < n_blocks)
 
-            # block 0: its scores, then its softmax; the accumulator starts empty
-            s = warpgroup_mma_wait(0, deps=[_scores(q, k_smem, bar_k, g0, s_zero, STAGES)])
-            s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
-            s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
-            p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32,
-                                                     row_s),
-                                          gl.zeros([BLOCK_M], gl.float32, row_s), qk_scale)
+        # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and nothing
+        # stays in flight across the loop's back edge. Issuing S_{j+1} before the wait on P V
+        # as well (so that the rescale runs under it) made ptxas serialize every wgmma (its
+        # warning C7514) and lost (docs/kernels/flash_attention_sm90.md).
+        for j in range(1, n_blocks):
+            s_tok = _scores(q, k_smem, bar_k, j, s_zero, STAGES)            # S_j = Q K_j^T
+            acc_tok = _pv(p_op, v_smem, bar_v, j - 1, acc, STAGES)          # acc += P V
+            s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
+            s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
+            s = _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
+            p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)           # ... under this
+            acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
-            acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-            sync_warps()                         # every warp is done with K's slot
-            if PERSISTENT:  # the next tile's Q, into the buffer whose O went out last tile
-                tma.store_wait(pendings=0)
-                _load(q_desc, _at(b_next, h_next, m_next * BLOCK_M, H, n_q, HEAD_DIM, Q_STRIDED),
-                      bar_q.index(1 - buf), q_smem.index(1 - buf), ahead)
-            _load(k_desc, _ring_at(k_at, k_next, STAGES, n_blocks, BLOCK_N, PERSISTENT),
-                  bar_k.index(g0 % STAGES), k_smem.index(g0 % STAGES),
-                  (STAGES < n_blocks) | ahead)
+            sync_warps()                         # K's slot and V's previous slot are free
+            _load(k_desc, (k_at[0] + (j + STAGES) * BLOCK_N, k_at[1]),
+                  bar_k.index(j % STAGES), k_smem.index(j % STAGES), j + STAGES < n_blocks)
+            _load(v_desc, (v_at[0] + (j - 1 + STAGES) * BLOCK_N, v_at[1]),
+                  bar_v.index((j - 1) % STAGES), v_smem.index((j - 1) % STAGES),
+                  j - 1 + STAGES < n_blocks)
 
-            # FlashAttention-3's order: S_j and P_{j-1} V_{j-1} are issued together, and
-            # nothing stays in flight across the loop's back edge. Issuing S_{j+1} before the
-            # wait on P V as well (so that the rescale runs under it) made ptxas serialize
-            # every wgmma (its warning C7514) and lost (docs/kernels/flash_attention_sm90.md).
-            for j in range(1, n_blocks):
-                g = g0 + j
-                s_tok = _scores(q, k_smem, bar_k, g, s_zero, STAGES)        # S_j = Q K_j^T
-                acc_tok = _pv(p_op, v_smem, bar_v, g - 1, acc, STAGES)      # acc += P V
-                s = warpgroup_mma_wait(1, deps=[s_tok])  # S_j done; P V may run on ...
-                s = _masked(s, j, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
-                s = _key_tail(s, j, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
-                p, alpha, l_i, m_i = _softmax(s, m_i, l_i, qk_scale)       # ... under this
-                acc, p_op = warpgroup_mma_wait(0, deps=[acc_tok, p_op])
-                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
-                sync_warps()                     # K's slot and V's previous slot are free
-                _load(k_desc, _ring_at(k_at, k_next, j + STAGES, n_blocks, BLOCK_N, PERSISTENT),
-                      bar_k.index(g % STAGES), k_smem.index(g % STAGES),
-                      (j + STAGES < n_blocks) | ahead)
-                _load(v_desc, _ring_at(v_at, v_next, j - 1 + STAGES, n_blocks, BLOCK_N,
-                                       PERSISTENT),
-                      bar_v.index((g - 1) % STAGES), v_smem.index((g - 1) % STAGES),
-                      (j - 1 + STAGES < n_blocks) | ahead)
-
-            # the last block's P V, then normalise
-            g = g0 + n_blocks - 1
-            acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, g, acc, STAGES)])
-            sync_warps()                         # no warp still reads what O overwrites
-            if PERSISTENT:  # V's slot is free: the next tile's block STAGES - 1
-                _load(v_desc, _ring_at(v_at, v_next, n_blocks - 1 + STAGES, n_blocks, BLOCK_N,
-                                       PERSISTENT),
-                      bar_v.index(g % STAGES), v_smem.index(g % STAGES), ahead)
-            _store_o(acc, m_i, l_i, start_m * BLOCK_M, q_smem.index(buf), o_desc, O, LSE, b, h,
-                     H, n_q, HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED, not PERSISTENT)
-            g0 += n_blocks
-
-        tma.store_wait(pendings=0)
-        for i in gl.static_range(Q_BUFS):
-            mbarrier.invalidate(bar_q.index(i))
+        # the last block's P V, then normalise
+        acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
+        sync_warps()                             # no warp still reads what O overwrites
+        _store_o(acc, m_i, l_i, start_m * BLOCK_M, o_smem, o_desc, O, LSE, b, h, H, n_q,
+                 HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED)
+        mbarrier.invalidate(bar_q)
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(bar_k.index(i))
             mbarrier.invalidate(bar_v.index(i))
@@ -315,7 +242,6 @@ if gluon is not None:
 # query rows a program; config()'s and short()'s bounds
 BLOCK_M, N32_KEYS, SHORT_WAVES, CAUSAL_KEYS_64 = 64, 256, 3, 1024
 SHORT_KEYS, CAUSAL_KEYS, CAUSAL_WAVE = 1024, 2048, 3
-PERSIST_KEYS = 384  # PERSISTENT's bound (config)
 
 
 def short(n_kv: int, per_sm: float, causal: bool) -> bool:
@@ -328,8 +254,7 @@ def short(n_kv: int, per_sm: float, causal: bool) -> bool:
                          causal and n_kv <= CAUSAL_KEYS and per_sm >= CAUSAL_WAVE)
 
 
-def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False,
-           n_q: int = 0) -> dict:
+def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = False) -> dict:
     """Tiles of this kernel: 64 query rows a warpgroup (4 warps); the STRIDED flags off, for
     contiguous tensors (flags() sets them from the inputs). A short row's program has
     few key blocks, so its setup, first softmax and last P V weigh; more programs an SM hide
@@ -341,28 +266,18 @@ def config(head_dim: int, n_kv: int = 0, per_sm: float = 0.0, causal: bool = Fal
       SM where two stages fit two); at most N32_KEYS on a grid of at least SHORT_WAVES waves
       of four programs an SM (``per_sm``: programs over SMs), 32-key blocks in two (four an
       SM).
-    - PERSISTENT (programs walking tiles, the next one's loads under this one's last blocks)
-      without a mask where n_q and n_kv are whole tiles: at head dim 128 on the one-stage rows
-      from PERSIST_KEYS keys; at 64 on whole 128-key blocks up to SHORT_KEYS, in one stage.
-      (Causal, it lost on rows held out from its rule.)
     What fits an SM is flash_resources.py --gluon's count. RAGGED is off here, for whole
     tiles; flags() sets it from the inputs."""
     bn, stages = {64: 128, 128: 64}.get(head_dim, 32), 2
     if head_dim == 64 and (causal and 0 < n_kv <= CAUSAL_KEYS_64 or n_kv % 128):
         bn = 64
-    persistent = False
-    whole = not (n_q % BLOCK_M or n_kv % bn)
     if head_dim == 128 and short(n_kv, per_sm, causal):
         if n_kv <= N32_KEYS and per_sm >= 4 * SHORT_WAVES:
             bn = 32
         else:
             stages = 1
-            persistent = whole and not causal and PERSIST_KEYS <= n_kv <= SHORT_KEYS
-    if head_dim == 64 and whole and not causal and bn == 128 and 0 < n_kv <= SHORT_KEYS:
-        persistent, stages = True, 1
     return {"BLOCK_M": BLOCK_M, "BLOCK_N": bn, "STAGES": stages, "RAGGED": False,
-            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False,
-            "PERSISTENT": persistent, "num_warps": 4}
+            "Q_STRIDED": False, "K_STRIDED": False, "V_STRIDED": False, "num_warps": 4}
 
 
 def layout(t) -> tuple[bool, int, int] | None:
@@ -418,7 +333,7 @@ def programs_per_sm(q) -> float:
 def flags(q, k, v, causal: bool = False, cfg: dict | None = None) -> dict:
     """config() for these inputs' keys, mask and grid, with their layouts (strided), RAGGED
     where a length is not whole tiles, and ``cfg`` over it."""
-    c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal, q.shape[2])
+    c = config(q.shape[-1], k.shape[2], programs_per_sm(q), causal)
     c["RAGGED"] = bool(q.shape[2] % BLOCK_M or k.shape[2] % c["BLOCK_N"])
     return {**c, **strided(q, k, v), **(cfg or {})}
 
@@ -455,9 +370,6 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None,
         return "head dim or dtype"
     if not c["RAGGED"] and (q.shape[2] % c["BLOCK_M"] or k.shape[2] % c["BLOCK_N"]):
         return "lengths not whole tiles"
-    first = min(c["BLOCK_M"] + k.shape[2] - q.shape[2], k.shape[2]) if causal else k.shape[2]
-    if c["PERSISTENT"] and -(-first // c["BLOCK_N"]) < c["STAGES"]:
-        return "PERSISTENT with a tile of fewer key blocks than stages"
     if out is not None and out.dtype != q.dtype:
         return "out's dtype is not q's"
     q_at, k_at, v_at = layout(q), layout(k), layout(v)
@@ -493,16 +405,13 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
     hkv, n_kv = k.shape[1:3]
     out = out_like(q) if out is None else out
     c = flags(q, k, v, causal, cfg)
-    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    bm, bn, stages = c.pop("BLOCK_M"), c.pop("BLOCK_N"), c.pop("STAGES")
     lse = torch.empty((b, h, n_q), device=q.device, dtype=torch.float32)
     scale = scale if scale is not None else d ** -0.5
-    args = (desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * LOG2E, h,
-            h // hkv, n_q, n_kv, b * h, *layout(k)[1:], *layout(v)[1:])
-    consts = {"HEAD_DIM": d, "CAUSAL": causal, **c}
-    tiles = triton.cdiv(n_q, bm) * b * h
-    if c["PERSISTENT"]:  # as many programs as fit the GPU at once
-        tiles = min(tiles, resident(q.device, args, consts))
-    flash_fwd_sm90[(tiles,)](*args, **consts)
+    flash_fwd_sm90[(triton.cdiv(n_q, bm), b * h)](
+        desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), out, lse, scale * LOG2E, h, h // hkv,
+        n_q, n_kv, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+        STAGES=stages, CAUSAL=causal, **c)
     return out, lse
 
 
@@ -513,19 +422,3 @@ def fits(regs: int, smem: int, warps: int) -> dict:
     warps."""
     return {"registers": 65536 // (-(-regs // 8) * 8 * 32 * warps),
             "shared_memory": (228 << 10) // (smem + 1024), "warps": 64 // warps}
-
-
-_RESIDENT: dict = {}  # resident()'s count by device and config
-
-
-def resident(device, args, consts: dict) -> int:
-    """Programs of flash_fwd_sm90 under ``consts`` that the GPU holds at once (fits(), over its
-    SMs); compiled once a config."""
-    key = (device, tuple(sorted(consts.items())), args[0].base.dtype)
-    if key not in _RESIDENT:
-        kernel = flash_fwd_sm90.warmup(*args, grid=(1,), **consts)
-        kernel._init_handles()                   # loaded onto the GPU: its registers known
-        per_sm = min(fits(kernel.n_regs, kernel.metadata.shared, consts["num_warps"]).values())
-        _RESIDENT[key] = max(1, per_sm) * torch.cuda.get_device_properties(
-            device).multi_processor_count
-    return _RESIDENT[key]
