@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_ab_flash_before_after_and_variants(tmp_path, device):
     """The kernel at a git revision loads and answers as the working tree's, variants are
-    measured, a variant that cannot run is recorded, not fatal."""
+    measured (the plain Gluon kernel from a file among them), a variant that cannot run is
+    recorded, not fatal."""
     rows = "[(1, 2, 2, 40, 64, 'fp16', False), (1, 4, 2, 33, 32, 'bf16', True)]"
     env = {**os.environ, "PYTHONPATH": ROOT}
     if device == "cpu":
@@ -24,6 +25,7 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
     run = subprocess.run(
         [sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--before", "HEAD",
          "--variant", 'qreg={"Q_REG": true}', "--variant", 'bad={"BLOCK_M": 48}',
+         "--variant", 'file={"GLUON": {}, "FROM": "rooflab/kernels/flash_attention_sm90.py"}',
          "--rows", rows, "--rounds", "1", "--device", device],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -35,6 +37,9 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
         assert diff == 0.0 if "changes" not in data["after"] else diff < 1e-2  # same, if clean
         assert r["max_abs_diff_vs_after"]["qreg"] < 1e-2
         assert "bad" in r["errors"] and "bad" not in r["tflops"]
+        # the plain Gluon kernel loaded from a file: where it runs, the tree's own answers
+        assert ("does not take this row" in r["errors"].get("file", "") if device == "cpu"
+                else "file" in r["errors"] or r["max_abs_diff_vs_after"]["file"] < 1e-2), r
         assert {"after", "before", "qreg"} <= set(r["tflops"])
         assert all(t > 0 for t in r["tflops"].values())
         assert r["time_ratio_over_after"]["after"] == 1.0
