@@ -5,7 +5,10 @@ can or cannot overlap more programs (an SM's limits: flash_attention_sm90.fits).
 With --gluon, the Gluon kernel of flash_attention_sm90.py instead (variants merged over its
 config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519: every wgmma
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
-warp-specialized one of flash_attention_sm90_ws.py.
+warp-specialized one of flash_attention_sm90_ws.py. Triton versions compile the same source
+differently: to see what a GPU host's Triton makes of it, install that version apart
+(pip install --no-deps --target DIR triton==X.Y.Z) and run this under PYTHONPATH=DIR:.
+(the JSON records the version).
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
            [--qk-extra N] [--keep] [--sinks] [--softcap] [--gluon | --gluon-ws]
            [--variant NAME=JSON ...]   (JSON merged over the config, as in ab_flash.py; --window:
