@@ -66,6 +66,11 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
                           "latent"], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "--layout latent takes --v-dim" in bad.stderr
+    bad = subprocess.run([sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--variant",
+                          'old={"GLUON": {}, "FROM": "no/such/file.py"}'], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "FROM takes a file" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
     if not torch.cuda.is_available():  # the default device without a GPU: one line, exit 2
         bad = subprocess.run([sys.executable, "benchmarks/ab_flash.py", str(tmp_path)], cwd=ROOT,
                              env=env, capture_output=True, text=True, timeout=120)
