@@ -4,7 +4,7 @@ SDPA's cuDNN and flash backends; medians of alternating rounds; outputs against 
 
 Usage: python benchmarks/ab_flash.py OUT_DIR [--before REV] [--variant NAME=JSON ...]
            [--head-dims 64,128] [--rows PY_LIST] [--layout bhld|blhd|latent] [--v-dim N]
-           [--rounds 3] [--name ab_flash] [--device cuda]
+           [--rounds 3] [--name ab_flash] [--device cuda] [--triton]
 A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
@@ -18,7 +18,9 @@ tuples. --layout blhd lays q, k and v out as transformers' projections leave the
 in memory seen as (B, H, L, D). --v-dim N: v (and O) N wide, q and k D (latent attention: D
 192, N 128); with --layout latent, q and k contiguous and v as DeepSeek-V2's attention in
 transformers passes it, N of each head's 2N columns, tokens first. Without --before there is
-no ``before``. Each row is written as soon as it is done.
+no ``before``. --triton: ``before`` and ``after`` run their module's Triton kernel with its own
+config (where a GPU would route them to a Gluon kernel, as both revisions do on sm_90). Each
+row is written as soon as it is done.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def gluon(q, k, v, causal: bool, over: dict, ws: bool = False, F9=None):
 
 
 def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "bhld",
-        v_dim: int = 0) -> dict:
+        v_dim: int = 0, triton: bool = False) -> dict:
     b, h, hkv, n, d, dt, causal = shape
     g = torch.Generator(device=device).manual_seed(n)
 
@@ -99,9 +101,10 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
                                generator=g).transpose(1, 2)
         return torch.randn(b, heads, n, d, device=device, dtype=DT[dt], generator=g)
     q, k, v = made(h), made(hkv), made(hkv, v_dim or d)
-    fns = {"after": lambda: FA.flash_attention(q, k, v, causal)}
+    own = {"cfg": {}} if triton else {}  # {}: the Triton kernel, its module's config()
+    fns = {"after": lambda: FA.flash_attention(q, k, v, causal, **own)}
     if before is not None:
-        fns["before"] = lambda: before.flash_attention(q, k, v, causal)
+        fns["before"] = lambda: before.flash_attention(q, k, v, causal, **own)
     for name, over in variants.items():
         if over.get("COPY"):
             fns[name] = lambda: FA.flash_attention(q, k.contiguous(), v.contiguous(), causal)
@@ -119,7 +122,7 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
             fns[peer] = lambda f=f: f(q, k, v, causal)
     m = alternate(fns, [x for x in fns if x not in ("after", "cudnn", "flash")],
                   fns["after"]()[0].float(), lambda f: flash_s(f, device), rounds)
-    r = {"shape": list(shape), "layout": layout, "v_dim": v_dim or d,
+    r = {"shape": list(shape), "layout": layout, "v_dim": v_dim or d, "triton": triton,
          "config": FA.config(v_dim or d, causal),
          "errors": m["errors"],
          "max_abs_diff_vs_after": m["max_abs_diff"]}
@@ -136,6 +139,7 @@ def main(argv=None) -> None:
     p.add_argument("--head-dims")
     p.add_argument("--layout", choices=("bhld", "blhd", "latent"), default="bhld")
     p.add_argument("--v-dim", type=int, default=0)
+    p.add_argument("--triton", action="store_true")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     for name, over in variants.items():
@@ -156,7 +160,8 @@ def main(argv=None) -> None:
                                                                       "--", KERNEL) else "")
     rows = []
     for shape in shapes:
-        rows.append(row(shape, before, variants, a.rounds, a.device, a.layout, a.v_dim))
+        rows.append(row(shape, before, variants, a.rounds, a.device, a.layout, a.v_dim,
+                        a.triton))
         tf = rows[-1]["tflops"]
         print(shape, "TFLOP/s (higher is faster):", {x: round(t) for x, t in tf.items()},
               rows[-1]["errors"], flush=True)

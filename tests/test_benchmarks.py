@@ -43,6 +43,14 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
         assert {"after", "before", "qreg"} <= set(r["tflops"])
         assert all(t > 0 for t in r["tflops"].values())
         assert r["time_ratio_over_after"]["after"] == 1.0
+    # --triton: both revisions' Triton kernel, the one a GPU without Gluon runs
+    run = subprocess.run(
+        [sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--before", "HEAD",
+         "--triton", "--rows", rows, "--rounds", "1", "--device", device, "--name", "tri"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for r in json.load(open(tmp_path / "tri.json"))["rows"]:
+        assert r["triton"] and r["max_abs_diff_vs_after"]["before"] < 1e-2, r
     run = subprocess.run(  # transformers' layout: the same kernels on transposed views
         [sys.executable, "benchmarks/ab_flash.py", str(tmp_path), "--layout", "blhd",
          "--variant", 'qreg={"Q_REG": true}', "--rows", "[(1, 4, 2, 33, 32, 'bf16', True)]",
