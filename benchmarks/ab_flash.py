@@ -24,12 +24,9 @@ row is written as soon as it is done.
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 import subprocess
 import sys
-import tempfile
 
 import torch
 
@@ -37,36 +34,10 @@ from rooflab.kernels import flash_attention as FA
 from rooflab.studies import attention as A
 
 from common import ab_parser, alternate, rows as parse_rows, variants as parse_variants
-from common import write
+from common import git, module_at, module_from, write
 from kernels import DT, FLASH_ROWS, flash_s
 
 KERNEL = "rooflab/kernels/flash_attention.py"
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
-                          text=True).stdout
-
-
-def kernel_at(rev: str):
-    """The FlashAttention module as it was at git revision ``rev``, imported under its own name."""
-    src = git("show", f"{rev}:{KERNEL}")
-    path = os.path.join(tempfile.mkdtemp(), f"flash_attention_at_{rev.replace('/', '_')}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    return module_at(path)
-
-
-@functools.cache
-def module_at(path: str):
-    """The module in file ``path``, imported under its file's name (once)."""
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # Triton's @jit reads the source from this file
-    return module
 
 
 def gluon(q, k, v, causal: bool, over: dict, ws: bool = False, F9=None):
@@ -110,7 +81,7 @@ def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "
             fns[name] = lambda: FA.flash_attention(q, k.contiguous(), v.contiguous(), causal)
             continue
         if "GLUON" in over or "GLUON_WS" in over:
-            mod = module_at(over["FROM"]) if "FROM" in over else None
+            mod = module_from(over["FROM"]) if "FROM" in over else None
             fns[name] = lambda g=over.get("GLUON", over.get("GLUON_WS")), ws="GLUON_WS" in over, \
                 mod=mod: gluon(q, k, v, causal, g, ws, mod)
             continue
@@ -153,7 +124,7 @@ def main(argv=None) -> None:
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
     try:
-        before = kernel_at(a.before) if a.before else None
+        before = module_at(a.before, KERNEL) if a.before else None
     except subprocess.CalledProcessError as e:
         p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
     after = git("rev-parse", "HEAD").strip() + (" + changes" if git("status", "--porcelain",

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import importlib.util
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 from rooflab.measure import provenance
 
@@ -16,6 +20,30 @@ def meta() -> dict:
     if os.environ.get("OUT"):  # the device's output folder, by its name
         argv = [a.replace(os.environ["OUT"], "OUT") for a in argv]
     return {**provenance.record(), "command": " ".join(["python3", *argv])}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=provenance.ROOT, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def module_at(rev: str, path: str):
+    """The repository's module ``path`` as it was at git revision ``rev``, imported under its own
+    name (its file in a temporary folder: Triton's @jit reads the source from there)."""
+    name = f"{os.path.basename(path)[:-3]}_at_{rev.replace('/', '_')}.py"
+    file = os.path.join(tempfile.mkdtemp(), name)
+    with open(file, "w") as f:
+        f.write(git("show", f"{rev}:{path}"))
+    return module_from(file)
+
+
+@functools.cache
+def module_from(path: str):
+    """The module in file ``path``, imported under its file's name (once)."""
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def write(out_dir: str, name: str, data: dict) -> str:

@@ -8,10 +8,13 @@ then waits for the one before it, which undoes the kernel's overlap); --gluon-ws
 warp-specialized one of flash_attention_sm90_ws.py. Triton versions compile the same source
 differently: to see what a GPU host's Triton makes of it, install that version apart
 (pip install --no-deps --target DIR triton==X.Y.Z) and run this under PYTHONPATH=DIR:.
-(the JSON records the version).
+(the JSON records the version). --before REV compiles the kernel file as it was at git revision
+REV too, with the same config, and counts its SASS against the tree's: a source change that
+moves what the compiler makes (registers, instructions, a TMA barrier split in two) shows here
+before any GPU run; timing it is ab_flash.py's.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
            [--qk-extra N] [--keep] [--sinks] [--softcap] [--gluon | --gluon-ws]
-           [--variant NAME=JSON ...]   (JSON merged over the config, as in ab_flash.py; --window:
+           [--variant NAME=JSON ...] [--before REV]   (JSON merged over the config, as in ab_flash.py; --window:
            the Triton kernel with a sliding window; --qk-extra: q and k N dims wider than v, as
            latent attention's 64 rotary dims; --keep: with kept keys, a padded batch's; --sinks:
            with attention sinks; --softcap: with softcapped scores)
@@ -19,6 +22,8 @@ Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import os
 import re
 import subprocess
@@ -34,48 +39,58 @@ from rooflab.kernels import flash_attention_sm90 as F9
 from rooflab.kernels import flash_attention_sm90_ws as F9W
 from rooflab.kernels.inputs import HEAD_DIMS
 
-from common import variants as parse_variants, write
+from common import module_at, variants as parse_variants, write
+
+KERNELS = {"triton": "rooflab/kernels/flash_attention.py",  # each kind's file, for --before
+           "gluon": "rooflab/kernels/flash_attention_sm90.py",
+           "gluon_ws": "rooflab/kernels/flash_attention_sm90_ws.py"}
 
 def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0,
-             keep: bool = False, sinks: bool = False, softcap: bool = False):
+             keep: bool = False, sinks: bool = False, softcap: bool = False, module=FA):
     """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``; ``local``: with
     a sliding window, ``keep``: with kept keys (as flash_attention runs them: no fixed max);
     ``qk_extra``: q and k that much wider than v (by addresses, as flash_attention runs it);
-    ``sinks``, ``softcap``: with attention sinks, with softcapped scores."""
+    ``sinks``, ``softcap``: with attention sinks, with softcapped scores; ``module``: the
+    kernel's module, if not the tree's (its arguments as it names them)."""
     # Hopper, aligned tensors: TMA where the kernel takes it
-    bm, bn, flags, options = FA.resolved(cfg, tma_possible=not qk_extra)
+    bm, bn, flags, options = module.resolved(cfg, tma_possible=not qk_extra)
     if local or keep:
         flags["FIXED_MAX"] = False
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
               "EVEN_N": True, "UPCAST": False, "LOCAL": local, "QK_EXTRA": qk_extra,
               "HAS_KEEP": keep, "HAS_SINK": sinks, "SOFTCAP": softcap, **flags}
     tma = flags["TMA"]
-    names = FA.flash_fwd.arg_names
+    names = module.flash_fwd.arg_names
+    consts = {k: v for k, v in consts.items() if k in names}
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
         sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
-    sig.update(LSE="*fp32", KEEP="*u8", SINKS="*fp32", sm_scale="fp32", softcap="fp32")
+    sig.update({n: t for n, t in (("LSE", "*fp32"), ("KEEP", "*u8"), ("SINKS", "*fp32"),
+                                  ("sm_scale", "fp32"), ("softcap", "fp32")) if n in names})
     aligned = [n for n in names if sig[n] in ("*fp16", "*fp32")  # pointers and strides
                or (sig[n] == "i32" and n.startswith("s"))]  # (s..): multiples of 16
-    src = ASTSource(fn=FA.flash_fwd, signature=sig,
+    src = ASTSource(fn=module.flash_fwd, signature=sig,
                     constexprs={(names.index(k),): v for k, v in consts.items()},
                     attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False, qk_extra: int = 0):
+def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False, qk_extra: int = 0,
+                   module=None):
     """flash_fwd_sm90 (or, ``ws``, flash_fwd_sm90_ws) compiled for sm_90 (fp16) under ``cfg``
-    (its config's keys); ``qk_extra``: q and k that much wider than v (``ws`` only)."""
+    (its config's keys); ``qk_extra``: q and k that much wider than v (``ws`` only);
+    ``module``: the kernel's module, if not the tree's."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
-    fn = F9W.flash_fwd_sm90_ws if ws else F9.flash_fwd_sm90
+    module = module or (F9W if ws else F9)
+    fn = module.flash_fwd_sm90_ws if ws else module.flash_fwd_sm90
     c = dict(cfg)
     options = {"num_warps": c["num_warps"], **({"maxnreg": c.pop("maxnreg")} if "maxnreg" in c
                                                else {})}
     consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, **c}  # num_warps is a kernel argument too
-    if ws:
-        consts["QK_EXTRA"] = qk_extra
     names = fn.arg_names
+    if ws and "QK_EXTRA" in names:
+        consts["QK_EXTRA"] = qk_extra
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     bm, bn = c["BLOCK_M"], c["BLOCK_N"]
     for n, rows, d in (("q_desc", bm, head_dim), ("k_desc", bn, head_dim), ("v_desc", bn, head_dim),
@@ -120,6 +135,34 @@ def resources(kernel, num_warps: int) -> dict:
             "programs_per_sm": min(by.values()), "limited_by": min(by, key=by.get)}
 
 
+def sass(kernel) -> collections.Counter:
+    """The kernel's SASS instructions, counted by opcode (predicates and operands dropped)."""
+    path = os.path.join(tempfile.mkdtemp(), "flash_fwd.cubin")
+    with open(path, "wb") as f:
+        f.write(kernel.asm["cubin"])
+    out = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-sass", path],
+                         capture_output=True, text=True, check=True).stdout
+    ops = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", out, re.M)
+    return collections.Counter(ops)
+
+
+def against(kernel, build, num_warps: int) -> dict:
+    """The tree's kernel against the one ``build()`` compiles (the same config at another
+    revision): registers and SASS instructions of each, and how many instructions one has that
+    the other has not (by opcode; 0: the same instructions, at most in another order)."""
+    now = sass(kernel)
+    try:
+        before = build()
+    except Exception as e:  # noqa: BLE001 - its arguments may not be this config's
+        return {"sass_instructions": sum(now.values()),
+                "before": {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}"}}
+    was = sass(before)
+    return {"sass_instructions": sum(now.values()),
+            "before": {"registers_per_thread": resources(before, num_warps)[
+                "registers_per_thread"], "sass_instructions": sum(was.values())},
+            "instructions_not_in_both": sum(((now - was) + (was - now)).values())}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out_dir")
@@ -134,6 +177,7 @@ def main(argv=None) -> None:
     kind.add_argument("--gluon", action="store_true")
     kind.add_argument("--gluon-ws", action="store_true")
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
+    p.add_argument("--before", metavar="REV")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     try:
@@ -151,6 +195,11 @@ def main(argv=None) -> None:
         p.error(f"--qk-extra takes one of {HEAD_DIMS} and the Triton kernel or --gluon-ws")
     if gluon and F9.GLUON_MISSING:
         p.error(F9.GLUON_MISSING)
+    kind = "gluon_ws" if a.gluon_ws else "gluon" if a.gluon else "triton"
+    try:
+        before = module_at(a.before, KERNELS[kind]) if a.before else None
+    except subprocess.CalledProcessError as e:
+        p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
     rows = []
     for d in dims:
         for name, over in {"default": {}, **variants}.items():
@@ -160,25 +209,32 @@ def main(argv=None) -> None:
             r = {"head_dim": d, "causal": a.causal, "window": a.window,
                  "qk_extra": a.qk_extra, "keep": a.keep, "sinks": a.sinks,
                  "softcap": a.softcap, "name": name, "config": cfg}
+            build = functools.partial(
+                compiled_gluon, d, a.causal, cfg, a.gluon_ws, a.qk_extra) if gluon else \
+                functools.partial(compiled, d, a.causal, cfg, a.window, a.qk_extra, a.keep,
+                                  a.sinks, a.softcap)
+            # the warp-specialized program: two consumer warpgroups and a producer warp,
+            # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
+            warps = 12 if a.gluon_ws else cfg["num_warps"]
             try:
-                kernel = (compiled_gluon(d, a.causal, cfg, a.gluon_ws, a.qk_extra) if gluon
-                          else compiled(d, a.causal, cfg, a.window, a.qk_extra, a.keep,
-                                        a.sinks, a.softcap))
-                # the warp-specialized program: two consumer warpgroups and a producer warp,
-                # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
-                r.update(resources(kernel, 12 if a.gluon_ws else cfg["num_warps"]))
+                kernel = build()
+                r.update(resources(kernel, warps))
                 if gluon:
                     r["serialized"] = serialized(kernel)
+                if before is not None:
+                    r.update(against(kernel, functools.partial(build, module=before), warps))
             except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
                 r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}"
             rows.append(r)
             print(d, name, {k: r.get(k) for k in ("registers_per_thread", "spill_bytes",
                                                   "shared_bytes", "programs_per_sm",
-                                                  "limited_by", "serialized", "error")
+                                                  "limited_by", "serialized", "before",
+                                                  "instructions_not_in_both", "error")
                                   if k in r}, flush=True)
     write(a.out_dir, "flash_resources_gluon_ws" if a.gluon_ws else
           "flash_resources_gluon" if a.gluon else "flash_resources",
-          {"target": "cuda sm_90", "triton": triton.__version__, "rows": rows, "note": __doc__})
+          {"target": "cuda sm_90", "triton": triton.__version__, "before": a.before,
+           "rows": rows, "note": __doc__})
 
 
 if __name__ == "__main__":

@@ -174,6 +174,39 @@ def test_flash_resources_compiles_for_hopper_without_a_gpu(tmp_path):
     assert bad.stderr.strip().splitlines()[-1].startswith("flash_resources.py: error: --variant")
 
 
+def test_flash_resources_counts_a_revision_against_the_tree(tmp_path):
+    """--before REV compiles the kernel file at REV with the same config: at HEAD (a clean
+    tree) the same registers and instructions; at ecf1ed3, whose loop loaded V after the
+    scores (Triton then gave K and V a barrier each), instructions that differ; a revision git
+    does not know is one line and exit 2."""
+    triton = pytest.importorskip("triton")
+    if not os.path.exists(triton.knobs.nvidia.cuobjdump.path):
+        pytest.skip("this Triton has no CUDA tools to compile for a GPU")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    clean = not subprocess.run(["git", "status", "--porcelain", "--",
+                                "rooflab/kernels/flash_attention.py"], cwd=ROOT,
+                               capture_output=True, text=True).stdout
+    known = subprocess.run(["git", "cat-file", "-e", "ecf1ed3"], cwd=ROOT).returncode == 0
+    for rev in ("HEAD", "ecf1ed3") if known else ("HEAD",):
+        cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--head-dims",
+               "128", "--before", rev]
+        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        data = json.load(open(tmp_path / "flash_resources.json"))
+        r = data["rows"][0]
+        assert data["before"] == rev and r["sass_instructions"] > 0, r
+        if rev == "ecf1ed3":
+            assert r["instructions_not_in_both"] > 0, r
+        elif clean:
+            assert r["instructions_not_in_both"] == 0, r
+            assert r["before"]["registers_per_thread"] == r["registers_per_thread"], r
+    bad = subprocess.run(cmd[:5] + ["--before", "no-such-revision"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert "--before no-such-revision" in bad.stderr.strip().splitlines()[-1]
+
+
 def _gluon_compiled(tmp_path, kind: str, head_dims: str, variants: list[str],
                     more: tuple = ()) -> list[dict]:
     """flash_resources.py's rows for a Gluon kernel (--gluon or --gluon-ws), causal and not,
@@ -215,6 +248,19 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
     for d in (64, 128):  # Q's 64 x d tile and two stages of 64 keys of K and V, 2 bytes each
         hand = (64 + 2 * 2 * 64) * d * 2
         assert hand <= by[(d, False, "n64")]["shared_bytes"] <= hand + 2048
+
+
+def test_flash_resources_counts_a_gluon_kernel_at_a_revision(tmp_path):
+    """--gluon --before HEAD: the plain Gluon kernel's file at HEAD compiles as the tree's (a
+    clean tree), causal and not."""
+    rows = _gluon_compiled(tmp_path, "--gluon", "64", [], ("--before", "HEAD"))
+    clean = not subprocess.run(["git", "status", "--porcelain", "--",
+                                "rooflab/kernels/flash_attention_sm90.py"], cwd=ROOT,
+                               capture_output=True, text=True).stdout
+    assert len(rows) == 2
+    for r in rows:
+        assert "error" not in r and "error" not in r["before"], r
+        assert r["instructions_not_in_both"] == 0 or not clean, r
 
 
 def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
