@@ -3,15 +3,18 @@ a read of the same bytes (and, at q_len 1, SDPA's cuDNN backend); medians of alt
 L2 flushed before each call; outputs against the default.
 
 Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows PY_LIST]
-           [--kept LO,HI] [--rounds 3] [--name ab_decode] [--device cuda]
+           [--kept LO,HI] [--before REV] [--rounds 3] [--name ab_decode] [--device cuda]
 A variant's JSON is merged over the row's FD.config; its key "programs", if any, is the launcher's
 programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}'.
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
 benchmark's decode shapes with more than one query. --kept LO,HI: a static cache's kept keys,
 row b's first slots, from LO to HI of the cache along the batch (every call given the mask, SDPA
-too). Each row is written as soon as it is done.
+too). --before REV: the kernel file as it was at git revision REV, its own defaults, beside the
+tree's (``before``). Each row is written as soon as it is done.
 """
 from __future__ import annotations
+
+import subprocess
 
 import torch
 
@@ -19,14 +22,15 @@ from rooflab.kernels import flash_decoding as FD
 from rooflab.studies import attention as A
 from rooflab.measure import ceilings as CE
 
-from common import ab_parser, alternate, rows, variants as parse_variants, write
+from common import ab_parser, alternate, module_at, rows, variants as parse_variants, write
 from kernels import DECODE_SHAPES, t_s
 
 ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
+KERNEL = "rooflab/kernels/flash_decoding.py"
 
 
 def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
-        kept: tuple | None = None) -> dict:
+        kept: tuple | None = None, before=None) -> dict:
     b, h, hkv, lq, lkv, d = shape
     causal = lq > 1
     g = torch.Generator(device=device).manual_seed(lkv)
@@ -38,6 +42,8 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
         lens = torch.linspace(kept[0] * lkv, kept[1] * lkv, b, device=device).long().clamp(min=lq)
         keep = torch.arange(lkv, device=device)[None, :] < lens[:, None]
     fns = {"default": lambda: FD.flash_decode(q, k, v, causal, keep=keep)}
+    if before is not None:
+        fns["before"] = lambda: before.flash_decode(q, k, v, causal, keep=keep)
     default = FD.config(d, lkv, h // hkv * lq, b * hkv)
     for name, over in variants.items():
         over = dict(over)
@@ -54,8 +60,9 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
     nbytes = FD.cost(b, h, lq, lkv, d, hkv, "bf16", causal).bytes
     x = torch.empty(nbytes // 2, device=device, dtype=torch.bfloat16)
     fns["read_same_bytes"] = x.sum
-    m = alternate(fns, list(variants), fns["default"]()[0].float(),
-                  lambda f: t_s(f, device=device), rounds)
+    checked = [*variants, *(["before"] if before is not None else [])]
+    m = alternate(fns, checked, fns["default"]()[0].float(), lambda f: t_s(f, device=device),
+                  rounds)
     r = {"shape": list(shape), "config": default, "bytes": nbytes, "errors": m["errors"],
          "max_abs_diff_vs_default": m["max_abs_diff"], "kept": list(kept) if kept else None,
          "kept_fraction": None if keep is None else float(keep.float().mean())}
@@ -70,6 +77,7 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
 def main(argv=None) -> None:
     p = ab_parser(__doc__, "ab_decode")
     p.add_argument("--kept")
+    p.add_argument("--before", metavar="REV")
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     shapes = rows(p, a.rows, ROWS, "B, H, Hkv, Lq, Lkv, D")
@@ -84,13 +92,18 @@ def main(argv=None) -> None:
                     f"(got {a.kept!r})")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
+    try:
+        before = module_at(a.before, KERNEL) if a.before else None
+    except subprocess.CalledProcessError as e:
+        p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s if a.device == "cuda" else None
     done = []
     for shape in shapes:
-        done.append(row(shape, variants, a.rounds, bw, a.device, kept))
+        done.append(row(shape, variants, a.rounds, bw, a.device, kept, before))
         us = {n: round(s * 1e6, 1) for n, s in done[-1]["median_s"].items()}
         print(shape, us, done[-1]["errors"], flush=True)
         write(a.out_dir, a.name, {"copy_ceiling_bytes_per_s": bw, "variants": variants,
+                                  "before": a.before,
                                   "rows": done, "note": __doc__})
 
 
