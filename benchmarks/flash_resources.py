@@ -14,10 +14,10 @@ moves what the compiler makes (registers, instructions, a TMA barrier split in t
 before any GPU run; timing it is ab_flash.py's.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
            [--qk-extra N] [--keep] [--sinks] [--softcap] [--gluon | --gluon-ws]
-           [--variant NAME=JSON ...] [--before REV]   (JSON merged over the config, as in ab_flash.py; --window:
-           the Triton kernel with a sliding window; --qk-extra: q and k N dims wider than v, as
-           latent attention's 64 rotary dims; --keep: with kept keys, a padded batch's; --sinks:
-           with attention sinks; --softcap: with softcapped scores)
+           [--variant NAME=JSON ...] [--before REV]   (JSON merged over the config, as in
+           ab_flash.py; --window: the Triton kernel with a sliding window; --qk-extra: q and k
+           N dims wider than v, as latent attention's 64 rotary dims; --keep: with kept keys, a
+           padded batch's; --sinks: with attention sinks; --softcap: with softcapped scores)
 """
 from __future__ import annotations
 

@@ -136,9 +136,10 @@ if triton is not None:
         # HAS_KEEP: in every block, only the keys keep_row (this batch row's) keeps.
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
-            # v's load written before the scores: the pipeliner then waits for K and V together
+            # V's load before the scores: Triton's pipeliner then gives a stage's K and V one
+            # barrier (loaded after them, V had its own: a second wait a block, 1-6% slower)
             v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
-                      UPCAST, TMA)  # (one barrier a stage; after them, one each: 1-6% slower)
+                      UPCAST, TMA)
             qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,
                          cap_in, BLOCK_N, EVEN_N, UPCAST, TMA, QK_EXTRA, SOFTCAP)
             if MASK:  # the diagonal band: causal mask (query row + delta sees keys <= it)
