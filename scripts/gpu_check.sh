@@ -27,7 +27,8 @@
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
-#          tests, then A/B against copying them),
+#          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
+#          FlashAttention kernel and flash-decoding against their files at REV),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -175,6 +176,16 @@ ab_latent_v() {
   done
 }
 has ab_latent_v && run ab_latent_v ab_latent_v
+# the Triton FlashAttention kernel and flash-decoding against themselves at git revision BEFORE
+# (each file as it was there, its own defaults; flash_resources.py --before first, on a CPU)
+ab_before() {
+  python3 benchmarks/ab_flash.py "$cur" --before "${BEFORE:?ab_before takes BEFORE=REV}" \
+    --triton --name "ab_flash_triton_before_$BEFORE" || return
+  python3 benchmarks/ab_decode.py "$cur" --before "$BEFORE" --name "ab_decode_before_$BEFORE" \
+    --rows "$(python3 -c 'import sys; sys.path.insert(0, "benchmarks")
+from kernels import DECODE_SHAPES; print(DECODE_SHAPES)')"
+}
+has ab_before && run ab_before ab_before
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
