@@ -45,6 +45,15 @@ KERNELS = {"triton": "rooflab/kernels/flash_attention.py",  # each kind's file, 
            "gluon": "rooflab/kernels/flash_attention_sm90.py",
            "gluon_ws": "rooflab/kernels/flash_attention_sm90_ws.py"}
 
+def known(consts: dict, names: list) -> dict:
+    """The constants a kernel takes (``names``, its arguments): a flag it does not have (a kernel
+    from an earlier revision) is dropped where off, and refused where on."""
+    on = [k for k, v in consts.items() if k not in names and v]
+    if on:
+        raise ValueError(f"this kernel has no {', '.join(on)}")
+    return {k: v for k, v in consts.items() if k in names}
+
+
 def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_extra: int = 0,
              keep: bool = False, sinks: bool = False, softcap: bool = False, module=FA):
     """flash_fwd compiled for sm_90 (fp16 q, k, v; whole blocks) under ``cfg``; ``local``: with
@@ -61,7 +70,7 @@ def compiled(head_dim: int, causal: bool, cfg: dict, local: bool = False, qk_ext
               "HAS_KEEP": keep, "HAS_SINK": sinks, "SOFTCAP": softcap, **flags}
     tma = flags["TMA"]
     names = module.flash_fwd.arg_names
-    consts = {k: v for k, v in consts.items() if k in names}
+    consts = known(consts, names)
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     for n, rows in (("Q", bm), ("K", bn), ("V", bn), ("O", bm)):
         sig[n] = f"tensordesc<fp16[1, 1, {rows}, {head_dim}]>" if tma else "*fp16"
@@ -89,8 +98,9 @@ def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False, qk_
                                                else {})}
     consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, **c}  # num_warps is a kernel argument too
     names = fn.arg_names
-    if ws and "QK_EXTRA" in names:
+    if ws:
         consts["QK_EXTRA"] = qk_extra
+    consts = known(consts, names)
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
     bm, bn = c["BLOCK_M"], c["BLOCK_N"]
     for n, rows, d in (("q_desc", bm, head_dim), ("k_desc", bn, head_dim), ("v_desc", bn, head_dim),
