@@ -255,6 +255,19 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
         assert hand <= by[(d, False, "n64")]["shared_bytes"] <= hand + 2048
 
 
+def test_flash_resources_compiles_an_older_kernel_only_with_flags_it_has(monkeypatch):
+    """An earlier revision's kernel lacks later flags: off, they are dropped; on, refused (the
+    two compiled kernels would not be the same config)."""
+    pytest.importorskip("triton")
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import flash_resources as FR
+    names = ["HEAD_DIM", "CAUSAL"]
+    assert FR.known({"HEAD_DIM": 64, "CAUSAL": True, "RAGGED": False, "QK_EXTRA": 0},
+                    names) == {"HEAD_DIM": 64, "CAUSAL": True}
+    with pytest.raises(ValueError, match="no RAGGED"):
+        FR.known({"HEAD_DIM": 64, "RAGGED": True}, names)
+
+
 def test_flash_resources_counts_a_gluon_kernel_at_a_revision(tmp_path):
     """--gluon --before HEAD: the plain Gluon kernel's file at HEAD compiles as the tree's (a
     clean tree), causal and not."""
