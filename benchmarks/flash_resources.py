@@ -5,7 +5,10 @@ can or cannot overlap more programs (an SM's limits: flash_attention_sm90.fits).
 With --gluon, the Gluon kernel of flash_attention_sm90.py instead (variants merged over its
 config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519: every wgmma
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
-warp-specialized one of flash_attention_sm90_ws.py. Triton versions compile the same source
+warp-specialized one of flash_attention_sm90_ws.py; --decode flash-decoding's split kernel
+(flash_decoding.py; its launcher's flags, BLOCK_M rows of a KV head's queries, WHOLE,
+LAST_MERGES and PDL, as variants over 16 rows and cut heads merged apart, PDL on). Triton
+versions compile the same source
 differently: to see what a GPU host's Triton makes of it, install that version apart
 (pip install --no-deps --target DIR triton==X.Y.Z) and run this under PYTHONPATH=DIR:.
 (the JSON records the version). --before REV compiles the kernel file as it was at git revision
@@ -13,7 +16,7 @@ REV too, with the same config, and counts its SASS against the tree's: a source 
 moves what the compiler makes (registers, instructions, a TMA barrier split in two) shows here
 before any GPU run; timing it is ab_flash.py's.
 Usage: python benchmarks/flash_resources.py OUT_DIR [--head-dims 64,128,256] [--causal [--window]]
-           [--qk-extra N] [--keep] [--sinks] [--softcap] [--gluon | --gluon-ws]
+           [--qk-extra N] [--keep] [--sinks] [--softcap] [--gluon | --gluon-ws | --decode]
            [--variant NAME=JSON ...] [--before REV]   (JSON merged over the config, as in
            ab_flash.py; --window: the Triton kernel with a sliding window; --qk-extra: q and k
            N dims wider than v, as latent attention's 64 rotary dims; --keep: with kept keys, a
@@ -35,6 +38,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from rooflab.kernels import flash_attention as FA
+from rooflab.kernels import flash_decoding as FD
 from rooflab.kernels import flash_attention_sm90 as F9
 from rooflab.kernels import flash_attention_sm90_ws as F9W
 from rooflab.kernels.inputs import HEAD_DIMS
@@ -43,7 +47,8 @@ from common import module_at, variants as parse_variants, write
 
 KERNELS = {"triton": "rooflab/kernels/flash_attention.py",  # each kind's file, for --before
            "gluon": "rooflab/kernels/flash_attention_sm90.py",
-           "gluon_ws": "rooflab/kernels/flash_attention_sm90_ws.py"}
+           "gluon_ws": "rooflab/kernels/flash_attention_sm90_ws.py",
+           "decode": "rooflab/kernels/flash_decoding.py"}
 
 def known(consts: dict, names: list) -> dict:
     """The constants a kernel takes (``names``, its arguments): a flag it does not have (a kernel
@@ -118,6 +123,35 @@ def compiled_gluon(head_dim: int, causal: bool, cfg: dict, ws: bool = False, qk_
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+def compiled_decode(head_dim: int, causal: bool, cfg: dict, qk_extra: int = 0,
+                    keep: bool = False, sinks: bool = False, softcap: bool = False, module=FD):
+    """flash-decoding's split_kv_fwd compiled for sm_90 (bf16) under ``cfg``: FD.config's keys
+    and the launcher's flags (BLOCK_M, WHOLE, LAST_MERGES, PDL); ``qk_extra``, ``keep``,
+    ``sinks``, ``softcap`` as in compiled(); ``module``: the kernel's, if not the tree's."""
+    c = {"BLOCK_M": 16, "WHOLE": False, "LAST_MERGES": False, "PDL": True, **cfg}
+    options = {k: c.pop(k) for k in ("num_warps", "num_stages") if k in c}
+    tma = c.pop("TMA", True) and not qk_extra  # as the launcher: extra dims by address
+    names = module.split_kv_fwd.arg_names
+    consts = known({"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "TMA": tma,
+                    "HAS_KEEP": keep, "QK_EXTRA": qk_extra, "HAS_SINK": sinks,
+                    "SOFTCAP": softcap, **c}, names)
+    sig = {n: "constexpr" if n in consts else "i32" for n in names}
+    part = "*bf16" if c["WHOLE"] else "*fp32"  # a whole head's partial is its answer
+    sig.update({n: t for n, t in (
+        ("Q", "*bf16"), ("K", f"tensordesc<bf16[1, 1, {c['BLOCK_N']}, {head_dim}]>"
+                         if tma else "*bf16"), ("V", None), ("KEEP", "*u8" if keep else "*bf16"),
+        ("SINKS", "*fp32"), ("O_PART", part), ("LSE_PART", "*fp32"), ("O", "*bf16"),
+        ("LSE", "*fp32"), ("ARRIVED", "*i32" if c["LAST_MERGES"] else "*fp32"),
+        ("qk_scale", "fp32"), ("softcap", "fp32")) if n in names})
+    sig["V"] = sig["K"]
+    aligned = [n for n in names if sig[n].startswith("*")
+               or (sig[n] == "i32" and n.startswith("s"))]  # pointers and strides
+    src = ASTSource(fn=module.split_kv_fwd, signature=sig,
+                    constexprs={(names.index(k),): v for k, v in consts.items()},
+                    attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
 def serialized(kernel) -> list[str]:
     """ptxas's warnings that it serialized the kernel's wgmma ops (its PTX assembled again)."""
     d = tempfile.mkdtemp()
@@ -186,6 +220,7 @@ def main(argv=None) -> None:
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--gluon", action="store_true")
     kind.add_argument("--gluon-ws", action="store_true")
+    kind.add_argument("--decode", action="store_true")
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON")
     p.add_argument("--before", metavar="REV")
     a = p.parse_args(argv)
@@ -197,15 +232,16 @@ def main(argv=None) -> None:
     if FA.INTERPRET:
         p.error("unset TRITON_INTERPRET: this compiles the kernel for a GPU")
     gluon = a.gluon or a.gluon_ws
-    if a.window and (gluon or not a.causal):
-        p.error("--window takes --causal and the Triton kernel (no --gluon)")
+    if a.window and (gluon or a.decode or not a.causal):
+        p.error("--window takes --causal and the Triton kernel (no --gluon, --decode)")
     if (a.keep or a.sinks or a.softcap) and gluon:
         p.error("--keep, --sinks and --softcap take the Triton kernel (no --gluon)")
     if a.qk_extra and (a.gluon or a.qk_extra not in HEAD_DIMS):
         p.error(f"--qk-extra takes one of {HEAD_DIMS} and the Triton kernel or --gluon-ws")
     if gluon and F9.GLUON_MISSING:
         p.error(F9.GLUON_MISSING)
-    kind = "gluon_ws" if a.gluon_ws else "gluon" if a.gluon else "triton"
+    kind = "gluon_ws" if a.gluon_ws else "gluon" if a.gluon else "decode" if a.decode else \
+        "triton"
     try:
         before = module_at(a.before, KERNELS[kind]) if a.before else None
     except subprocess.CalledProcessError as e:
@@ -214,15 +250,18 @@ def main(argv=None) -> None:
     for d in dims:
         for name, over in {"default": {}, **variants}.items():
             base = (F9W.config(d + a.qk_extra, a.causal, v_dim=d) if a.gluon_ws
-                    else F9.config(d) if a.gluon else FA.config(d, a.causal))
+                    else F9.config(d) if a.gluon else FD.config(d) if a.decode
+                    else FA.config(d, a.causal))
             cfg = {**base, **over}
             r = {"head_dim": d, "causal": a.causal, "window": a.window,
                  "qk_extra": a.qk_extra, "keep": a.keep, "sinks": a.sinks,
                  "softcap": a.softcap, "name": name, "config": cfg}
-            build = functools.partial(
-                compiled_gluon, d, a.causal, cfg, a.gluon_ws, a.qk_extra) if gluon else \
-                functools.partial(compiled, d, a.causal, cfg, a.window, a.qk_extra, a.keep,
-                                  a.sinks, a.softcap)
+            build = (functools.partial(compiled_gluon, d, a.causal, cfg, a.gluon_ws,
+                                       a.qk_extra) if gluon else
+                     functools.partial(compiled_decode, d, a.causal, cfg, a.qk_extra, a.keep,
+                                       a.sinks, a.softcap) if a.decode else
+                     functools.partial(compiled, d, a.causal, cfg, a.window, a.qk_extra,
+                                       a.keep, a.sinks, a.softcap))
             # the warp-specialized program: two consumer warpgroups and a producer warp,
             # which holds a warpgroup's registers (setmaxnreg works by warpgroup)
             warps = 12 if a.gluon_ws else cfg["num_warps"]
@@ -241,8 +280,7 @@ def main(argv=None) -> None:
                                                   "limited_by", "serialized", "before",
                                                   "instructions_not_in_both", "error")
                                   if k in r}, flush=True)
-    write(a.out_dir, "flash_resources_gluon_ws" if a.gluon_ws else
-          "flash_resources_gluon" if a.gluon else "flash_resources",
+    write(a.out_dir, f"flash_resources_{kind}" if kind != "triton" else "flash_resources",
           {"target": "cuda sm_90", "triton": triton.__version__, "before": a.before,
            "rows": rows, "note": __doc__})
 

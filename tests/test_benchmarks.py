@@ -255,6 +255,33 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
         assert hand <= by[(d, False, "n64")]["shared_bytes"] <= hand + 2048
 
 
+def test_flash_resources_compiles_flash_decoding(tmp_path):
+    """--decode: flash-decoding's split kernel for sm_90 with no GPU, by its default config
+    and the launcher's flags (a whole head a program, the merge by its last program, 64
+    rows): no spills, and at HEAD (a clean tree) the same instructions; --window is refused."""
+    triton = pytest.importorskip("triton")
+    if not os.path.exists(triton.knobs.nvidia.cuobjdump.path):
+        pytest.skip("this Triton has no CUDA tools to compile for a GPU")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--decode",
+           "--head-dims", "128", "--before", "HEAD", "--variant", 'whole={"WHOLE": true}',
+           "--variant", 'last={"LAST_MERGES": true}', "--variant", 'm64={"BLOCK_M": 64}']
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    clean = not subprocess.run(["git", "status", "--porcelain", "--",
+                                "rooflab/kernels/flash_decoding.py"], cwd=ROOT,
+                               capture_output=True, text=True).stdout
+    rows = json.load(open(tmp_path / "flash_resources_decode.json"))["rows"]
+    assert [r["name"] for r in rows] == ["default", "whole", "last", "m64"]
+    for r in rows:
+        assert "error" not in r and r["spill_bytes"] == 0 and r["programs_per_sm"] >= 1, r
+        assert r["instructions_not_in_both"] == 0 or not clean, r
+    bad = subprocess.run(cmd[:4] + ["--causal", "--window"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--window takes" in bad.stderr
+
+
 def test_flash_resources_compiles_an_older_kernel_only_with_flags_it_has(monkeypatch):
     """An earlier revision's kernel lacks later flags: off, they are dropped; on, refused (the
     two compiled kernels would not be the same config)."""
