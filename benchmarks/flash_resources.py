@@ -136,14 +136,13 @@ def compiled_decode(head_dim: int, causal: bool, cfg: dict, qk_extra: int = 0,
                     "HAS_KEEP": keep, "QK_EXTRA": qk_extra, "HAS_SINK": sinks,
                     "SOFTCAP": softcap, **c}, names)
     sig = {n: "constexpr" if n in consts else "i32" for n in names}
+    kv = f"tensordesc<bf16[1, 1, {c['BLOCK_N']}, {head_dim}]>" if tma else "*bf16"
     part = "*bf16" if c["WHOLE"] else "*fp32"  # a whole head's partial is its answer
     sig.update({n: t for n, t in (
-        ("Q", "*bf16"), ("K", f"tensordesc<bf16[1, 1, {c['BLOCK_N']}, {head_dim}]>"
-                         if tma else "*bf16"), ("V", None), ("KEEP", "*u8" if keep else "*bf16"),
+        ("Q", "*bf16"), ("K", kv), ("V", kv), ("KEEP", "*u8" if keep else "*bf16"),
         ("SINKS", "*fp32"), ("O_PART", part), ("LSE_PART", "*fp32"), ("O", "*bf16"),
         ("LSE", "*fp32"), ("ARRIVED", "*i32" if c["LAST_MERGES"] else "*fp32"),
         ("qk_scale", "fp32"), ("softcap", "fp32")) if n in names})
-    sig["V"] = sig["K"]
     aligned = [n for n in names if sig[n].startswith("*")
                or (sig[n] == "i32" and n.startswith("s"))]  # pointers and strides
     src = ASTSource(fn=module.split_kv_fwd, signature=sig,
