@@ -179,9 +179,10 @@ has ab_latent_v && run ab_latent_v ab_latent_v
 # the Triton FlashAttention kernel and flash-decoding against themselves at git revision BEFORE
 # (each file as it was there, its own defaults; flash_resources.py --before first, on a CPU)
 ab_before() {
-  python3 benchmarks/ab_flash.py "$cur" --before "${BEFORE:?ab_before takes BEFORE=REV}" \
-    --triton --name "ab_flash_triton_before_$BEFORE" || return
-  python3 benchmarks/ab_decode.py "$cur" --before "$BEFORE" --name "ab_decode_before_$BEFORE" \
+  local tag=${BEFORE:?ab_before takes BEFORE=REV}; tag=${tag//[^A-Za-z0-9._-]/_}  # a file name
+  python3 benchmarks/ab_flash.py "$cur" --before "$BEFORE" --triton \
+    --name "ab_flash_triton_before_$tag" || return
+  python3 benchmarks/ab_decode.py "$cur" --before "$BEFORE" --name "ab_decode_before_$tag" \
     --rows "$(python3 -c 'import sys; sys.path.insert(0, "benchmarks")
 from kernels import DECODE_SHAPES; print(DECODE_SHAPES)')"
 }
