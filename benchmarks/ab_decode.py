@@ -14,15 +14,14 @@ tree's (``before``). Each row is written as soon as it is done.
 """
 from __future__ import annotations
 
-import subprocess
-
 import torch
 
 from rooflab.kernels import flash_decoding as FD
 from rooflab.studies import attention as A
 from rooflab.measure import ceilings as CE
 
-from common import ab_parser, alternate, module_at, rows, variants as parse_variants, write
+from common import ab_parser, alternate, module_before, rows, variants as parse_variants
+from common import write
 from kernels import DECODE_SHAPES, t_s
 
 ROWS = [s for s in DECODE_SHAPES if s[3] > 1]
@@ -92,10 +91,7 @@ def main(argv=None) -> None:
                     f"(got {a.kept!r})")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
-    try:
-        before = module_at(a.before, KERNEL) if a.before else None
-    except subprocess.CalledProcessError as e:
-        p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
+    before = module_before(p, a.before, KERNEL)
     bw = CE.get("cuda").mem_bandwidth_bytes_per_s if a.device == "cuda" else None
     done = []
     for shape in shapes:

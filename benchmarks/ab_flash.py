@@ -25,7 +25,6 @@ row is written as soon as it is done.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import torch
@@ -34,7 +33,7 @@ from rooflab.kernels import flash_attention as FA
 from rooflab.studies import attention as A
 
 from common import ab_parser, alternate, rows as parse_rows, variants as parse_variants
-from common import git, module_at, module_from, write
+from common import git, module_before, module_from, write
 from kernels import DT, FLASH_ROWS, flash_s
 
 KERNEL = "rooflab/kernels/flash_attention.py"
@@ -123,10 +122,7 @@ def main(argv=None) -> None:
         p.error("--layout latent takes --v-dim (v's head dim, e.g. 128)")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA GPU here (--device cpu runs it under TRITON_INTERPRET=1)")
-    try:
-        before = module_at(a.before, KERNEL) if a.before else None
-    except subprocess.CalledProcessError as e:
-        p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
+    before = module_before(p, a.before, KERNEL)
     after = git("rev-parse", "HEAD").strip() + (" + changes" if git("status", "--porcelain",
                                                                       "--", KERNEL) else "")
     rows = []

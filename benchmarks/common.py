@@ -37,6 +37,15 @@ def module_at(rev: str, path: str):
     return module_from(file)
 
 
+def module_before(parser, rev: str | None, path: str):
+    """The module ``path`` at ``--before REV`` (None without one); a revision git does not know
+    is the parser's error: one line, exit 2."""
+    try:
+        return module_at(rev, path) if rev else None
+    except subprocess.CalledProcessError as e:
+        parser.error(f"--before {rev}: {e.stderr.strip().splitlines()[-1]}")
+
+
 @functools.cache
 def module_from(path: str):
     """The module in file ``path``, imported under its file's name (once)."""

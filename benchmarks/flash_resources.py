@@ -1,7 +1,7 @@
 """What each FlashAttention tile config asks of a Hopper SM, with no GPU: registers a thread,
 spills, shared memory, and so how many programs fit an SM (the kernel compiled by the installed
 Triton for sm_90, its cubin read by cuobjdump). The A/Bs measure speed; this says why a config
-can or cannot overlap more programs (an SM's limits: flash_attention_sm90.fits).
+can or cannot overlap more programs (an SM's limits: fits()).
 With --gluon, the Gluon kernel of flash_attention_sm90.py instead (variants merged over its
 config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519: every wgmma
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
@@ -43,7 +43,7 @@ from rooflab.kernels import flash_attention_sm90 as F9
 from rooflab.kernels import flash_attention_sm90_ws as F9W
 from rooflab.kernels.inputs import HEAD_DIMS
 
-from common import module_at, variants as parse_variants, write
+from common import module_before, variants as parse_variants, write
 
 KERNELS = {"triton": "rooflab/kernels/flash_attention.py",  # each kind's file, for --before
            "gluon": "rooflab/kernels/flash_attention_sm90.py",
@@ -163,6 +163,15 @@ def serialized(kernel) -> list[str]:
     return [line.split("info    : ")[-1] for line in err.splitlines() if "(C751" in line]
 
 
+def fits(regs: int, smem: int, warps: int) -> dict:
+    """Programs of a kernel (``regs`` registers a thread, ``smem`` bytes of shared memory,
+    ``warps`` warps) that an sm_90 SM holds at once, by each of its limits: 65,536 registers (a
+    warp's taken in steps of 8 a thread), 228 KB of shared memory (1 KB reserved a program), 64
+    warps."""
+    return {"registers": 65536 // (-(-regs // 8) * 8 * 32 * warps),
+            "shared_memory": (228 << 10) // (smem + 1024), "warps": 64 // warps}
+
+
 def resources(kernel, num_warps: int) -> dict:
     """Registers, spills and shared memory from the cubin; programs an SM by each limit."""
     path = os.path.join(tempfile.mkdtemp(), "flash_fwd.cubin")
@@ -172,7 +181,7 @@ def resources(kernel, num_warps: int) -> dict:
                          capture_output=True, text=True, check=True).stdout
     use = {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL):(\d+)", out)}
     smem = kernel.metadata.shared
-    by = F9.fits(use["REG"], smem, num_warps)
+    by = fits(use["REG"], smem, num_warps)
     return {"registers_per_thread": use["REG"], "spill_bytes": use.get("LOCAL", 0),
             "stack_bytes": use.get("STACK", 0), "shared_bytes": smem, "programs_per_sm_by": by,
             "programs_per_sm": min(by.values()), "limited_by": min(by, key=by.get)}
@@ -241,10 +250,7 @@ def main(argv=None) -> None:
         p.error(F9.GLUON_MISSING)
     kind = "gluon_ws" if a.gluon_ws else "gluon" if a.gluon else "decode" if a.decode else \
         "triton"
-    try:
-        before = module_at(a.before, KERNELS[kind]) if a.before else None
-    except subprocess.CalledProcessError as e:
-        p.error(f"--before {a.before}: {e.stderr.strip().splitlines()[-1]}")
+    before = module_before(p, a.before, KERNELS[kind])
     rows = []
     for d in dims:
         for name, over in {"default": {}, **variants}.items():

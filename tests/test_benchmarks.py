@@ -14,6 +14,13 @@ pytestmark = pytest.mark.slow  # run by CI's second command: pytest -m slow
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _unchanged(path: str) -> bool:
+    """Whether the working tree's ``path`` is HEAD's (a revision compared with HEAD is then the
+    same file)."""
+    return not subprocess.run(["git", "status", "--porcelain", "--", path], cwd=ROOT,
+                              capture_output=True, text=True).stdout
+
+
 def test_ab_flash_before_after_and_variants(tmp_path, device):
     """The kernel at a git revision loads and answers as the working tree's, variants are
     measured (the plain Gluon kernel from a file among them), a variant that cannot run is
@@ -189,9 +196,7 @@ def test_flash_resources_counts_a_revision_against_the_tree(tmp_path):
         pytest.skip("this Triton has no CUDA tools to compile for a GPU")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
-    clean = not subprocess.run(["git", "status", "--porcelain", "--",
-                                "rooflab/kernels/flash_attention.py"], cwd=ROOT,
-                               capture_output=True, text=True).stdout
+    clean = _unchanged("rooflab/kernels/flash_attention.py")
     known = subprocess.run(["git", "cat-file", "-e", "ecf1ed3"], cwd=ROOT).returncode == 0
     for rev in ("HEAD", "ecf1ed3") if known else ("HEAD",):
         cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--head-dims",
@@ -269,9 +274,7 @@ def test_flash_resources_compiles_flash_decoding(tmp_path):
            "--variant", 'last={"LAST_MERGES": true}', "--variant", 'm64={"BLOCK_M": 64}']
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    clean = not subprocess.run(["git", "status", "--porcelain", "--",
-                                "rooflab/kernels/flash_decoding.py"], cwd=ROOT,
-                               capture_output=True, text=True).stdout
+    clean = _unchanged("rooflab/kernels/flash_decoding.py")
     rows = json.load(open(tmp_path / "flash_resources_decode.json"))["rows"]
     assert [r["name"] for r in rows] == ["default", "whole", "last", "m64"]
     for r in rows:
@@ -280,6 +283,20 @@ def test_flash_resources_compiles_flash_decoding(tmp_path):
     bad = subprocess.run(cmd[:4] + ["--causal", "--window"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--window takes" in bad.stderr
+
+
+def test_fits_counts_what_an_sm_holds(monkeypatch):
+    """A program's registers (taken in steps of 8 a thread), shared memory (plus 1 KB) and
+    warps against an sm_90 SM's 65,536, 228 KB and 64: the plain kernel's one stage at head
+    dim 128 (138 registers, 48 KB: three by registers), the warp-specialized kernel (168
+    registers, 12 warps: one)."""
+    pytest.importorskip("triton")
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import flash_resources as FR
+    assert FR.fits(138, 49192, 4) == {"registers": 3, "shared_memory": 4, "warps": 16}
+    assert FR.fits(161, 65576, 4) == {"registers": 3, "shared_memory": 3, "warps": 16}
+    assert min(FR.fits(168, 200000, 12).values()) == 1
+    assert FR.fits(186, 65576, 4)["registers"] == 2
 
 
 def test_flash_resources_compiles_an_older_kernel_only_with_flags_it_has(monkeypatch):
@@ -299,9 +316,7 @@ def test_flash_resources_counts_a_gluon_kernel_at_a_revision(tmp_path):
     """--gluon --before HEAD: the plain Gluon kernel's file at HEAD compiles as the tree's (a
     clean tree), causal and not."""
     rows = _gluon_compiled(tmp_path, "--gluon", "64", [], ("--before", "HEAD"))
-    clean = not subprocess.run(["git", "status", "--porcelain", "--",
-                                "rooflab/kernels/flash_attention_sm90.py"], cwd=ROOT,
-                               capture_output=True, text=True).stdout
+    clean = _unchanged("rooflab/kernels/flash_attention_sm90.py")
     assert len(rows) == 2
     for r in rows:
         assert "error" not in r and "error" not in r["before"], r

@@ -472,18 +472,6 @@ def test_flash_attention_sm90_takes_ragged_lengths(shape, causal, cfg):
     _holds_to_fp64(e)
 
 
-def test_fits_counts_what_an_sm_holds():
-    """A program's registers (taken in steps of 8 a thread), shared memory (plus 1 KB) and
-    warps against an sm_90 SM's 65,536, 228 KB and 64: the plain kernel's one stage at head
-    dim 128 (138 registers, 48 KB: three by registers), the warp-specialized kernel (168
-    registers, 12 warps: one)."""
-    from rooflab.kernels import flash_attention_sm90 as F9
-    assert F9.fits(138, 49192, 4) == {"registers": 3, "shared_memory": 4, "warps": 16}
-    assert F9.fits(161, 65576, 4) == {"registers": 3, "shared_memory": 3, "warps": 16}
-    assert min(F9.fits(168, 200000, 12).values()) == 1
-    assert F9.fits(186, 65576, 4)["registers"] == 2
-
-
 WS_WHOLE = [(2, 8, 1024, 1024, 128, 2), (1, 4, 256, 2048, 64, 4), (1, 2, 512, 1024, 256, 2),
             (1, 8, 128, 128, 128, 8), (4, 8, 256, 256, 128, 2)]
 WS_RAGGED = [(2, 8, 200, 200, 128, 2), (1, 4, 100, 333, 128, 4), (1, 2, 77, 1000, 256, 1),

@@ -137,7 +137,7 @@ if triton is not None:
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             # V's load before the scores: Triton's pipeliner then gives a stage's K and V one
-            # barrier (loaded after them, V had its own: a second wait a block, 1-6% slower)
+            # barrier (loaded after them, V gets its own: a second wait each block)
             v = _tile(v_base, start_n, stride_vn, offs_n, offs_d, n_kv, b, hk, BLOCK_N, EVEN_N,
                       UPCAST, TMA)
             qk = _scores(q, q2, k_base, start_n, stride_kn, offs_n, offs_d, offs_e, n_kv, b, hk,

@@ -413,12 +413,3 @@ def flash_attention_sm90(q, k, v, causal: bool = False, scale: float | None = No
         n_q, n_kv, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
         STAGES=stages, CAUSAL=causal, **c)
     return out, lse
-
-
-def fits(regs: int, smem: int, warps: int) -> dict:
-    """Programs of a kernel (``regs`` registers a thread, ``smem`` bytes of shared memory,
-    ``warps`` warps) that an sm_90 SM holds at once, by each of its limits: 65,536 registers (a
-    warp's taken in steps of 8 a thread), 228 KB of shared memory (1 KB reserved a program), 64
-    warps."""
-    return {"registers": 65536 // (-(-regs // 8) * 8 * 32 * warps),
-            "shared_memory": (228 << 10) // (smem + 1024), "warps": 64 // warps}
