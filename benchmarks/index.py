@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,10 +84,14 @@ def _manifests(folder: str) -> dict:
         with open(os.path.join(folder, name)) as f:
             found.append(json.load(f))
     for m in sorted(found, key=lambda m: m.get("date") or ""):  # a later call's file wins
-        made = {f: {**v, "commit": m.get("commit"), "date": (m.get("date") or "")[:10],
-                    "device": m.get("device_name")} for f, v in m.get("files", {}).items()}
+        knobs = "".join(f"{k}={shlex.quote(v)} " for k, v in m.get("knobs", {}).items()
+                        if k != "PART_TIMEOUT")  # what narrowed the call's parts
+        made = {f: {**v, "command": knobs + v["command"], "commit": m.get("commit"),
+                    "date": (m.get("date") or "")[:10], "device": m.get("device_name")}
+                for f, v in m.get("files", {}).items()}
+        parts = [{**p, "command": knobs + p["command"]} for p in m.get("parts", [])]
         merged = {**m, **merged, "files": {**merged["files"], **made},
-                  "parts": merged["parts"] + m.get("parts", [])}
+                  "parts": merged["parts"] + parts}
     return merged
 
 
