@@ -215,7 +215,7 @@ has notebook_solutions && run notebook_solutions nb lab1_solutions.ipynb noteboo
 has notebook_t4 && run notebook_t4 nb lab1_solutions.ipynb notebook_t4.txt ROOFLAB_QUICK=1 \
   PYTHONPATH="$root:$root/scripts/t4_path"
 rm -rf "$cur/traces" "$cur/report/traces"
-KNOBS="AB_SETS AB_TESTS AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES HELDOUT_SHAPES LATENT_SETS MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K" python3 - "$cur" <<'PY'
+python3 - "$cur" <<'PY'
 import json, os, sys
 from rooflab.measure import provenance
 cur = sys.argv[1]
@@ -224,7 +224,9 @@ os.remove(os.path.join(cur, "parts.jsonl"))
 files = {f: {"part": p["part"], "command": p["command"]} for p in parts for f in p["files"]}
 files["nvidia-smi.txt"] = {"part": "setup", "command": "nvidia-smi --query-gpu=..."}
 name = "manifest-" + "-".join(p["part"] for p in parts) + ".json"  # one a call: calls merge
-knobs = {k: v for k, v in os.environ.items() if k in os.environ["KNOBS"].split()}  # what narrowed it
+knobs = {k: v for k, v in os.environ.items() if k in (  # what narrowed the call's parts
+    "AB_SETS AB_TESTS AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES "
+    "HELDOUT_SHAPES LATENT_SETS MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K").split()}
 json.dump({**provenance.record(), "knobs": knobs, "parts": parts, "files": files},
           open(os.path.join(cur, name), "w"), indent=1)
 PY

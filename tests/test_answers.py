@@ -19,7 +19,7 @@ def test_clocks_agree_only_within_the_bound():
     assert A.agree(1.2, cv=0.1) and not A.agree(0.5, cv=0.5)  # twice the CV, capped at 25%
 
 
-def metrics(speedup: float, ratio: float) -> dict:
+def metrics(speedup: float, ratio: float, launch: float | None = None) -> dict:
     row = {"n": 64, "macs": 64**3, "flops": 2 * 64**3, "bytes": 12 * 64**2, "intensity": 64 / 6,
            "naive_median_s": 1e-3 * speedup, "torch_median_s": 1e-3, "speedup": speedup,
            "naive_flops_per_s": 1e9 / speedup, "torch_flops_per_s": 1e9}
@@ -28,7 +28,8 @@ def metrics(speedup: float, ratio: float) -> dict:
             "naive_budget_s": 30.0, "naive_cold_series_s": [1.0, 1.1],
             "cold_vs_warm": {"n": 64, "first_call_s": 2e-3, "settled_s": 1e-3,
                              "first_over_settled": 2.0, "warm": warm, "warm_fastest_s": ratio,
-                             "independent_s": 1.0, "timer_over_independent": ratio}}
+                             "independent_s": 1.0, "timer_over_independent": ratio,
+                             "launch_s": launch}}
 
 
 @pytest.mark.parametrize("speedup,word", [(0.21, "4.76x slower"), (50.0, "50x faster")])
@@ -42,6 +43,18 @@ def test_part1_clocks_sentence(ratio, agree):
     text = p1_metrics.questions(metrics(5.0, ratio), "cpu")["1.2"]["text"]
     assert ("the two clocks agree" in text) == agree
     assert ("disagree by more than 10%" in text) == (not agree)
+
+
+@pytest.mark.parametrize("launch,agree", [(0.95, True), (0.5, False)])
+def test_part1_clocks_sentence_where_launches_outlast_the_kernel(launch, agree):
+    """A GPU kernel shorter than its launch (ratio 0.2): the independent loop times the launches,
+    so the sentence holds it against the launch time; below the kernel's time, as before."""
+    text = p1_metrics.questions(metrics(5.0, 0.2, launch), "cuda")["1.2"]["text"]
+    assert "to launch one call, longer than the kernel runs" in text
+    assert ("the two agree once the launches are counted" in text) == agree
+    assert ("disagree by more than 10% even so" in text) == (not agree)
+    text = p1_metrics.questions(metrics(5.0, 0.98, 0.1), "cuda")["1.2"]["text"]
+    assert "the two clocks agree" in text and "to launch one call" not in text
 
 
 def mlp_row(mode, wall, kernel, kernels=4):
@@ -102,3 +115,34 @@ def test_a_cpu_compile_slower_than_eager_says_what_was_measured(compiled_s, says
     eager = {"kernels_per_call": 11, "device_s": 2.35e-3}
     text = p4_fusion.fewer_but_slower(eager, {"kernels_per_call": 4, "device_s": compiled_s})
     assert says in text and (bool(text) == bool(says))
+
+
+@pytest.mark.parametrize("eager,fused,ridges,says", [
+    (213.0, 2593.0, [50.4, 206.0, 181.0], "is compute-bound under both byte conventions"),
+    (213.0, 2593.0, [50.4, 295.0], "depends on the byte convention and the ridge"),
+    (5.0, 20.0, [50.4, 206.0], "is memory-bound under both byte conventions")])
+def test_prefill_verdict_follows_the_ridges(eager, fused, ridges, says):
+    text = p3_layer._prefill_verdict(eager, fused, ridges)
+    assert says in text and (f"all {len(ridges)} ridges" in text) == ("under both" in says)
+
+
+@pytest.mark.parametrize("name,label", [
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous "
+     "namespace)::OpaqueType<2u>, unsigned int, 1, 128, 1>(int)", "CatArrayBatchedCopy"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl("
+     "at::TensorIteratorBase&)::{lambda()#2}, std::array<char*, 2ul> >(int)",
+     "vectorized_elementwise_kernel"),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn>("
+     "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn::Params)",
+     "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn"),
+    ("nvjet_sm90_tst_64x8_64x16_2x4_h_bz_NNT", "nvjet_sm90_tst_64x8_64x16_2x4_h_bz_NNT"),
+    ("aten::mm", "aten::mm"), ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD (Device -> Device)")])
+def test_a_kernel_is_named_by_its_function(name, label):
+    """The 4.4.2 sentence once read "(void at::native::(anonymous namespace):: 15.4 us)"."""
+    assert A.kernel_label(name) == label
+
+
+def test_names_counts_a_label_twice():
+    both = ["void at::native::vectorized_elementwise_kernel<8, a>(int)",
+            "void at::native::vectorized_elementwise_kernel<4, b>(int)", "aten::mm", "aten::add"]
+    assert A.names(both) == "vectorized_elementwise_kernel (x2), aten::mm" and A.names([]) == "none"

@@ -52,6 +52,8 @@ def test_the_warm_timing_is_checked_against_an_independent_clock(cpu_report):
     ratio = a["figures"]["timer_over_independent"]
     assert ratio == pytest.approx(a["figures"]["warm_s"] / a["figures"]["independent_s"])
     assert f"a ratio of {ratio:.2f}" in a["text"] and "independent clock" in a["text"]
+    assert a["figures"]["launch_s"] is None and not a["figures"]["launch_bound"]  # a CPU's call
+    assert "to launch one call" not in a["text"]                                  # is its work
     # whether the two agree is a timing comparison: benchmarks/timer_agreement.py holds it
 
 

@@ -43,9 +43,26 @@ def agree(ratio: float, cv: float = 0.0) -> bool:
     return abs(ratio - 1) <= agree_bound(cv)
 
 
+def kernel_label(name: str) -> str:
+    """A kernel's name for a sentence: a C++ kernel's own function name, without its return
+    type, namespaces, template and argument lists (a generic cutlass ``Kernel`` by its first
+    template argument), to 80 characters; other names (nvjet_..., aten::mm) as they are, to 60."""
+    if not (name.startswith("void ") or "<" in name):
+        return name[:60]
+    s = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    cut = min((i for i in (s.find("<"), s.find("(")) if i >= 0), default=len(s))
+    label = s[:cut].rsplit("::", 1)[-1]
+    if label.startswith("Kernel") and s[cut:cut + 1] == "<":
+        label = s[cut + 1:].split(",")[0].split(">")[0].split("(")[0].strip()
+    return label[:80] or name[:60]
+
+
 def names(kernels: list, n: int = 3) -> str:
-    """The first kernel names, shortened, for a sentence."""
-    return ", ".join(k[:60] for k in kernels[:n]) or "none"
+    """The first ``n`` kernels by label, for a sentence; a label twice is counted ("x2")."""
+    counts: dict = {}
+    for k in kernels[:n]:
+        counts[kernel_label(k)] = counts.get(kernel_label(k), 0) + 1
+    return ", ".join(k + (f" (x{c})" if c > 1 else "") for k, c in counts.items()) or "none"
 
 
 def unstable_timings(parts: dict) -> dict[str, int]:

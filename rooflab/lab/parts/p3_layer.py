@@ -236,6 +236,17 @@ def _recipes_text(recipes: list[dict]) -> str:
             "dtype, with the term that sets it: " + "; ".join(out) + ".")
 
 
+def _prefill_verdict(eager_i: float, fused_i: float, ridges: list[float]) -> str:
+    """Whether prefill's MLP (``eager_i`` and ``fused_i`` FLOP/byte under the two byte
+    conventions) is compute-bound on every ridge given, or whether that depends on which."""
+    sides = {i >= r for i in (eager_i, fused_i) for r in ridges}
+    if len(sides) > 1:
+        return ("Whether prefill's MLP is compute-bound thus depends on the byte convention and "
+                "the ridge used")
+    return (f"Prefill's MLP is {'compute' if sides.pop() else 'memory'}-bound under both byte "
+            f"conventions and on all {len(ridges)} ridges")
+
+
 def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
                    measured_ridge: float | None, mlp_fused_bytes: int,
                    recipes: list[dict], lab_roof: dict) -> dict:
@@ -275,10 +286,13 @@ def _shape_answers(roof: dict, dec: dict, pre: dict, sweeps: list[dict],
             f"{side(d1['intensity'], lab_ridge)}. The projections alone reach "
             f"{gate['intensity']:.0f} FLOP/byte and the whole MLP {pre_mlp['intensity']:.0f} with "
             f"eager bytes (its activation and product round-trip memory at under 2 FLOP/byte) or "
-            f"{fused_i:.0f} with fused-ideal bytes (the MLP as one kernel). Against {ridges}, prefill's MLP is "
-            + " and ".join(verdicts) + f"; decode's is {side(d1['intensity'], ridge)}. Whether "
-            "prefill is compute-bound thus depends on the byte convention and the ridge used; "
-            "the projections, where the time goes, are " + side(gate["intensity"], ridge) + ".",
+            f"{fused_i:.0f} with fused-ideal bytes (the MLP as one kernel). Against {ridges}, "
+            "prefill's MLP is "
+            + " and ".join(verdicts) + f"; decode's is {side(d1['intensity'], ridge)}. "
+            + _prefill_verdict(pre_mlp["intensity"], fused_i,
+                               [r for r in (lab_ridge, ridge, measured_ridge) if r])
+            + "; the projections, where the time goes, are " + side(gate["intensity"], ridge)
+            + ".",
             decode_mlp_intensity=d1["intensity"], prefill_mlp_intensity=pre_mlp["intensity"],
             prefill_mlp_intensity_fused=fused_i, projection_intensity=gate["intensity"],
             lab_ridge=lab_ridge, datasheet_ridge=ridge, measured_ridge=measured_ridge),
@@ -339,7 +353,7 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
                      key=lambda c: -c["kernel_s"])[:3]
         unit = "kernel launches" if device == "cuda" else "ops (no CUDA kernels on a CPU)"
         idle = tl["busy_us"] < 0.5 * tl["span_us"]
-        gaps = (f"the timeline is busy {tl['busy_us']:.0f} us of {tl['span_us']:.0f} "
+        gaps = (f"the timeline is busy {tl['busy_us']:.0f} us of {tl['span_us']:.0f} us "
                 f"({tl['gaps']} gaps, the largest {tl['largest_gap_us']:.0f} us)")
         if device == "cuda":
             gaps += (": the device mostly waits for the host to launch the next one. " if idle

@@ -5,7 +5,7 @@ import torch
 
 from rooflab import roofline as R
 from rooflab.studies import fusion
-from rooflab.lab.answers import answer, names, speed
+from rooflab.lab.answers import answer, kernel_label, names, speed
 from rooflab.lab.context import Context, result, table
 from rooflab.measure.dtypes import runnable, torch_dtype
 from rooflab.units import noise, secs
@@ -284,7 +284,7 @@ def graph_text(eager: dict, nog: dict | None, graphs: dict) -> str:
         return text + ("The graph replays every kernel with one launch, so the gaps between "
                        "them close: it pays where launches dominate, as in the decode step "
                        "(B.cuda_graph_profile).")
-    extra = [f"{k['name'][:40]} {secs(k['us_per_call'] / 1e6)}" for k in graphs["kernels"]
+    extra = [f"{kernel_label(k['name'])} {secs(k['us_per_call'] / 1e6)}" for k in graphs["kernels"]
              if k["category"] == "memcpy/memset"]
     return text + ("Here the graph is slower: the kernels already ran back to back, so there "
                    "were few launch gaps to close, while the graph adds copying the input into "
