@@ -353,8 +353,9 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
                      key=lambda c: -c["kernel_s"])[:3]
         unit = "kernel launches" if device == "cuda" else "ops (no CUDA kernels on a CPU)"
         idle = tl["busy_us"] < 0.5 * tl["span_us"]
-        gaps = (f"the timeline is busy {tl['busy_us']:.0f} us of {tl['span_us']:.0f} us "
-                f"({tl['gaps']} gaps, the largest {tl['largest_gap_us']:.0f} us)")
+        gaps = (f"the timeline is busy {secs(tl['busy_us'] / 1e6)} of "
+                f"{secs(tl['span_us'] / 1e6)} ({tl['gaps']} gaps, the largest "
+                f"{secs(tl['largest_gap_us'] / 1e6)})")
         if device == "cuda":
             gaps += (": the device mostly waits for the host to launch the next one. " if idle
                      else ". ")
