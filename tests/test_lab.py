@@ -1,5 +1,6 @@
 """`rooflab lab` on the CPU: every part, written as it goes, resumable, one failure contained."""
 import json
+import re
 
 import pytest
 
@@ -80,6 +81,9 @@ def test_the_lab_speedup_claim_is_tested_not_repeated(cpu_report):
     span = f"{min(s):.1f}-{max(s):.1f}x here"
     assert (f"at every length ({span})" if inside in (0, len(s)) else
             f"at {inside} of {len(s)} comparisons ({span})") in a["text"]
+    # each length's ratio in words: "3.3x slower", never "0.3x faster"
+    assert not re.search(r"\b0\.\d+x faster", a["text"])
+    assert sum(w in a["text"] for w in ("x faster", "x slower", "as fast")) >= 1
 
 
 def test_resume_skips_finished_parts(cpu_report, tmp_path):

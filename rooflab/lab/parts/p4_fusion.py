@@ -5,8 +5,9 @@ import torch
 
 from rooflab import roofline as R
 from rooflab.studies import fusion
-from rooflab.lab.answers import answer, kernel_label, names, speed
+from rooflab.lab.answers import agree, answer, kernel_label, names, speed
 from rooflab.lab.context import Context, result, table
+from rooflab.measure import time_call
 from rooflab.measure.dtypes import runnable, torch_dtype
 from rooflab.units import noise, secs
 
@@ -53,14 +54,13 @@ def run(ctx: Context) -> dict:
         if r["kernel_s"] is None:  # a CPU: the device is the host
             split = f"{r['kernels_per_call']:.0f} ops"
         elif r["overhead_s"] is None:
-            split = (f"{r['kernel_s'] * 1e6:.0f} us in {r['kernels_per_call']:.0f} kernels "
+            split = (f"{secs(r['kernel_s'])} in {r['kernels_per_call']:.0f} kernels "
                      f"({r['overhead_flag']})")
         else:
-            split = (f"{r['kernel_s'] * 1e6:.0f} us of it in {r['kernels_per_call']:.0f} kernels "
-                     f"and {r['overhead_s'] * 1e6:.0f} us around them (launches, guards, Python)")
-        per_mode.append(f"{r['mode']}: wall {r['wall_s'] * 1e6:.0f} us per call (device time "
-                        f"{r['device_s'] * 1e6:.0f} us), {split}; first call "
-                        f"{r['first_call_s']:.2f} s")
+            split = (f"{secs(r['kernel_s'])} of it in {r['kernels_per_call']:.0f} kernels "
+                     f"and {secs(r['overhead_s'])} around them (launches, guards, Python)")
+        per_mode.append(f"{r['mode']}: wall {secs(r['wall_s'])} per call (device time "
+                        f"{secs(r['device_s'])}), {split}; first call {secs(r['first_call_s'])}")
     answers["4.4.1"]["text"] += " Per mode: " + "; ".join(per_mode) + "." + "".join(
         f" {n}" for n in m["notes"] + compile_verdict(m["rows"])) + noise(
         m["rows"], lambda r: r["mode"])
@@ -155,9 +155,25 @@ def matmul_profile(ctx: Context, dtype: str) -> dict:
     a = torch.randn(n, n, device=ctx.device, dtype=torch_dtype(dt))
     prof = P.profile(torch.matmul, a, a, iters=3, warmup=2, device=ctx.device,
                      trace_path=f"{ctx.trace_dir}/matmul_{n}.json")
+    timed = time_call(torch.matmul, a, a, device=ctx.device, name=f"matmul n={n}")
     return {"n": n, "dtype": dt, "launches": prof.launches_per_iter,
             "kernels": [k.name for k in prof.kernels],
-            "kernel_s": prof.device_time_us / prof.iters / 1e6, "trace": prof.trace_path}
+            "kernel_s": prof.device_time_us / prof.iters / 1e6, "trace": prof.trace_path,
+            "timed_s": timed.device_s, "timed_cv": timed.cv}
+
+
+def against_timed(profiled_s: float, timed_s: float, cv: float) -> str:
+    """The profiler's few calls held against the timer's many (4.1)."""
+    r = profiled_s / timed_s
+    text = f" Timed without the profiler, the median of many calls: {secs(timed_s)}"
+    if agree(r, cv):
+        return text + ", in line with it."
+    times = f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x"
+    return text + f"; the profiled calls took {times} that: " + (
+        "the profiler's own cost on each op, or other work on the machine while its few calls "
+        "ran; the timed figure is the one to quote." if r > 1 else
+        "the timed figure holds what the profiler's kernel time leaves out (the gaps between "
+        "kernels, the timer's own synchronisation).")
 
 
 # --- its questions, answered from its numbers -----------------------------------------------
@@ -183,8 +199,10 @@ def questions(mm: dict, g_lab: dict, g: dict, m: dict, device: str,
         + (f"{_count(mm['launches'], device)} per call, {names(mm['kernels'])}, "
            f"{secs(mm['kernel_s'])} of kernel time." if device == "cuda" else
            f"no CUDA kernels here; the profiler shows the ops it ran: {names(mm['kernels'])}, "
-           f"{secs(mm['kernel_s'])} per call."),
-        n=mm["n"], launches=mm["launches"], kernels=mm["kernels"], kernel_s=mm["kernel_s"])}
+           f"{secs(mm['kernel_s'])} per call.")
+        + against_timed(mm["kernel_s"], mm["timed_s"], mm["timed_cv"]),
+        n=mm["n"], launches=mm["launches"], kernels=mm["kernels"], kernel_s=mm["kernel_s"],
+        timed_s=mm["timed_s"])}
     if eager:
         out["4.2"] = answer(
             f"The MLP ({m['hidden']} -> {m['intermediate']}, {m['tokens']} tokens, {m['dtype']}) "

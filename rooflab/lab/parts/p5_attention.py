@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rooflab import roofline as R
 from rooflab.studies import attention as ATT
-from rooflab.lab.answers import answer, names
+from rooflab.lab.answers import answer, names, speed
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.measure.dtypes import runnable
 from rooflab.units import noise, secs
@@ -140,7 +140,7 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
             r = next((r for r in ok if r["impl"] == i and r["seq"] == n), None)
             if r:
                 speedups.append(s["device_s"] / r["device_s"])
-                lines.append(f"{i} at {n:,}: {s['device_s'] / r['device_s']:.1f}x faster, "
+                lines.append(f"{i} at {n:,}: {speed(s['device_s'] / r['device_s'])}, "
                              f"{s['extra_peak_bytes'] / max(r['extra_peak_bytes'], 1):.0f}x less "
                              "extra memory")
     stand_in = ("flash_attn_func" if "flash_attn" in fused else
