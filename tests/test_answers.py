@@ -110,7 +110,8 @@ def test_quantised_recipes_name_the_deciding_term():
     assert "B=1: W4A16" in text and "(weight bytes)" in text and "(activation bytes)" in text
 
 
-@pytest.mark.parametrize("compiled_s,says", [(2.9e-3, "fewer ops, yet slower"), (1.9e-3, "")])
+@pytest.mark.parametrize("compiled_s,says", [(2.9e-3, "fewer ops, yet slower"), (1.9e-3, ""),
+                                              (2.37e-3, "")])  # "as fast (within 2%)": not slower
 def test_a_cpu_compile_slower_than_eager_says_what_was_measured(compiled_s, says):
     eager = {"kernels_per_call": 11, "device_s": 2.35e-3}
     text = p4_fusion.fewer_but_slower(eager, {"kernels_per_call": 4, "device_s": compiled_s})
