@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import torch
 
@@ -80,8 +81,6 @@ def launch_s(fn, *args, device: str = "cpu", calls: int = 100) -> float | None:
     kernel. None on a CPU, where a call returns when its work is done."""
     if device != "cuda":
         return None
-    import time
-
     rounds = []
     for _ in range(3):
         torch.cuda.synchronize()

@@ -67,6 +67,8 @@ def questions(d: dict, device: str) -> dict:
              f"{ratio:.2f}")
     launch = cw.get("launch_s")
     launch_bound = launch is not None and launch > cw["warm_fastest_s"]
+    slip = ("the device's speed moved between the rounds (another process, clocks), or a clock "
+            "is off; compare this run's timings with care.")
     if launch_bound:  # the loop of back-to-back calls runs at the host's launch rate
         by_launch = launch / cw["independent_s"]
         check += (f". Here the host takes {secs(launch)} to launch one call, longer than the "
@@ -75,15 +77,10 @@ def questions(d: dict, device: str) -> dict:
                   f"{by_launch:.2f}: " + (
                       f"the two agree once the launches are counted (within {bound:.0%}); the "
                       "device time is the kernel's own." if agree(by_launch, warm["cv"]) else
-                      f"they disagree by more than {bound:.0%} even so: the device's speed "
-                      "moved between the rounds (another process, clocks), or a clock is off; "
-                      "compare this run's timings with care."))
+                      f"they disagree by more than {bound:.0%} even so: " + slip))
     else:
-        check += ": " + (
-            f"the two clocks agree (within {bound:.0%})." if agree(ratio, warm["cv"]) else
-            f"the two clocks disagree by more than {bound:.0%}: the device's speed moved "
-            "between the rounds (another process, clocks), or a clock is off; compare this "
-            "run's timings with care.")
+        check += ": " + (f"the two clocks agree (within {bound:.0%})." if agree(ratio, warm["cv"])
+                         else f"the two clocks disagree by more than {bound:.0%}: " + slip)
     skipped = d.get("naive_skipped") or []
     ran = ", ".join(str(r["n"]) for r in rows)
     sizes = (f"The triple loop ran at n = {ran}" + (
