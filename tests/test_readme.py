@@ -91,3 +91,27 @@ def test_the_tour_runs_its_cpu_safe_commands_and_reads_their_output(tmp_path, mo
             assert main([*cmd, "--help"]) == 0, argv
             capsys.readouterr()
     assert ran >= 8 and (tmp_path / "gemm.png").stat().st_size > 10_000
+
+
+def test_the_models_table_reads_its_files():
+    """Each row of "rooflab's kernels inside models" is the figures of the file and commit it
+    names (the row it replaced quoted runs other than the files beside it)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### rooflab's kernels inside models", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and "`attn" in line]
+    assert len(rows) >= 10
+    ms = lambda s: [float(x) for x in re.findall(r"[\d.]+(?= /| ms)", s.replace(",", ""))]
+    for model, shape, ttft, tpot, logits, commit, folder in rows:
+        data = json.loads((ROOT / "benchmarks" / "results" / "current" / folder.strip("`/")
+                           / "generate_attn.json").read_text())
+        assert data["meta"]["commit"] == commit, folder
+        b, n = (int(x.replace(",", "")) for x in shape.split(" x "))
+        got = {r["attn"]: r for r in data["rows"] if r["model"] == model.split(" (")[0]
+               and (r["batch"], r["seq"]) == (b, n)}
+        ours, peer = got["rooflab"], got.get("sdpa") or got["eager"]
+        key = "ttft_s" if "both eager" in ttft else "ttft_graph_s"
+        assert ms(ttft) == [round(ours[key] * 1e3, 1), round(peer[key] * 1e3, 1)], (model, shape)
+        assert ms(tpot) == [round(ours["tpot_s"] * 1e3, 2), round(peer["tpot_s"] * 1e3, 2)]
+        err = ours.get("logits_rel_err_vs_sdpa", ours.get("logits_rel_err_vs_eager"))
+        assert logits.startswith(f"{err:.1%}"), (model, shape)
