@@ -115,3 +115,19 @@ def test_the_models_table_reads_its_files():
         assert ms(tpot) == [round(ours["tpot_s"] * 1e3, 2), round(peer["tpot_s"] * 1e3, 2)]
         err = ours.get("logits_rel_err_vs_sdpa", ours.get("logits_rel_err_vs_eager"))
         assert logits.startswith(f"{err:.1%}"), (model, shape)
+
+
+def test_the_class_sweep_rows_count_their_files():
+    """The headline table's "prefill N of M at or past ..., decode N of M", counted from the
+    sweep each row names."""
+    text = (ROOT / "README.md").read_text()
+    for line in text.splitlines():
+        found = re.search(r"`(attention_classes(_h100)?\.json)`", line)
+        if not found:
+            continue
+        f = found.group(1)
+        rows = json.loads((ROOT / "benchmarks" / "results" / "current" / f).read_text())["rows"]
+        for phase in ("prefill", "decode"):
+            mine = [r["rooflab_over_best_peer"] >= 1 for r in rows if r["phase"] == phase]
+            said = re.search(phase + r" (\d+) of (\d+)", line)
+            assert said and (int(said[1]), int(said[2])) == (sum(mine), len(mine)), (f, phase)
