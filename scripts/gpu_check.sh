@@ -29,6 +29,7 @@
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
+#          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -187,6 +188,18 @@ ab_before() {
 from kernels import DECODE_SHAPES; print(DECODE_SHAPES)')"
 }
 has ab_before && run ab_before ab_before
+# flash-decoding at head dim 64, where the class sweep's row is furthest below cuDNN (the merge
+# kernel, docs/kernels/flash_decoding.md): the in-kernel merge at four runs a head, 128 keys a
+# step, the one-row merge; the sweep's row, then rows held out from it (gpt-oss's 64/8 heads,
+# MHA, other batches and caches), written before any of them ran
+ab_decode_d64() {
+  python3 benchmarks/ab_decode.py "$cur" --name ab_decode_d64 --rows '[(8,32,8,1,4096,64),
+    (1,64,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(16,32,8,1,2048,64),
+    (8,16,16,1,4096,64),(32,32,8,1,1024,64),(2,64,8,1,16384,64)]' \
+    --variant 'last={"LAST_MERGES": 1}' --variant 'n128={"BLOCK_N": 128}' \
+    --variant 'one_row={"MERGE_ROWS": 0}'
+}
+has ab_decode_d64 && run ab_decode_d64 ab_decode_d64
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
