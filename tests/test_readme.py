@@ -101,6 +101,8 @@ def test_the_models_table_reads_its_files():
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
             if line.startswith("| ") and "`attn" in line]
     assert len(rows) >= 10
+    models = {r[0].split(" (")[0] for r in rows}  # and the headline row counts them
+    assert f"inside {len(models)} models" in text and f"{len(rows)} shapes" in text
     ms = lambda s: [float(x) for x in re.findall(r"[\d.]+(?= /| ms)", s.replace(",", ""))]
     for model, shape, ttft, tpot, logits, commit, folder in rows:
         data = json.loads((ROOT / "benchmarks" / "results" / "current" / folder.strip("`/")
