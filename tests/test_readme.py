@@ -133,3 +133,29 @@ def test_the_class_sweep_rows_count_their_files():
             mine = [r["rooflab_over_best_peer"] >= 1 for r in rows if r["phase"] == phase]
             said = re.search(phase + r" (\d+) of (\d+)", line)
             assert said and (int(said[1]), int(said[2])) == (sum(mine), len(mine)), (f, phase)
+
+
+def test_the_generation_rows_are_their_files():
+    """Headline rows of whole models generating ("N of N within 10%: TTFT a-b, TPOT a-b, peak
+    memory a-b", predicted over measured as a graph) are the ranges of the files they name."""
+    text = (ROOT / "README.md").read_text()
+    current = ROOT / "benchmarks" / "results" / "current"
+    checked = 0
+    for line in text.splitlines():
+        said = re.search(r"(\d+) of (\d+) within 10%: TTFT ([\d.]+)-([\d.]+).*?TPOT ([\d.]+)-"
+                         r"([\d.]+), peak memory ([\d.]+)-([\d.]+) \| `([^`]+)`", line)
+        if not said:
+            continue
+        pattern = said[9] + ("generate.json" if said[9].endswith("/") else "")
+        rows = [r for f in sorted(current.glob(pattern))
+                for r in json.loads(f.read_text())["rows"]]
+        ttft = [r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"] for r in rows]
+        tpot = [r["decode"]["predicted_over_graph_device"] for r in rows]
+        mem = [r["memory_predicted_over_measured"] for r in rows]
+        within = sum(all(abs(x[i] - 1) <= 0.10 for x in (ttft, tpot)) for i in range(len(rows)))
+        assert (int(said[1]), int(said[2])) == (within, len(rows)), pattern
+        for got, lo, hi in ((ttft, said[3], said[4]), (tpot, said[5], said[6]),
+                            (mem, said[7], said[8])):
+            assert (f"{min(got):.2f}", f"{max(got):.2f}") == (lo, hi), pattern
+        checked += 1
+    assert checked == 3  # gemma/, heldout*/, moe/
