@@ -159,3 +159,22 @@ def test_the_generation_rows_are_their_files():
             assert (f"{min(got):.2f}", f"{max(got):.2f}") == (lo, hi), pattern
         checked += 1
     assert checked == 3  # gemma/, heldout*/, moe/
+
+
+def test_the_decoder_layer_rows_are_their_files():
+    """One decoder layer's rows, "N of N within 10% ... prefill a-b, decode a-b" (predicted over
+    profiled kernel time), are what the files they name hold."""
+    text = (ROOT / "README.md").read_text()
+    checked = 0
+    for line in text.splitlines():
+        said = re.search(r"(\d+) of (\d+) within 10%.*?prefill ([\d.]+)-([\d.]+), decode "
+                         r"([\d.]+)-([\d.]+).*\| `(decoder\w*\.json)`", line)
+        if not said:
+            continue
+        d = json.loads((ROOT / "benchmarks" / "results" / "current" / said[7]).read_text())
+        assert (int(said[1]), int(said[2])) == (d["within_10pct"], d["total"]), said[7]
+        for phase, lo, hi in (("prefill", said[3], said[4]), ("decode", said[5], said[6])):
+            got = [r["predicted_over_kernel"] for r in d["rows"] if r["phase"] == phase]
+            assert (f"{min(got):.2f}", f"{max(got):.2f}") == (lo, hi), (said[7], phase)
+        checked += 1
+    assert checked == 4  # the layer, held-out configs, the mixtures, gpt-oss
