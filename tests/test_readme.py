@@ -5,6 +5,7 @@ import re
 import shlex
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+CURRENT = ROOT / "benchmarks" / "results" / "current"  # the files the headline figures name
 
 
 def quickstart_commands() -> list[str]:
@@ -103,10 +104,11 @@ def test_the_models_table_reads_its_files():
     assert len(rows) >= 10
     models = {r[0].split(" (")[0] for r in rows}  # and the headline row counts them
     assert f"inside {len(models)} models" in text and f"{len(rows)} shapes" in text
-    ms = lambda s: [float(x) for x in re.findall(r"[\d.]+(?= /| ms)", s.replace(",", ""))]
+    def ms(cell: str) -> list[float]:  # "967.5 / 968.4 ms" -> [967.5, 968.4]
+        return [float(x) for x in re.findall(r"[\d.]+(?= /| ms)", cell.replace(",", ""))]
+
     for model, shape, ttft, tpot, logits, commit, folder in rows:
-        data = json.loads((ROOT / "benchmarks" / "results" / "current" / folder.strip("`/")
-                           / "generate_attn.json").read_text())
+        data = json.loads((CURRENT / folder.strip("`/") / "generate_attn.json").read_text())
         assert data["meta"]["commit"] == commit, folder
         b, n = (int(x.replace(",", "")) for x in shape.split(" x "))
         got = {r["attn"]: r for r in data["rows"] if r["model"] == model.split(" (")[0]
@@ -123,23 +125,25 @@ def test_the_class_sweep_rows_count_their_files():
     """The headline table's "prefill N of M at or past ..., decode N of M", counted from the
     sweep each row names."""
     text = (ROOT / "README.md").read_text()
+    checked = 0
     for line in text.splitlines():
         found = re.search(r"`(attention_classes(_h100)?\.json)`", line)
         if not found:
             continue
         f = found.group(1)
-        rows = json.loads((ROOT / "benchmarks" / "results" / "current" / f).read_text())["rows"]
+        rows = json.loads((CURRENT / f).read_text())["rows"]
         for phase in ("prefill", "decode"):
             mine = [r["rooflab_over_best_peer"] >= 1 for r in rows if r["phase"] == phase]
             said = re.search(phase + r" (\d+) of (\d+)", line)
             assert said and (int(said[1]), int(said[2])) == (sum(mine), len(mine)), (f, phase)
+        checked += 1
+    assert checked == 2  # the H200's and the H100's
 
 
 def test_the_generation_rows_are_their_files():
     """Headline rows of whole models generating ("N of N within 10%: TTFT a-b, TPOT a-b, peak
     memory a-b", predicted over measured as a graph) are the ranges of the files they name."""
     text = (ROOT / "README.md").read_text()
-    current = ROOT / "benchmarks" / "results" / "current"
     checked = 0
     for line in text.splitlines():
         said = re.search(r"(\d+) of (\d+) within 10%: TTFT ([\d.]+)-([\d.]+).*?TPOT ([\d.]+)-"
@@ -147,7 +151,7 @@ def test_the_generation_rows_are_their_files():
         if not said:
             continue
         pattern = said[9] + ("generate.json" if said[9].endswith("/") else "")
-        rows = [r for f in sorted(current.glob(pattern))
+        rows = [r for f in sorted(CURRENT.glob(pattern))
                 for r in json.loads(f.read_text())["rows"]]
         ttft = [r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"] for r in rows]
         tpot = [r["decode"]["predicted_over_graph_device"] for r in rows]
@@ -171,7 +175,7 @@ def test_the_decoder_layer_rows_are_their_files():
                          r"([\d.]+)-([\d.]+).*\| `(decoder\w*\.json)`", line)
         if not said:
             continue
-        d = json.loads((ROOT / "benchmarks" / "results" / "current" / said[7]).read_text())
+        d = json.loads((CURRENT / said[7]).read_text())
         assert (int(said[1]), int(said[2])) == (d["within_10pct"], d["total"]), said[7]
         for phase, lo, hi in (("prefill", said[3], said[4]), ("decode", said[5], said[6])):
             got = [r["predicted_over_kernel"] for r in d["rows"] if r["phase"] == phase]
