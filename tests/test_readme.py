@@ -182,3 +182,25 @@ def test_the_decoder_layer_rows_are_their_files():
             assert (f"{min(got):.2f}", f"{max(got):.2f}") == (lo, hi), (said[7], phase)
         checked += 1
     assert checked == 4  # the layer, held-out configs, the mixtures, gpt-oss
+
+
+def test_the_kernel_rows_are_their_files():
+    """The FlashAttention, flash-decoding and GeLU rows' figures, from kernels.json."""
+    text = (ROOT / "README.md").read_text()
+    k = json.loads((CURRENT / "kernels.json").read_text())
+    flash = k["flash_default"]
+    past = sorted(r["triton_over_sdpa_cudnn"] for r in flash if r["triton_over_sdpa_cudnn"] >= 1)
+    below = [r["triton_over_sdpa_cudnn"] for r in flash if r["triton_over_sdpa_cudnn"] < 1]
+    best = {d: max(r["median_of_3_tflops_per_s"]["triton"] for r in flash if r["head_dim"] == d)
+            for d in (128, 256)}
+    assert (f"{len(past)} of {len(flash)} rows, {past[0]:.2f}-{past[-1]:.2f}x ({best[256]:.0f} "
+            f"TFLOP/s at d=256, {best[128]:.0f} at d=128); {below[0]:.2f}x") in text
+    lab = {r["kv_len"]: r for r in k["lab_decode"]["rows"]}
+    rest = [r["triton_decode_over_fastest_sdpa"] for n, r in lab.items() if n >= 1024]
+    assert (f"{lab[512]['triton_decode_over_fastest_sdpa']:.2f}x at 512 cached tokens, "
+            f"{min(rest):.2f}-{max(rest):.3f}x from 1k to 32k; "
+            f"{lab[4096]['triton_decode_fraction_of_copy_ceiling']:.2f} of the copy ceiling") in text
+    gelu = k["gelu"]
+    assert (f"at least {min(r['triton_over_fgelu'] for r in gelu):.2f}x `F.gelu` and "
+            f"{min(r['triton_over_copy'] for r in gelu):.2f} of a copy") in text
+    assert f"{len({r['numel'] for r in gelu})} lengths x {len({r['dtype'] for r in gelu})}" in text
