@@ -269,7 +269,8 @@ def test_a_decode_row_above_the_copy_ceiling_says_why_in_its_row_and_point():
 
 def test_part3_says_when_the_profiled_ops_outlast_the_call():
     """On a CPU the ops' profiled times can sum to more than the unprofiled call: 3.3 says so
-    rather than show kernels longer than the call without a word."""
+    rather than show kernels longer than the call without a word, and holds the prediction
+    against the timed call too."""
     from rooflab.lab.parts.p3_layer import questions_measured
     m = {"phase": "decode", "batch": 1, "kv_len": 512, "mode": "eager", "wall_s": 1.31e-3,
          "device_s": 1.31e-3, "kernel_s": 1.52e-3, "predicted_s": 5.36e-4,
@@ -279,8 +280,10 @@ def test_part3_says_when_the_profiled_ops_outlast_the_call():
          "components": [], "launches_per_iter": 60}
     text = questions_measured([m], [], "cpu")["3.3"]["text"]
     assert "kernels 1.52 ms (1.16x the call timed without the profiler" in text
+    assert "predicted 536 us (0.35 of measured, 0.41 of the call timed without it;" in text
     m["kernel_s"] = 1.2e-3
     assert "without the profiler" not in questions_measured([m], [], "cpu")["3.3"]["text"]
+    assert "timed without it" not in questions_measured([m], [], "cpu")["3.3"]["text"]
     assert "L2 flushed" not in questions_measured([m], [], "cpu")["3.3"]["text"]  # not flushed
     assert "started with L2 flushed" in questions_measured(
         [{**m, "l2_flushed": True}], [], "cuda")["3.3"]["text"]

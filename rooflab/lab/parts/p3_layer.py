@@ -329,13 +329,16 @@ def questions_measured(measured: list[dict], not_measured: list[str], device: st
     lines = []
     for m in measured:
         over = m["kernel_s"] / m["device_s"] if m["device_s"] else 0
+        slowed = device != "cuda" and over > 1  # the profiler slowed a CPU's ops
         lines.append(
             f"{m['phase']} B={m['batch']} {m['mode']}: wall {secs(m['wall_s'])}, device "
             f"{secs(m['device_s'])}, kernels {secs(m['kernel_s'])}" + (
                 f" ({over:.2f}x the call timed without the profiler: under it, a CPU runs the "
-                "same ops slower)" if device != "cuda" and over > 1 else "")
+                "same ops slower)" if slowed else "")
             + ", predicted "
-            f"{secs(m['predicted_s'])} ({m['predicted_over_kernel']:.2f} of measured; the plain "
+            f"{secs(m['predicted_s'])} ({m['predicted_over_kernel']:.2f} of measured" + (
+                f", {m['predicted_s'] / m['device_s']:.2f} of the call timed without it"
+                if slowed else "") + "; the plain "
             f"roofline alone {m['roofline_s'] / m['kernel_s']:.2f})")
     cold = (" Each call started with L2 flushed, as a layer runs in a model, whose step reads "
             "every layer in turn." if any(m.get("l2_flushed") for m in measured) else "")
