@@ -139,7 +139,7 @@ def test_prefill_verdict_follows_the_ridges(eager, fused, ridges, says):
     ("nvjet_sm90_tst_64x8_64x16_2x4_h_bz_NNT", "nvjet_sm90_tst_64x8_64x16_2x4_h_bz_NNT"),
     ("aten::mm", "aten::mm"), ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD (Device -> Device)")])
 def test_a_kernel_is_named_by_its_function(name, label):
-    """The 4.4.2 sentence once read "(void at::native::(anonymous namespace):: 15.4 us)"."""
+    """A C++ kernel by its function's name, never cut inside its namespaces."""
     assert A.kernel_label(name) == label
 
 
@@ -153,6 +153,7 @@ def test_names_counts_a_label_twice():
                                            (7.5e-3, "took 375x that"),
                                            (1e-6, "holds what the profiler's kernel time")])
 def test_the_profiled_matmul_is_held_against_the_timed_one(profiled, says):
-    """4.1 on a busy CPU read 7.52 ms for a 128 x 128 matmul that part 1 timed at 17.6 us."""
+    """4.1 holds the profiler's few calls against the timer's many: in line, longer (which to
+    quote), shorter (what the kernel time leaves out)."""
     text = p4_fusion.against_timed(profiled, 2e-6 if profiled < 1e-3 else 2e-5, 0.01)
     assert says in text and ("the one to quote" in text) == (profiled > 1e-3)

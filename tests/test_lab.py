@@ -284,6 +284,11 @@ def test_part3_says_when_the_profiled_ops_outlast_the_call():
     m["kernel_s"] = 1.2e-3
     assert "without the profiler" not in questions_measured([m], [], "cpu")["3.3"]["text"]
     assert "timed without it" not in questions_measured([m], [], "cpu")["3.3"]["text"]
+    profile = questions_measured([m], [], "cpu")["B.decode_profile"]["text"]  # ops under wall:
+    assert "1.2 ms in them of 1.31 ms wall; " in profile                     # nothing to explain
+    slowed = questions_measured([{**m, "kernel_s": 1.52e-3}], [], "cpu")["B.decode_profile"]
+    assert "1.31 ms wall timed without the profiler (under it the same ops ran slower)" in \
+        slowed["text"]
     assert "L2 flushed" not in questions_measured([m], [], "cpu")["3.3"]["text"]  # not flushed
     assert "started with L2 flushed" in questions_measured(
         [{**m, "l2_flushed": True}], [], "cuda")["3.3"]["text"]

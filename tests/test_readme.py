@@ -96,7 +96,7 @@ def test_the_tour_runs_its_cpu_safe_commands_and_reads_their_output(tmp_path, mo
 
 def test_the_models_table_reads_its_files():
     """Each row of "rooflab's kernels inside models" is the figures of the file and commit it
-    names (the row it replaced quoted runs other than the files beside it)."""
+    names."""
     text = (ROOT / "README.md").read_text()
     section = text.split("### rooflab's kernels inside models", 1)[1].split("\n## ", 1)[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
@@ -121,35 +121,36 @@ def test_the_models_table_reads_its_files():
         assert logits.startswith(f"{err:.1%}"), (model, shape)
 
 
+def headline_rows(pattern: str) -> list[re.Match]:
+    """The README lines that ``pattern`` finds, as its matches."""
+    found = (re.search(pattern, line) for line in (ROOT / "README.md").read_text().splitlines())
+    return [m for m in found if m]
+
+
+def span(values: list[float]) -> tuple[str, str]:
+    """A range as the README writes it: "0.93-1.06"."""
+    return f"{min(values):.2f}", f"{max(values):.2f}"
+
+
 def test_the_class_sweep_rows_count_their_files():
     """The headline table's "prefill N of M at or past ..., decode N of M", counted from the
     sweep each row names."""
-    text = (ROOT / "README.md").read_text()
-    checked = 0
-    for line in text.splitlines():
-        found = re.search(r"`(attention_classes(_h100)?\.json)`", line)
-        if not found:
-            continue
-        f = found.group(1)
-        rows = json.loads((CURRENT / f).read_text())["rows"]
-        for phase in ("prefill", "decode"):
+    rows_said = headline_rows(r"prefill (\d+) of (\d+).*decode (\d+) of (\d+).*"
+                              r"`(attention_classes(_h100)?\.json)`")
+    for said in rows_said:
+        rows = json.loads((CURRENT / said[5]).read_text())["rows"]
+        for phase, n, of in (("prefill", said[1], said[2]), ("decode", said[3], said[4])):
             mine = [r["rooflab_over_best_peer"] >= 1 for r in rows if r["phase"] == phase]
-            said = re.search(phase + r" (\d+) of (\d+)", line)
-            assert said and (int(said[1]), int(said[2])) == (sum(mine), len(mine)), (f, phase)
-        checked += 1
-    assert checked == 2  # the H200's and the H100's
+            assert (int(n), int(of)) == (sum(mine), len(mine)), (said[5], phase)
+    assert len(rows_said) == 2  # the H200's and the H100's
 
 
 def test_the_generation_rows_are_their_files():
     """Headline rows of whole models generating ("N of N within 10%: TTFT a-b, TPOT a-b, peak
     memory a-b", predicted over measured as a graph) are the ranges of the files they name."""
-    text = (ROOT / "README.md").read_text()
-    checked = 0
-    for line in text.splitlines():
-        said = re.search(r"(\d+) of (\d+) within 10%: TTFT ([\d.]+)-([\d.]+).*?TPOT ([\d.]+)-"
-                         r"([\d.]+), peak memory ([\d.]+)-([\d.]+) \| `([^`]+)`", line)
-        if not said:
-            continue
+    rows_said = headline_rows(r"(\d+) of (\d+) within 10%: TTFT ([\d.]+)-([\d.]+).*?TPOT "
+                              r"([\d.]+)-([\d.]+), peak memory ([\d.]+)-([\d.]+) \| `([^`]+)`")
+    for said in rows_said:
         pattern = said[9] + ("generate.json" if said[9].endswith("/") else "")
         rows = [r for f in sorted(CURRENT.glob(pattern))
                 for r in json.loads(f.read_text())["rows"]]
@@ -160,28 +161,22 @@ def test_the_generation_rows_are_their_files():
         assert (int(said[1]), int(said[2])) == (within, len(rows)), pattern
         for got, lo, hi in ((ttft, said[3], said[4]), (tpot, said[5], said[6]),
                             (mem, said[7], said[8])):
-            assert (f"{min(got):.2f}", f"{max(got):.2f}") == (lo, hi), pattern
-        checked += 1
-    assert checked == 3  # gemma/, heldout*/, moe/
+            assert span(got) == (lo, hi), pattern
+    assert len(rows_said) == 3  # gemma/, heldout*/, moe/
 
 
 def test_the_decoder_layer_rows_are_their_files():
     """One decoder layer's rows, "N of N within 10% ... prefill a-b, decode a-b" (predicted over
     profiled kernel time), are what the files they name hold."""
-    text = (ROOT / "README.md").read_text()
-    checked = 0
-    for line in text.splitlines():
-        said = re.search(r"(\d+) of (\d+) within 10%.*?prefill ([\d.]+)-([\d.]+), decode "
-                         r"([\d.]+)-([\d.]+).*\| `(decoder\w*\.json)`", line)
-        if not said:
-            continue
+    rows_said = headline_rows(r"(\d+) of (\d+) within 10%.*?prefill ([\d.]+)-([\d.]+), decode "
+                              r"([\d.]+)-([\d.]+).*\| `(decoder\w*\.json)`")
+    for said in rows_said:
         d = json.loads((CURRENT / said[7]).read_text())
         assert (int(said[1]), int(said[2])) == (d["within_10pct"], d["total"]), said[7]
         for phase, lo, hi in (("prefill", said[3], said[4]), ("decode", said[5], said[6])):
             got = [r["predicted_over_kernel"] for r in d["rows"] if r["phase"] == phase]
-            assert (f"{min(got):.2f}", f"{max(got):.2f}") == (lo, hi), (said[7], phase)
-        checked += 1
-    assert checked == 4  # the layer, held-out configs, the mixtures, gpt-oss
+            assert span(got) == (lo, hi), (said[7], phase)
+    assert len(rows_said) == 4  # the layer, held-out configs, the mixtures, gpt-oss
 
 
 def test_the_kernel_rows_are_their_files():

@@ -26,12 +26,16 @@ def collect(parts: dict) -> dict:
     return {q: found[q] for q in IDS if q in found}
 
 
+def times(r: float) -> str:
+    """A ratio for a sentence: "3.2x", "1,234x"."""
+    return f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x"
+
+
 def speed(ratio: float) -> str:
     """``ratio`` = the other's time over this one's: "3.2x faster", "4.8x slower" or "as fast"."""
     if abs(ratio - 1) < 0.02:
         return "as fast (within 2%)"
-    r = ratio if ratio > 1 else 1 / ratio
-    return (f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x") + (" faster" if ratio > 1 else " slower")
+    return times(ratio if ratio > 1 else 1 / ratio) + (" faster" if ratio > 1 else " slower")
 
 
 def agree_bound(cv: float = 0.0) -> float:

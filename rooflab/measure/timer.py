@@ -1,4 +1,5 @@
-"""The one timer: every latency in rooflab goes through ``time`` (or ``cold_series``).
+"""The one timer: every latency in rooflab goes through ``time`` (or ``cold_series``; a GPU
+call's launch alone, ``launch_s``).
 
 Two figures per call, named so everywhere:
 
@@ -322,6 +323,24 @@ def time_call(fn, *args, warmup: int = 3, reps: int | None = None, budget_s: flo
     walls = _wall_samples(call, args, kwargs, name, reps, flush, dev) if wall else []
     return Timing(samples, dev, label, warmup, cv_threshold, name, {"method": method},
                   wall_samples_s=walls)
+
+
+def launch_s(fn, *args, device: str | None = None, calls: int = 100) -> float | None:
+    """The host's time to launch one call of fn(*args) on a GPU: back-to-back calls with no
+    synchronisation between them, fewer than the launch queue holds, the fastest of three
+    rounds. A loop of calls runs at this rate where it is longer than the kernel. None on a
+    CPU, where a call returns when its work is done."""
+    if device_of(device) != "cuda":
+        return None
+    rounds = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t0 = _time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        rounds.append((_time.perf_counter() - t0) / calls)
+    torch.cuda.synchronize()
+    return min(rounds)
 
 
 def overhead(wall_s: float | None, kernel_s: float | None) -> dict:

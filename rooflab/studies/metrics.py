@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import random
-import time
 
 import torch
 
 from rooflab import cost as C
 from rooflab.kernels import naive
 from rooflab.measure import cold_series, time_call
+from rooflab.measure.timer import launch_s
 from rooflab.measure.dtypes import torch_dtype
 
 
@@ -72,24 +72,6 @@ def independent_s(fn, *args, device: str = "cpu") -> float:
     if device == "cuda":
         torch.cuda.synchronize()
     return t.blocked_autorange(min_run_time=0.2).median
-
-
-def launch_s(fn, *args, device: str = "cpu", calls: int = 100) -> float | None:
-    """The host's time to launch one call of fn(*args) on a GPU: back-to-back calls with no
-    synchronisation between them, fewer than the launch queue holds, the fastest of three
-    rounds. A loop of calls (independent_s's) runs at this rate where it is longer than the
-    kernel. None on a CPU, where a call returns when its work is done."""
-    if device != "cuda":
-        return None
-    rounds = []
-    for _ in range(3):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn(*args)
-        rounds.append((time.perf_counter() - t0) / calls)
-    torch.cuda.synchronize()
-    return min(rounds)
 
 
 def cold_vs_warm(n: int = 512, runs: int = 8, device: str = "cpu") -> dict:

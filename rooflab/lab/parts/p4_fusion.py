@@ -5,7 +5,7 @@ import torch
 
 from rooflab import roofline as R
 from rooflab.studies import fusion
-from rooflab.lab.answers import agree, answer, kernel_label, names, speed
+from rooflab.lab.answers import agree, answer, kernel_label, names, speed, times
 from rooflab.lab.context import Context, result, table
 from rooflab.measure import time_call
 from rooflab.measure.dtypes import runnable, torch_dtype
@@ -168,8 +168,7 @@ def against_timed(profiled_s: float, timed_s: float, cv: float) -> str:
     text = f" Timed without the profiler, the median of many calls: {secs(timed_s)}"
     if agree(r, cv):
         return text + ", in line with it."
-    times = f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x"
-    return text + f"; the profiled calls took {times} that: " + (
+    return text + f"; the profiled calls took {times(r)} that: " + (
         "the profiler's own cost on each op, or other work on the machine while its few calls "
         "ran; the timed figure is the one to quote." if r > 1 else
         "the timed figure holds what the profiler's kernel time leaves out (the gaps between "
