@@ -29,7 +29,8 @@
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
-#          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows),
+#          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows;
+#          ab_decode_d64_rule: the rule that followed, on rows neither ran),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (on the H200: about 230 s and 430 s);
@@ -56,8 +57,9 @@ run() {  # run PART CMD...: the part's command, exit code, seconds and new files
 has() { [[ ",$parts," == *",$1,"* ]]; }
 # -v: each test's name as it ends, so a part stopped by PART_TIMEOUT (no XML then) still says
 # which failed; the host has no package index: tests that need one are left out. TESTS_K: a -k
-# expression narrowing the tests parts (tests, kernel_tests, other_tests, gpu_tests)
-py_test() { timeout "${PART_TIMEOUT:-0}" python3 -m pytest -v -p no:cacheprovider -o addopts= -m "not network" ${TESTS_K:+-k "$TESTS_K"} "$@"; }
+# expression narrowing the tests parts (tests, kernel_tests, other_tests, gpu_tests);
+# TESTS_WORKERS=N: N pytest processes sharing the GPU (the kernel tests mostly compile)
+py_test() { timeout "${PART_TIMEOUT:-0}" python3 -m pytest -v -p no:cacheprovider -o addopts= -m "not network" ${TESTS_K:+-k "$TESTS_K"} ${TESTS_WORKERS:+-n "$TESTS_WORKERS"} "$@"; }
 has tests && run tests py_test --junitxml="$cur/pytest-gpu.xml" tests
 has kernel_tests && run kernel_tests py_test --junitxml="$cur/pytest-gpu-kernels.xml" \
   tests/test_kernels_*.py
@@ -200,6 +202,12 @@ ab_decode_d64() {
     --variant 'one_row={"MERGE_ROWS": 0}'
 }
 has ab_decode_d64 && run ab_decode_d64 ab_decode_d64
+# the rule that followed it (128 keys a step at head dim 64 up to two pairs an SM) on rows
+# neither A/B ran, on both sides of its bound (264 pairs on the H200)
+has ab_decode_d64_rule && run ab_decode_d64_rule python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_d64_rule --rows '[(4,32,8,1,4096,64),(24,32,8,1,2048,64),(48,32,8,1,1024,64),
+    (64,32,8,1,1024,64),(33,64,8,1,3000,64),(34,64,8,1,3000,64),(2,16,16,1,8192,64),
+    (12,40,8,1,1500,64)]' --variant 'n64={"BLOCK_N": 64}' --variant 'n128={"BLOCK_N": 128}'
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
@@ -239,7 +247,8 @@ files["nvidia-smi.txt"] = {"part": "setup", "command": "nvidia-smi --query-gpu=.
 name = "manifest-" + "-".join(p["part"] for p in parts) + ".json"  # one a call: calls merge
 knobs = {k: v for k, v in os.environ.items() if k in (  # what narrowed the call's parts
     "AB_SETS AB_TESTS AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES "
-    "HELDOUT_SHAPES LATENT_SETS MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K").split()}
+    "HELDOUT_SHAPES LATENT_SETS MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K "
+    "TESTS_WORKERS").split()}
 json.dump({**provenance.record(), "knobs": knobs, "parts": parts, "files": files},
           open(os.path.join(cur, name), "w"), indent=1)
 PY

@@ -223,7 +223,7 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
 
 
-def test_flash_decode_takes_128_keys_a_step_only_at_short_caches(monkeypatch):
+def test_flash_decode_takes_128_keys_a_step_by_its_rule(monkeypatch):
     from types import SimpleNamespace
     h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -240,7 +240,9 @@ def test_flash_decode_takes_128_keys_a_step_only_at_short_caches(monkeypatch):
     assert short(128, 4096, 4, FD.MANY_PAIRS)      # long caches with many pairs, head_dim 128
     assert short(128, 32768, 16, 512)
     assert not short(128, 4096, 4, FD.MANY_PAIRS - 1)  # one sequence: 8 pairs
-    assert not short(64, 4096, 4, 512)             # head_dim 64: 64 a step were faster
+    assert short(64, 4096, 4, 64) and short(64, 1024, 4, 264)  # head_dim 64: two pairs an SM
+    assert not short(64, 4096, 4, 512)             # past them 64 a step were faster
+    assert not short(64, 1024, 4, 265)
     assert not short(128, 4096, 64, 64)            # 16 queries a head
     assert FD.config(128, 4096, 4, 64)["TMA"]      # through TMA where the tensors allow it
 

@@ -285,6 +285,7 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     | cache                    | (batch, KV head) pairs | as                                  |
     | <= SHORT_CACHE keys      | <= one an SM           | cuDNN's kernel takes them (ncu)     |
     | > SHORT_CACHE, d == 128  | >= MANY_PAIRS          | one program an SM                   |
+    | > SHORT_CACHE, d == 64   | <= two an SM           | two 96 KB programs an SM, one wave  |
     """
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
@@ -293,7 +294,8 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     c = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": True}  # TMA where it can
     if n_kv is not None and rows <= 16 and head_dim <= 128 and (
             (n_kv <= SHORT_CACHE and heads <= sms)
-            or (n_kv > SHORT_CACHE and head_dim == 128 and heads >= MANY_PAIRS)):
+            or (n_kv > SHORT_CACHE and head_dim == 128 and heads >= MANY_PAIRS)
+            or (n_kv > SHORT_CACHE and head_dim == 64 and heads <= 2 * sms)):
         c["BLOCK_N"] = 128
     return c
 
