@@ -157,12 +157,11 @@ def test_the_generation_rows_are_their_files():
     rows_said = headline_rows(r"(\d+) of (\d+) within 10%: TTFT ([\d.]+)-([\d.]+).*?TPOT "
                               r"([\d.]+)-([\d.]+), peak memory ([\d.]+)-([\d.]+).*? \| (`.+`) \|")
     for said in rows_said:
+        files = [f for p in re.findall(r"`([^`]+)`", said[9])
+                 for f in CURRENT.glob(p + ("generate*.json" if p.endswith("/") else ""))]
         newest = {}
-        for pattern in re.findall(r"`([^`]+)`", said[9]):
-            files = CURRENT.glob(pattern + ("generate*.json" if pattern.endswith("/") else ""))
-            for d in sorted((json.loads(f.read_text()) for f in files),
-                            key=lambda d: d["meta"]["date"]):
-                newest |= {(r["model"], r["batch"], r["seq"], r.get("attn")): r for r in d["rows"]}
+        for d in sorted((json.loads(f.read_text()) for f in files), key=lambda d: d["meta"]["date"]):
+            newest |= {(r["model"], r["batch"], r["seq"], r.get("attn")): r for r in d["rows"]}
         rows = list(newest.values())
         ttft = [r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"] for r in rows]
         tpot = [r["decode"]["predicted_over_graph_device"] for r in rows]
