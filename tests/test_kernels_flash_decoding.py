@@ -284,6 +284,22 @@ def test_flash_decode_with_128_keys_a_step(device, shape):
     assert e["lse_max_abs_err"] < 1e-3
 
 
+@pytest.mark.parametrize("programs", [2, 8])  # whole heads; heads cut in runs, merged
+def test_flash_decode_with_128_keys_a_step_and_sinks(device, programs):
+    """Head dim 64 at 128 keys a step (its rule from 513 keys) with gpt-oss's sinks, ragged:
+    O and the LSE against fp64."""
+    g = torch.Generator(device="cpu").manual_seed(programs)
+    q, k, v = (torch.randn(2, heads, n, 64, generator=g).to(device, torch.bfloat16)
+               for heads, n in ((8, 1), (1, 700), (1, 700)))
+    sinks = torch.randn(8, generator=g).to(device)
+    ref = FA.standard_attention(q.double(), k.double(), v.double(), False, sinks=sinks.double())
+    low = FA.standard_attention(q, k, v, False, sinks=sinks)
+    cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
+    o, _ = FD.flash_decode(q, k, v, False, programs=programs, cfg=cfg, sinks=sinks)
+    rel = lambda x: float((x.double() - ref).norm() / ref.norm())  # noqa: E731
+    assert torch.isfinite(o).all() and rel(o) <= 2 * rel(low) + 1e-4
+
+
 def test_flash_decode_gives_every_program_the_same_work():
     # (blocks per program, programs, partial slots per head)
     assert FD.schedule(8, 8, 4096, 64, 132) == (32, 128, 3)   # 4,096 blocks: 2 runs a head
@@ -302,7 +318,7 @@ def test_flash_decode_gives_every_program_the_same_work():
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(8, 32, 1, 4096, 128, 8), (1, 8, 4, 32771, 256, 1),
                                    (64, 16, 1, 1031, 64, 16), (8, 32, 1, 512, 128, 8),
-                                   (64, 16, 16, 500, 64, 16)])
+                                   (64, 16, 16, 500, 64, 16), (8, 64, 1, 4097, 64, 8)])
 def test_flash_decode_gpu_large(shape):
     b, h, lq, lkv, d, hkv = shape
     e = FD.errors(b, h, lq, lkv, d, hkv, torch.bfloat16, True, device="cuda", seed=lkv)
