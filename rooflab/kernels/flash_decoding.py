@@ -285,7 +285,7 @@ def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1
     | cache                    | (batch, KV head) pairs | as                                  |
     | <= SHORT_CACHE keys      | <= one an SM           | cuDNN's kernel takes them (ncu)     |
     | > SHORT_CACHE, d == 128  | >= MANY_PAIRS          | one program an SM                   |
-    | > SHORT_CACHE, d == 64   | <= two an SM           | two 96 KB programs an SM, one wave  |
+    | > SHORT_CACHE, d == 64   | <= two an SM           | one wave as _programs counts them   |
     """
     if INTERPRET:
         return {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
@@ -325,7 +325,9 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
     SMs or are short (see the module's docstring). Otherwise about as many as run at once
     (aligned: a count that cuts every head alike): two per SM where two fit in shared memory
     (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 or with
-    128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is."""
+    128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is. The count
+    is of every stage's tiles; Triton 3.6 keeps one stage fewer (72 KB, not 96: three fit an
+    SM, flash_resources.py --decode), so "fits" here errs on fewer programs."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
