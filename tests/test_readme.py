@@ -217,3 +217,18 @@ def test_the_kernel_rows_are_their_files():
     assert (f"at least {min(r['triton_over_fgelu'] for r in gelu):.2f}x `F.gelu` and "
             f"{min(r['triton_over_copy'] for r in gelu):.2f} of a copy") in text
     assert f"{len({r['numel'] for r in gelu})} lengths x {len({r['dtype'] for r in gelu})}" in text
+
+
+def test_the_in_place_row_is_its_files():
+    """transformers' latent v read in place against a contiguous copy: "in place faster at N of
+    M (the copy takes a-bx its time); cuDNN c-dx its time, below at B x L (r) ..."."""
+    rows = [r for f in sorted(CURRENT.glob("ab_flash_*_in_place_h200.json"))
+            for r in json.loads(f.read_text())["rows"]]
+    copy, cudnn = ([r["median_s"][k] / r["median_s"]["after"] for r in rows]
+                   for k in ("copy", "cudnn"))
+    below = " and ".join(f"{r['shape'][0]} x {r['shape'][3]:,} ({x:.2f})"
+                         for r, x in zip(rows, cudnn) if x < 1)
+    lo, hi = span(copy)
+    assert (f"in place faster at {sum(x > 1 for x in copy)} of {len(rows)} (the copy takes "
+            f"{lo}-{hi}x its time); cuDNN {'-'.join(span(cudnn))}x its time, below at "
+            f"{below} |") in (ROOT / "README.md").read_text()
