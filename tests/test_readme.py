@@ -232,3 +232,22 @@ def test_the_in_place_row_is_its_files():
     assert (f"in place faster at {sum(x > 1 for x in copy)} of {len(rows)} (the copy takes "
             f"{lo}-{hi}x its time); cuDNN {'-'.join(span(cudnn))}x its time, below at "
             f"{below} |") in (ROOT / "README.md").read_text()
+
+
+def test_the_gelu_any_and_gpt_oss_rows_are_their_files():
+    """GeLU at odd lengths ("a-bx `F.gelu`") and gpt-oss-20b generating under rooflab's kernels
+    ("TTFT a and b, TPOT a and b, peak memory a and b", predicted over measured as a graph)."""
+    text = (ROOT / "README.md").read_text()
+    gelu = json.loads((CURRENT / "gelu_any" / "kernels.json").read_text())["gelu_any"]
+    lo, hi = span([r["triton_over_fgelu"] for r in gelu])
+    assert (f"GeLU at {len({r['numel'] for r in gelu})} lengths near no power of two x "
+            f"{len({r['dtype'] for r in gelu})} dtypes, aligned and one element off | "
+            f"{lo}-{hi}x `F.gelu` |") in text
+    rows = [r for r in json.loads((CURRENT / "attn_deepseek_gptoss" / "generate_attn.json")
+                                  .read_text())["rows"]
+            if r["model"] == "gpt-oss-20b" and r["attn"] == "rooflab"]
+    pairs = {"TTFT": [r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"] for r in rows],
+             "TPOT": [r["decode"]["predicted_over_graph_device"] for r in rows],
+             "peak memory": [r["memory_predicted_over_measured"] for r in rows]}
+    said = ", ".join(f"{k} {a:.2f} and {b:.2f}" for k, (a, b) in pairs.items())
+    assert f"under rooflab's kernels (never tuned on) | {said} | `attn_deepseek_gptoss/` |" in text
