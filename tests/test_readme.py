@@ -251,3 +251,20 @@ def test_the_gelu_any_and_gpt_oss_rows_are_their_files():
              "peak memory": [r["memory_predicted_over_measured"] for r in rows]}
     said = ", ".join(f"{k} {a:.2f} and {b:.2f}" for k, (a, b) in pairs.items())
     assert f"under rooflab's kernels (never tuned on) | {said} | `attn_deepseek_gptoss/` |" in text
+
+
+def test_the_class_sweep_rows_below_cuDNN_are_its_file():
+    """The H200 sweep's row names every prefill row below cuDNN, lowest first, each figure to
+    the places it is given, and the decode rows below as "the rest a at ..., b at ..., c-d"."""
+    said = headline_rows(r"below: (.*?); decode \d+ of \d+ \(.*?\), the rest (.*?); .*"
+                         r"`attention_classes\.json`")[0]
+    rows = json.loads((CURRENT / "attention_classes.json").read_text())["rows"]
+    below = {p: sorted(r["rooflab_over_best_peer"] for r in rows
+                       if r["phase"] == p and r["rooflab_over_best_peer"] < 1)
+             for p in ("prefill", "decode")}
+    figures = re.findall(r"(\d\.\d+)x", said[1])
+    assert len(figures) == len(below["prefill"])
+    for fig, got in zip(figures, below["prefill"]):
+        assert fig == f"{got:.{len(fig) - 2}f}", said[1]
+    low, second, *rest = below["decode"]
+    assert re.match(rf"{low:.2f}x at .*, {second:.2f}x at .*, {'-'.join(span(rest))}x$", said[2])
