@@ -253,7 +253,7 @@ def test_the_gelu_any_and_gpt_oss_rows_are_their_files():
     assert f"under rooflab's kernels (never tuned on) | {said} | `attn_deepseek_gptoss/` |" in text
 
 
-def test_the_class_sweep_rows_below_cuDNN_are_its_file():
+def test_the_class_sweep_rows_below_cudnn_are_its_file():
     """The H200 sweep's row names every prefill row below cuDNN, lowest first, each figure to
     the places it is given, and the decode rows below as "the rest a at ..., b at ..., c-d"."""
     said = headline_rows(r"below: (.*?); decode \d+ of \d+ \(.*?\), the rest (.*?); .*"
