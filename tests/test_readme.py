@@ -268,3 +268,17 @@ def test_the_class_sweep_rows_below_cudnn_are_its_file():
         assert fig == f"{got:.{len(fig) - 2}f}", said[1]
     low, second, *rest = below["decode"]
     assert re.match(rf"{low:.2f}x at .*, {second:.2f}x at .*, {'-'.join(span(rest))}x$", said[2])
+
+
+def test_the_lab_row_is_its_run():
+    """"the lab on the H200 | parts a-b ok in N min; ceilings X copy, Y bf16": the report's parts
+    and ceilings, the time its manifest gives the part."""
+    report = json.loads((CURRENT / "report" / "results.json").read_text())
+    ok = [k for k, p in report["parts"].items() if p["status"] == "ok"]
+    seconds = [p["seconds"] for f in CURRENT.glob("manifest-*.json")
+               for p in json.loads(f.read_text())["parts"] if "report" in p["files"]]
+    copy, *peaks = report["meta"]["ceilings_summary"].split(", ")  # "4.25 TB/s copy", "bf16 747 ..."
+    bf16 = next(c.removeprefix("bf16 ") for c in peaks if c.startswith("bf16 "))
+    assert len(seconds) == 1 and (
+        f"| the lab on the H200 | parts {ok[0]}-{ok[-1]} ok in {seconds[0] / 60:.1f} min; "
+        f"ceilings {copy}, {bf16} bf16 |") in (ROOT / "README.md").read_text()
