@@ -169,7 +169,8 @@ def test_the_generation_rows_are_their_files():
         files = [f for p in re.findall(r"`([^`]+)`", said[9])
                  for f in CURRENT.glob(p + ("generate*.json" if p.endswith("/") else ""))]
         newest = {}
-        for d in sorted((json.loads(f.read_text()) for f in files), key=lambda d: d["meta"]["date"]):
+        runs = sorted((json.loads(f.read_text()) for f in files), key=lambda d: d["meta"]["date"])
+        for d in runs:
             newest |= {(r["model"], r["batch"], r["seq"], r.get("attn")): r for r in d["rows"]}
         rows = list(newest.values())
         ttft = [r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"] for r in rows]
@@ -277,7 +278,7 @@ def test_the_lab_row_is_its_run():
     ok = [k for k, p in report["parts"].items() if p["status"] == "ok"]
     seconds = [p["seconds"] for f in CURRENT.glob("manifest-*.json")
                for p in json.loads(f.read_text())["parts"] if "report" in p["files"]]
-    copy, *peaks = report["meta"]["ceilings_summary"].split(", ")  # "4.25 TB/s copy", "bf16 747 ..."
+    copy, *peaks = report["meta"]["ceilings_summary"].split(", ")  # "4.25 TB/s copy", "bf16 ..."
     bf16 = next(c.removeprefix("bf16 ") for c in peaks if c.startswith("bf16 "))
     assert len(seconds) == 1 and (
         f"| the lab on the H200 | parts {ok[0]}-{ok[-1]} ok in {seconds[0] / 60:.1f} min; "
