@@ -214,6 +214,13 @@ def test_the_kernel_rows_are_their_files():
     assert (f"{lab[512]['triton_decode_over_fastest_sdpa']:.2f}x at 512 cached tokens, "
             f"{min(rest):.2f}-{max(rest):.3f}x from 1k to 32k; "
             f"{lab[4096]['triton_decode_fraction_of_copy_ceiling']:.2f} of the copy ceiling") in text
+    fusion = json.loads((CURRENT / "fusion.json").read_text())
+    kernels = {v["kernels"]["unfused (basic ops)"] for v in fusion["summary"].values()}
+    slower = [v["unfused_over_fused_time"] for v in fusion["summary"].values()]
+    numel = {v["numel"] for v in fusion["gelu"].values()}
+    assert len(kernels) == len(numel) == 1 and (
+        f"unfused ({numel.pop():,} elements): {kernels.pop():.0f} kernels, "
+        f"{min(slower):.1f}-{max(slower):.1f}x slower") in text
     gelu = k["gelu"]
     assert (f"at least {min(r['triton_over_fgelu'] for r in gelu):.2f}x `F.gelu` and "
             f"{min(r['triton_over_copy'] for r in gelu):.2f} of a copy") in text
