@@ -290,3 +290,18 @@ def test_the_lab_row_is_its_run():
     assert len(seconds) == 1 and (
         f"| the lab on the H200 | parts {ok[0]}-{ok[-1]} ok in {seconds[0] / 60:.1f} min; "
         f"ceilings {copy}, {bf16} bf16 |") in (ROOT / "README.md").read_text()
+
+
+def test_the_grouped_routing_row_is_its_file():
+    """"N routings x M mixtures x P projections x T lengths | exactly even groups take a-bx a
+    uniform router's draw's time at T1 tokens and c-dx at T2; the other routings e-fx and g-hx"."""
+    rows = json.loads((CURRENT / "grouped_routing.json").read_text())["rows"]
+    n = [len({r[k] for r in rows}) for k in ("routing", "model", "proj", "tokens")]
+    t1, t2 = sorted({r["tokens"] for r in rows})
+    def rng(tokens: int, even: bool) -> str:
+        return "-".join(span([r["over_reference"] for r in rows
+                              if r["tokens"] == tokens and (r["routing"] == "even") == even]))
+    assert (f"under {n[0]} routings x {n[1]} mixtures x {n[2]} projections x {n[3]} lengths | "
+            f"exactly even groups take {rng(t1, True)}x a uniform router's draw's time at "
+            f"{t1:,} tokens and {rng(t2, True)}x at {t2:,}; the other routings {rng(t1, False)}x "
+            f"and {rng(t2, False)}x |") in (ROOT / "README.md").read_text()
