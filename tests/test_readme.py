@@ -305,3 +305,18 @@ def test_the_grouped_routing_row_is_its_file():
             f"exactly even groups take {rng(t1, True)}x a uniform router's draw's time at "
             f"{t1:,} tokens and {rng(t2, True)}x at {t2:,}; the other routings {rng(t1, False)}x "
             f"and {rng(t2, False)}x |") in (ROOT / "README.md").read_text()
+
+
+def test_the_earlier_mixture_row_is_its_files():
+    """"N runs: TTFT a-b, the b <model> at ... , the rest c-d; TPOT e-f" over every run the
+    row's folders hold, each under its own commit's cost model."""
+    said = headline_rows(r"earlier cost models \| (\d+) runs: TTFT (.*?), the ([\d.]+) (.*?) at "
+                         r".*?, the rest (.*?); TPOT (.*?) \(.*\| (`.+`) \|")[0]
+    rows = [r for p in re.findall(r"`([^`]+)`", said[7]) for f in CURRENT.glob(p + "generate.json")
+            for r in json.loads(f.read_text())["rows"]]
+    ttft = sorted((r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"], r["model"])
+                  for r in rows)
+    assert int(said[1]) == len(rows) and said[2] == "-".join(span([t for t, _ in ttft]))
+    assert (said[3], said[4]) == (f"{ttft[-1][0]:.2f}", ttft[-1][1])
+    assert said[5] == "-".join(span([t for t, _ in ttft[:-1]]))
+    assert said[6] == "-".join(span([r["decode"]["predicted_over_graph_device"] for r in rows]))
