@@ -320,3 +320,19 @@ def test_the_earlier_mixture_row_is_its_files():
     assert (said[3], said[4]) == (f"{ttft[-1][0]:.2f}", ttft[-1][1])
     assert said[5] == "-".join(span([t for t, _ in ttft[:-1]]))
     assert said[6] == "-".join(span([r["decode"]["predicted_over_graph_device"] for r in rows]))
+
+
+def test_the_attention_sweep_row_is_its_file():
+    """"the N x N backends (a, b) out of memory at L; flash, efficient, cuDNN and rooflab's at
+    every length": which backends the sweep ran out of memory in, and where."""
+    sweep = json.loads((CURRENT / "attention_sweep.json").read_text())["sweep"]
+    oom = {(r["impl"], r["seq"]) for r in sweep["rows"] if r["status"] != "ok"}
+    every = {r["impl"] for r in sweep["rows"]} - {i for i, _ in oom}
+    assert {i for i, _ in oom} == {"standard", "math"} and {n for _, n in oom} == {32768}
+    assert every == {"flash", "efficient", "cudnn", "triton"}
+    assert all(len([r for r in sweep["rows"] if r["impl"] == i]) == len(sweep["seqs"])
+               for i in every)
+    assert ("| attention memory and time, 512-32,768 tokens, every SDPA backend and rooflab's "
+            "kernel | the N x N backends (standard, math) out of memory at 32,768; flash, "
+            "efficient, cuDNN and rooflab's at every length |") in (ROOT / "README.md").read_text()
+    assert (min(sweep["seqs"]), max(sweep["seqs"])) == (512, 32768)
