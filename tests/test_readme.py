@@ -1,8 +1,10 @@
-"""The README's quickstart is exactly two commands, and CI runs its test command verbatim."""
+"""The README: its quickstart is exactly two commands, CI runs its test command verbatim, and its
+headline figures are those of the files they name."""
 import json
 import pathlib
 import re
 import shlex
+import xml.etree.ElementTree as ET
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CURRENT = ROOT / "benchmarks" / "results" / "current"  # the files the headline figures name
@@ -336,3 +338,24 @@ def test_the_attention_sweep_row_is_its_file():
             "kernel | the N x N backends (standard, math) out of memory at 32,768; flash, "
             "efficient, cuDNN and rooflab's at every length |") in (ROOT / "README.md").read_text()
     assert (min(sweep["seqs"]), max(sweep["seqs"])) == (512, 32768)
+
+
+def test_the_gpu_tests_row_is_its_files():
+    """Each "N passed[, M skipped] (...; commit)" of the GPU tests row is a pytest XML of that
+    commit (its manifest's), with no failure."""
+    runs = {}
+    for m in CURRENT.glob("manifest-*.json"):
+        manifest = json.loads(m.read_text())
+        for f in manifest["files"]:
+            if f.startswith("pytest-") and f.endswith(".xml"):
+                s = ET.parse(CURRENT / f).getroot()
+                s = s if s.tag == "testsuite" else s.find("testsuite")
+                tests, failed, errors, skipped = (int(s.get(k)) for k in
+                                                  ("tests", "failures", "errors", "skipped"))
+                runs.setdefault(manifest["commit"], set()).add(
+                    (tests - failed - errors - skipped, skipped, failed + errors))
+    row = headline_rows(r"^\| GPU tests \| (.*) \|")[0][1]
+    said = re.findall(r"(\d+) passed(?:, (\d+) skipped)? \((?:[^()]*; )?([0-9a-f]{7})\)", row)
+    assert len(said) >= 4
+    for passed, skipped, commit in said:
+        assert (int(passed), int(skipped or 0), 0) in runs.get(commit, set()), (passed, commit)
