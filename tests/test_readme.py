@@ -374,3 +374,28 @@ def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
     assert said.groups() == (f"{prefill[0]:.2f}", f"{prefill[1]:.2f}", str(len(prefill) - 2),
                              f"{prefill[2]:.3f}", f"{prefill[-1]:.3f}", f"{decode[0]:.2f}",
                              str(len(decode) - 1), f"{decode[1]:.3f}", f"{decode[-1]:.3f}")
+
+
+def test_the_class_sweep_rows_past_cudnn_are_its_file():
+    """The H200 sweep's figures for the classes at or past cuDNN, each from its class's rows."""
+    rows = json.loads((CURRENT / "attention_classes.json").read_text())["rows"]
+    def x(phase: str, test) -> list[float]:
+        return sorted(r["rooflab_over_best_peer"] for r in rows
+                      if r["phase"] == phase and test(r["class"]))
+    latent = x("prefill", lambda c: c == "latent attention, transformers' v")
+    past = [v for v in latent if v >= 1]
+    fused = x("prefill", lambda c: c == "fused projection")
+    windows = x("prefill", lambda c: "sliding window" in c and "softcap" not in c
+                and "sinks" not in c)
+    eager = x("prefill", lambda c: c.startswith(("softcap", "sinks")))
+    one = {c: x("decode", lambda k, c=c: k == c)[0]
+           for c in ("head dim 256", "latent attention", "four queries, causal")}
+    said = (f"latent attention with transformers' v, read where it lies, {past[0]:.2f}-"
+            f"{past[-1]:.2f}x at {len(past)} of {len(latent)} rows, fused q, k, v {fused[0]:.2f}x "
+            f"and {fused[1]:.2f}x, sliding windows {windows[0]:.1f}-{windows[-1]:.1f}x cuDNN given "
+            f"the mask, a padded batch {x('prefill', lambda c: c == 'padded batch')[0]:.2f}x, "
+            f"softcaps and sinks {eager[0]:.1f}-{eager[-1]:.0f}x eager")
+    decode = (f"(head dim 256 {one['head dim 256']:.2f}x, latent attention "
+              f"{one['latent attention']:.2f}x, four queries {one['four queries, causal']:.1f}x)")
+    text = (ROOT / "README.md").read_text()
+    assert said in text and decode in text
