@@ -390,10 +390,11 @@ def test_the_class_sweep_rows_past_cudnn_are_its_file():
     eager = x("prefill", lambda c: c.startswith(("softcap", "sinks")))
     one = {c: x("decode", lambda k, c=c: k == c)[0]
            for c in ("head dim 256", "latent attention", "four queries, causal")}
+    padded = x("prefill", lambda c: c == "padded batch")[0]
     said = (f"latent attention with transformers' v, read where it lies, {past[0]:.2f}-"
             f"{past[-1]:.2f}x at {len(past)} of {len(latent)} rows, fused q, k, v {fused[0]:.2f}x "
-            f"and {fused[1]:.2f}x, sliding windows {windows[0]:.1f}-{windows[-1]:.1f}x cuDNN given "
-            f"the mask, a padded batch {x('prefill', lambda c: c == 'padded batch')[0]:.2f}x, "
+            f"and {fused[1]:.2f}x, sliding windows {windows[0]:.1f}-{windows[-1]:.1f}x cuDNN "
+            f"given the mask, a padded batch {padded:.2f}x, "
             f"softcaps and sinks {eager[0]:.1f}-{eager[-1]:.0f}x eager")
     decode = (f"(head dim 256 {one['head dim 256']:.2f}x, latent attention "
               f"{one['latent attention']:.2f}x, four queries {one['four queries, causal']:.1f}x)")
