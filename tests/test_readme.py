@@ -364,9 +364,9 @@ def test_the_gpu_tests_row_is_its_files():
 def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
     """The H100 sweep's row: its two lowest prefill rows, "the other N a-b", its lowest decode
     row and "the other N c-d"."""
-    said = headline_rows(r"below: .*? ([\d.]+)x, .*? ([\d.]+)x, the other (\d+) ([\d.]+)-([\d.]+)x; "
-                         r"decode .*? ([\d.]+)x, the other (\d+) ([\d.]+)-([\d.]+)x \| "
-                         r"`attention_classes_h100\.json`")[0]
+    said = headline_rows(r"below: .*? ([\d.]+)x, .*? ([\d.]+)x, the other (\d+) "
+                         r"([\d.]+)-([\d.]+)x; decode .*? ([\d.]+)x, the other (\d+) "
+                         r"([\d.]+)-([\d.]+)x \| `attention_classes_h100\.json`")[0]
     rows = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
     prefill, decode = (sorted(r["rooflab_over_best_peer"] for r in rows
                               if r["phase"] == p and r["rooflab_over_best_peer"] < 1)
