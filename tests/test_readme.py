@@ -400,3 +400,14 @@ def test_the_class_sweep_rows_past_cudnn_are_its_file():
               f"{one['latent attention']:.2f}x, four queries {one['four queries, causal']:.1f}x)")
     text = (ROOT / "README.md").read_text()
     assert said in text and decode in text
+
+
+def test_the_mixtures_router_aside_is_its_file():
+    """"Qwen3-30B-A3B at B=1, its router a-bx uneven, timed as routed: c": the largest expert
+    group over the mean in its prefill's layers, and its TTFT predicted over measured."""
+    rows = json.loads((CURRENT / "moe" / "generate.json").read_text())["rows"]
+    r = next(r for r in rows if r["model"] == "Qwen3-30B-A3B" and r["batch"] == 1)
+    lo, hi = r["experts"]["prefill_routing"]["largest_over_mean"]
+    ttft = r["prefill"]["predicted_s"] / r["prefill"]["graph_device_s"]
+    assert (f"(Qwen3-30B-A3B at B=1, its router {lo:.1f}-{hi:.0f}x uneven, timed as routed: "
+            f"{ttft:.2f};") in (ROOT / "README.md").read_text()
