@@ -33,8 +33,8 @@
 #          ab_decode_d64_rule: the rule that followed, on rows neither ran),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
-#          kernel_tests and other_tests split tests (on the H200 at 062100e kernel_tests ran
-#          353 of its 547 in 400 s: give it TESTS_WORKERS or a call of its own);
+#          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
+#          call: give it TESTS_WORKERS);
 #          gpu_tests: only the other tests that use the GPU (marked gpu or on_device);
 #          generate_gemma and generate_8b split generate (all three models take about 7 min;
 #          GEN_SHAPES narrows them)

@@ -325,9 +325,8 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
     SMs or are short (see the module's docstring). Otherwise about as many as run at once
     (aligned: a count that cuts every head alike): two per SM where two fit in shared memory
     (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 or with
-    128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is. The count
-    is of every stage's tiles; Triton 3.6 keeps one stage fewer (72 KB, not 96: three fit an
-    SM, flash_resources.py --decode), so "fits" here errs on fewer programs."""
+    128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is. Every
+    stage's tiles are counted, one more than Triton keeps: "fits" errs on fewer programs."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
