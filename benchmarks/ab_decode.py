@@ -5,7 +5,8 @@ L2 flushed before each call; outputs against the default.
 Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows PY_LIST]
            [--kept LO,HI] [--before REV] [--rounds 3] [--name ab_decode] [--device cuda]
 A variant's JSON is merged over the row's FD.config; its key "programs", if any, is the launcher's
-programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}'.
+programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}', or "pairs": one program
+per (batch, KV head), each head whole.
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
 benchmark's decode shapes with more than one query. --kept LO,HI: a static cache's kept keys,
 row b's first slots, from LO to HI of the cache along the batch (every call given the mask, SDPA
@@ -47,6 +48,7 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
     for name, over in variants.items():
         over = dict(over)
         programs = over.pop("programs", None)
+        programs = b * hkv if programs == "pairs" else programs
         cfg = {**default, **over}
         fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,
                                                                 cfg=cfg, keep=keep)

@@ -204,11 +204,13 @@ ab_decode_d64() {
 }
 has ab_decode_d64 && run ab_decode_d64 ab_decode_d64
 # the rule that followed it (128 keys a step at head dim 64 up to two pairs an SM) on rows
-# neither A/B ran, on both sides of its bound (264 pairs on the H200)
+# neither A/B ran, on both sides of its bound (264 pairs on the H200); n128_pairs: each pair
+# whole in one program past the bound too (Triton 3.6 fits three such programs an SM)
 has ab_decode_d64_rule && run ab_decode_d64_rule python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_d64_rule --rows '[(4,32,8,1,4096,64),(24,32,8,1,2048,64),(48,32,8,1,1024,64),
     (64,32,8,1,1024,64),(33,64,8,1,3000,64),(34,64,8,1,3000,64),(2,16,16,1,8192,64),
-    (12,40,8,1,1500,64)]' --variant 'n64={"BLOCK_N": 64}' --variant 'n128={"BLOCK_N": 128}'
+    (12,40,8,1,1500,64)]' --variant 'n64={"BLOCK_N": 64}' --variant 'n128={"BLOCK_N": 128}' \
+  --variant 'n128_pairs={"BLOCK_N": 128, "programs": "pairs"}'
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
