@@ -30,7 +30,8 @@
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
 #          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows;
-#          ab_decode_d64_rule: the rule that followed, on rows neither ran),
+#          ab_decode_d64_rule: the rule that followed, on rows neither ran; ab_decode_whole:
+#          whole heads where the pairs are fewer than the SMs),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -211,6 +212,13 @@ has ab_decode_d64_rule && run ab_decode_d64_rule python3 benchmarks/ab_decode.py
     (64,32,8,1,1024,64),(33,64,8,1,3000,64),(34,64,8,1,3000,64),(2,16,16,1,8192,64),
     (12,40,8,1,1500,64)]' --variant 'n64={"BLOCK_N": 64}' --variant 'n128={"BLOCK_N": 128}' \
   --variant 'n128_pairs={"BLOCK_N": 128, "programs": "pairs"}'
+# whole heads (one program a (batch, KV head) pair, no merge) against the default's cut where
+# the pairs are fewer than the SMs and a head is 10-24 key blocks; the last row is the one that
+# showed it (H100, ab_decode_d64_rule), the others were written before any ran
+has ab_decode_whole && run ab_decode_whole python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_whole --rows '[(12,32,8,1,1500,128),(16,32,8,1,2048,128),(8,16,16,1,1200,128),
+    (24,32,4,1,1500,128),(8,32,8,1,3000,128),(10,32,8,1,1536,64),(8,64,8,1,2048,64),
+    (16,32,8,1,1200,64),(12,40,8,1,1500,64)]' --variant 'whole={"programs": "pairs"}'
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
