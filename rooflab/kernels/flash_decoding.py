@@ -275,6 +275,8 @@ SHORT_CACHE = 512  # keys a head or fewer: blocks of 128 keys where few rows (se
 MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 keys a step too,
                    # and the merge kernel takes tiles of rows (merge_rows)
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
+WHOLE_HEADS_SM_SHARE = 0.6  # pairs that fill this share of the SMs read about as fast as all
+                            # of them: each pair one program, no merge (flash_decoding.md)
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
@@ -321,9 +323,10 @@ def merge_rows(heads: int, given: int | None = None) -> int:
 
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int = 0) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
-    tiles of every pipeline stage fit in shared memory beside each other) and either fill the
-    SMs or are short (see the module's docstring). Otherwise about as many as run at once
-    (aligned: a count that cuts every head alike): two per SM where two fit in shared memory
+    tiles of every pipeline stage fit in shared memory beside each other) and either fill
+    WHOLE_HEADS_SM_SHARE of the SMs or are short (see the module's docstring). Otherwise about
+    as many as run at once (aligned: a count that cuts every head alike): two per SM where two
+    fit in shared memory
     (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 or with
     128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is. Every
     stage's tiles are counted, one more than Triton keeps: "fits" errs on fewer programs."""
@@ -333,7 +336,8 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
         # K and V tiles of every stage, 2 bytes an element
         tiles_bytes = cfg["num_stages"] * cfg["BLOCK_N"] * (2 * head_dim + qk_extra) * 2
         per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
-        if heads <= sms * max(1, per_sm) and (heads >= sms or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
+        if heads <= sms * max(1, per_sm) and (heads >= WHOLE_HEADS_SM_SHARE * sms
+                                              or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
         return aligned(sms * max(1, min(per_sm, 2 if head_dim <= 128 else 1)), heads)
     return 8
