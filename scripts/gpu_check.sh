@@ -31,7 +31,8 @@
 #          FlashAttention kernel and flash-decoding against their files at REV),
 #          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows;
 #          ab_decode_d64_rule: the rule that followed, on rows neither ran; ab_decode_whole:
-#          whole heads where the pairs are fewer than the SMs),
+#          whole heads where the pairs are fewer than the SMs; ab_decode_whole_rule: the rule
+#          that followed, against the cut before it),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -219,6 +220,12 @@ has ab_decode_whole && run ab_decode_whole python3 benchmarks/ab_decode.py "$cur
   --name ab_decode_whole --rows '[(12,32,8,1,1500,128),(16,32,8,1,2048,128),(8,16,16,1,1200,128),
     (24,32,4,1,1500,128),(8,32,8,1,3000,128),(10,32,8,1,1536,64),(8,64,8,1,2048,64),
     (16,32,8,1,1200,64),(12,40,8,1,1500,64)]' --variant 'whole={"programs": "pairs"}'
+# the rule that followed (whole heads from 0.6 of the SMs' worth of pairs) against the cut before
+# it, on rows neither ran, both sides of the bound (79.2 pairs with 132 SMs)
+has ab_decode_whole_rule && run ab_decode_whole_rule python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_whole_rule --before aff38a5 --rows '[(10,64,8,1,4096,64),(21,32,4,1,2200,64),
+    (13,32,8,1,1700,64),(15,64,8,1,3333,64),(8,32,16,1,6000,64),(26,40,5,1,1900,64),
+    (19,32,4,1,2600,64),(9,64,8,1,8192,64)]'
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"

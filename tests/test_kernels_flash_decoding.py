@@ -221,6 +221,9 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     assert FD._programs(64, 512, 64, cfg) == 512    # 48 KB a program: 4 an SM, one wave
     assert FD._programs(128, 512, 64, cfg) == 256   # 96 KB: 2 an SM, two waves: 2 heads each
     assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
+    n128 = {**cfg, "BLOCK_N": 128}                  # head_dim 64: 96 KB, two an SM
+    assert FD._programs(64, 80, 12, n128) == 80     # 0.6 of the SMs' worth: whole heads
+    assert FD._programs(64, 79, 12, n128) == 237    # fewer: cut, 3 runs a head, merged
 
 
 def test_flash_decode_takes_128_keys_a_step_by_its_rule(monkeypatch):
