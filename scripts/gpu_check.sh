@@ -214,8 +214,8 @@ has ab_decode_d64_rule && run ab_decode_d64_rule python3 benchmarks/ab_decode.py
     (12,40,8,1,1500,64)]' --variant 'n64={"BLOCK_N": 64}' --variant 'n128={"BLOCK_N": 128}' \
   --variant 'n128_pairs={"BLOCK_N": 128, "programs": "pairs"}'
 # whole heads (one program a (batch, KV head) pair, no merge) against the default's cut where
-# the pairs are fewer than the SMs and a head is 10-24 key blocks; the last row is the one that
-# showed it (H100, ab_decode_d64_rule), the others were written before any ran
+# the pairs are fewer than the SMs and a head is 10-24 key blocks; the last row, from
+# ab_decode_d64_rule, showed it, the others were written before any ran
 has ab_decode_whole && run ab_decode_whole python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_whole --rows '[(12,32,8,1,1500,128),(16,32,8,1,2048,128),(8,16,16,1,1200,128),
     (24,32,4,1,1500,128),(8,32,8,1,3000,128),(10,32,8,1,1536,64),(8,64,8,1,2048,64),

@@ -6,7 +6,8 @@ heads' key blocks, laid end to end, are cut into equal runs, one a program (laun
 a program reads each block of K and V once for all the query heads sharing it and leaves a
 partial softmax per head, merged as O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max): by a
 head's last program where it has two runs, else by a merge kernel launched early. Where each pair
-can have a program of its own in one wave, a program takes a whole head: no partials, no merge.
+can have a program of its own in one wave and the pairs fill most SMs (or a head is short), a
+program takes a whole head: no partials, no merge.
 Attention sinks join a row's sum once, where it is final (a whole head's program, else the
 merge); a softcap bends every score before the partials. Why each choice:
 docs/kernels/flash_decoding.md.
@@ -326,10 +327,10 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
     tiles of every pipeline stage fit in shared memory beside each other) and either fill
     WHOLE_HEADS_SM_SHARE of the SMs or are short (see the module's docstring). Otherwise about
     as many as run at once (aligned: a count that cuts every head alike): two per SM where two
-    fit in shared memory
-    (three stages of 64 keys of K and V take 96 KB at head_dim 128), one at head_dim 256 or with
-    128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V where it is. Every
-    stage's tiles are counted, one more than Triton keeps: "fits" errs on fewer programs."""
+    fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim 128), one
+    at head_dim 256 or with 128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V
+    where it is. Every stage's tiles are counted, one more than Triton keeps: "fits" errs on
+    fewer programs."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
