@@ -32,7 +32,8 @@
 #          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows;
 #          ab_decode_d64_rule: the rule that followed, on rows neither ran; ab_decode_whole:
 #          whole heads where the pairs are fewer than the SMs; ab_decode_whole_rule: the rule
-#          that followed, against the cut before it),
+#          that followed, against the cut before it; ab_decode_d64_occupancy: more programs
+#          an SM below that rule's bound),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -226,6 +227,15 @@ has ab_decode_whole_rule && run ab_decode_whole_rule python3 benchmarks/ab_decod
   --name ab_decode_whole_rule --before aff38a5 --rows '[(10,64,8,1,4096,64),(21,32,4,1,2200,64),
     (13,32,8,1,1700,64),(15,64,8,1,3333,64),(8,32,16,1,6000,64),(26,40,5,1,1900,64),
     (19,32,4,1,2600,64),(9,64,8,1,8192,64)]'
+# head dim 64 below 0.6 of the SMs' worth of pairs (the class sweep's row, 64 pairs, first; the
+# others written before any ran): more programs an SM than the default's two, with fewer stages
+# or 64-key tiles, and 8 warps (132 SMs: 396 programs are three an SM, 528 four)
+has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
+  "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
+    (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \
+  --variant 's2_p3={"num_stages": 2, "programs": 396}' \
+  --variant 'n64_p3={"BLOCK_N": 64, "programs": 396}' \
+  --variant 'n64_p4={"BLOCK_N": 64, "programs": 528}' --variant 'w8={"num_warps": 8}'
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
