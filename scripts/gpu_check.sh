@@ -229,13 +229,15 @@ has ab_decode_whole_rule && run ab_decode_whole_rule python3 benchmarks/ab_decod
     (19,32,4,1,2600,64),(9,64,8,1,8192,64)]'
 # head dim 64 below 0.6 of the SMs' worth of pairs (the class sweep's row, 64 pairs, first; the
 # others written before any ran): more programs an SM than the default's two, with fewer stages
-# or 64-key tiles, and 8 warps (132 SMs: 396 programs are three an SM, 528 four)
+# or 64-key tiles, 8 warps, and one program an SM of 4 or 8 warps (132 SMs: 128 programs are
+# two runs a head at 64 pairs, 396 three programs an SM, 528 four)
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \
   --variant 's2_p3={"num_stages": 2, "programs": 396}' \
   --variant 'n64_p3={"BLOCK_N": 64, "programs": 396}' \
-  --variant 'n64_p4={"BLOCK_N": 64, "programs": 528}' --variant 'w8={"num_warps": 8}'
+  --variant 'n64_p4={"BLOCK_N": 64, "programs": 528}' --variant 'w8={"num_warps": 8}' \
+  --variant 'p1={"programs": 128}' --variant 'p1_w8={"programs": 128, "num_warps": 8}'
 has ab_latent && run ab_latent ab_latent
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
