@@ -32,8 +32,8 @@
 #          ab_decode_d64 (flash-decoding's merge variants at head dim 64, held-out rows;
 #          ab_decode_d64_rule: the rule that followed, on rows neither ran; ab_decode_whole:
 #          whole heads where the pairs are fewer than the SMs; ab_decode_whole_rule: the rule
-#          that followed, against the cut before it; ab_decode_d64_occupancy: more programs
-#          an SM below that rule's bound),
+#          that followed, against the cut before it; ab_decode_whole_bw: the bound by
+#          bandwidth after it; ab_decode_d64_occupancy: more programs an SM below the bound),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -227,6 +227,13 @@ has ab_decode_whole_rule && run ab_decode_whole_rule python3 benchmarks/ab_decod
   --name ab_decode_whole_rule --before aff38a5 --rows '[(10,64,8,1,4096,64),(21,32,4,1,2200,64),
     (13,32,8,1,1700,64),(15,64,8,1,3333,64),(8,32,16,1,6000,64),(26,40,5,1,1900,64),
     (19,32,4,1,2600,64),(9,64,8,1,8192,64)]'
+# the rule that followed on the H200 (whole heads from the pairs that draw the HBM's bandwidth at
+# 44 GB/s each: 109 pairs on an H200, 76 on an H100) against the 0.6 share it replaced, on rows
+# neither ran, 88-124 pairs
+has ab_decode_whole_bw && run ab_decode_whole_bw python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_whole_bw --before c32e729 --rows '[(11,32,8,1,3000,64),(24,32,4,1,2000,64),
+    (25,16,4,1,3500,64),(27,40,4,1,1800,64),(14,64,8,1,2200,64),(29,32,4,1,2700,64),
+    (31,16,4,1,5000,64),(6,16,16,1,4000,64)]'
 # head dim 64 below 0.6 of the SMs' worth of pairs (the class sweep's row, 64 pairs, first; the
 # others written before any ran): more programs an SM than the default's two, with fewer stages
 # or 64-key tiles, 8 warps, and one program an SM of 4 or 8 warps (132 SMs: 128 programs are

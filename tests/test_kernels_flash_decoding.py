@@ -212,9 +212,11 @@ def test_flash_decode_merges_in_tiles_only_with_many_heads():
 
 def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monkeypatch):
     from types import SimpleNamespace
-    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    h200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,
+                           shared_memory_per_multiprocessor=233472)
+    gpu = h200
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: gpu)
     cfg = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     assert FD._programs(128, 64, 8, cfg) == 64      # the lab's 512 cached tokens: short heads
     assert FD._programs(128, 64, 16, cfg) == 256    # 1024: cut, two programs per SM, 4 a head
@@ -222,13 +224,20 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     assert FD._programs(128, 512, 64, cfg) == 256   # 96 KB: 2 an SM, two waves: 2 heads each
     assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
     n128 = {**cfg, "BLOCK_N": 128}                  # head_dim 64: 96 KB, two an SM
-    assert FD._programs(64, 80, 12, n128) == 80     # 0.6 of the SMs' worth: whole heads
-    assert FD._programs(64, 79, 12, n128) == 237    # fewer: cut, 3 runs a head, merged
+    assert FD._programs(64, 110, 12, n128) == 110   # 4.8 TB/s at 44 GB/s a pair: whole heads
+    assert FD._programs(64, 109, 12, n128) == 218   # fewer: cut, 2 runs a head, merged
+    gpu = SimpleNamespace(**{**vars(h200), "name": "NVIDIA H100 80GB HBM3"})  # 3.35 TB/s
+    assert FD._programs(64, 77, 12, n128) == 77
+    assert FD._programs(64, 76, 12, n128) == 228    # 3 runs a head
+    gpu = SimpleNamespace(**{**vars(h200), "name": "a GPU rooflab has no datasheet of"})
+    assert FD._programs(64, 132, 12, n128) == 132   # whole heads only where they fill the SMs
+    assert FD._programs(64, 131, 12, n128) == 262
 
 
 def test_flash_decode_takes_128_keys_a_step_by_its_rule(monkeypatch):
     from types import SimpleNamespace
-    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    h200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,
+                           shared_memory_per_multiprocessor=233472)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
     monkeypatch.setattr(FD, "INTERPRET", False)
@@ -266,7 +275,8 @@ def test_flash_decode_cuts_every_head_alike():
 
 def test_flash_decode_runs_one_program_an_sm_where_one_fits(monkeypatch):
     from types import SimpleNamespace
-    h200 = SimpleNamespace(multi_processor_count=132, shared_memory_per_multiprocessor=233472)
+    h200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,
+                           shared_memory_per_multiprocessor=233472)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
     cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}  # 192 KB at head_dim 128

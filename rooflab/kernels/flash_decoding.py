@@ -6,8 +6,8 @@ heads' key blocks, laid end to end, are cut into equal runs, one a program (laun
 a program reads each block of K and V once for all the query heads sharing it and leaves a
 partial softmax per head, merged as O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max): by a
 head's last program where it has two runs, else by a merge kernel launched early. Where each pair
-can have a program of its own in one wave and the pairs fill most SMs (or a head is short), a
-program takes a whole head: no partials, no merge.
+can have a program of its own in one wave and the pairs are enough to draw the HBM's bandwidth
+(or a head is short), a program takes a whole head: no partials, no merge.
 Attention sinks join a row's sum once, where it is final (a whole head's program, else the
 merge); a softcap bends every score before the partials. Why each choice:
 docs/kernels/flash_decoding.md.
@@ -18,11 +18,13 @@ Lq of Lkv positions when causal.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 
 from rooflab import cost as C
+from rooflab import hardware
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels.flash_attention import standard_attention  # the reference
 from rooflab.kernels.inputs import cap, checked, kept, sink_logits  # what the kernels take
@@ -276,8 +278,9 @@ SHORT_CACHE = 512  # keys a head or fewer: blocks of 128 keys where few rows (se
 MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 keys a step too,
                    # and the merge kernel takes tiles of rows (merge_rows)
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
-WHOLE_HEADS_SM_SHARE = 0.6  # pairs that fill this share of the SMs read about as fast as all
-                            # of them: each pair one program, no merge (flash_decoding.md)
+PROGRAM_BYTES_PER_S = 44e9  # whole heads (each pair one program, no merge) from the pairs that
+                            # draw the HBM's datasheet bandwidth at this rate each: the bound
+                            # lies at 72-80 pairs on an H100 and 104-120 on an H200 (flash_decoding.md)
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
@@ -324,8 +327,8 @@ def merge_rows(heads: int, given: int | None = None) -> int:
 
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int = 0) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
-    tiles of every pipeline stage fit in shared memory beside each other) and either fill
-    WHOLE_HEADS_SM_SHARE of the SMs or are short (see the module's docstring). Otherwise about
+    tiles of every pipeline stage fit in shared memory beside each other) and either are
+    whole_heads_from(GPU) or more or are short (see the module's docstring). Otherwise about
     as many as run at once (aligned: a count that cuts every head alike): two per SM where two
     fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim 128), one
     at head_dim 256 or with 128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V
@@ -337,11 +340,23 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
         # K and V tiles of every stage, 2 bytes an element
         tiles_bytes = cfg["num_stages"] * cfg["BLOCK_N"] * (2 * head_dim + qk_extra) * 2
         per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
-        if heads <= sms * max(1, per_sm) and (heads >= WHOLE_HEADS_SM_SHARE * sms
+        if heads <= sms * max(1, per_sm) and (heads >= whole_heads_from(props.name, sms)
                                               or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
         return aligned(sms * max(1, min(per_sm, 2 if head_dim <= 128 else 1)), heads)
     return 8
+
+
+@functools.lru_cache
+def whole_heads_from(gpu: str, sms: int) -> float:
+    """(batch, KV head) pairs from which each takes one program, whole: those that together read
+    at the HBM's datasheet bandwidth at PROGRAM_BYTES_PER_S each (76 on an H100 SXM, 109 on an
+    H200), at most every SM; every SM on a GPU not in rooflab's table."""
+    try:
+        bandwidth = hardware.lookup(gpu).mem_bandwidth_bytes_per_s
+    except hardware.HardwareError:
+        return sms
+    return min(sms, bandwidth / PROGRAM_BYTES_PER_S)
 
 
 def aligned(programs: int, heads: int) -> int:
