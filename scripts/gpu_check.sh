@@ -234,7 +234,7 @@ has ab_decode_whole_bw && run ab_decode_whole_bw python3 benchmarks/ab_decode.py
   --name ab_decode_whole_bw --before c32e729 --rows '[(11,32,8,1,3000,64),(24,32,4,1,2000,64),
     (25,16,4,1,3500,64),(27,40,4,1,1800,64),(14,64,8,1,2200,64),(29,32,4,1,2700,64),
     (31,16,4,1,5000,64),(6,16,16,1,4000,64)]'
-# head dim 64 below 0.6 of the SMs' worth of pairs (the class sweep's row, 64 pairs, first; the
+# head dim 64 below the whole-heads bound (the class sweep's row, 64 pairs, first; the
 # others written before any ran): more programs an SM than the default's two, with fewer stages
 # or 64-key tiles, 8 warps, and one program an SM of 4 or 8 warps (132 SMs: 128 programs are
 # two runs a head at 64 pairs, 396 three programs an SM, 528 four)

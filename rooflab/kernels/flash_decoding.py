@@ -279,8 +279,8 @@ MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 ke
                    # and the merge kernel takes tiles of rows (merge_rows)
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
 PROGRAM_BYTES_PER_S = 44e9  # whole heads (each pair one program, no merge) from the pairs that
-                            # draw the HBM's datasheet bandwidth at this rate each: the bound
-                            # lies at 72-80 pairs on an H100 and 104-120 on an H200 (flash_decoding.md)
+                            # draw the HBM's datasheet bandwidth at this rate each: the bound lies
+                            # at 72-80 pairs on an H100, 104-120 on an H200 (flash_decoding.md)
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
@@ -327,8 +327,8 @@ def merge_rows(heads: int, given: int | None = None) -> int:
 
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int = 0) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
-    tiles of every pipeline stage fit in shared memory beside each other) and either are
-    whole_heads_from(GPU) or more or are short (see the module's docstring). Otherwise about
+    tiles of every pipeline stage fit in shared memory beside each other) and either number
+    whole_heads_from(the GPU) or more or are short (the module's docstring). Otherwise about
     as many as run at once (aligned: a count that cuts every head alike): two per SM where two
     fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim 128), one
     at head_dim 256 or with 128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V
