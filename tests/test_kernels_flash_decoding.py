@@ -2,6 +2,7 @@
 On the CPU under TRITON_INTERPRET=1 (CI), on CUDA with the gpu marker; tolerances are tied to
 PyTorch's own low-precision error on the same fresh random inputs."""
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -210,11 +211,12 @@ def test_flash_decode_merges_in_tiles_only_with_many_heads():
     assert FD.merge_rows(8, 16) == 16 and FD.merge_rows(64, 0) == 0
 
 
+H200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,  # its device properties
+                       shared_memory_per_multiprocessor=233472)
+
+
 def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monkeypatch):
-    from types import SimpleNamespace
-    h200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,
-                           shared_memory_per_multiprocessor=233472)
-    gpu = h200
+    gpu = H200
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: gpu)
     cfg = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
@@ -226,20 +228,17 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     n128 = {**cfg, "BLOCK_N": 128}                  # head_dim 64: 96 KB, two an SM
     assert FD._programs(64, 110, 12, n128) == 110   # 4.8 TB/s at 44 GB/s a pair: whole heads
     assert FD._programs(64, 109, 12, n128) == 218   # fewer: cut, 2 runs a head, merged
-    gpu = SimpleNamespace(**{**vars(h200), "name": "NVIDIA H100 80GB HBM3"})  # 3.35 TB/s
+    gpu = SimpleNamespace(**{**vars(H200), "name": "NVIDIA H100 80GB HBM3"})  # 3.35 TB/s
     assert FD._programs(64, 77, 12, n128) == 77
     assert FD._programs(64, 76, 12, n128) == 228    # 3 runs a head
-    gpu = SimpleNamespace(**{**vars(h200), "name": "a GPU rooflab has no datasheet of"})
+    gpu = SimpleNamespace(**{**vars(H200), "name": "a GPU rooflab has no datasheet of"})
     assert FD._programs(64, 132, 12, n128) == 132   # whole heads only where they fill the SMs
     assert FD._programs(64, 131, 12, n128) == 262
 
 
 def test_flash_decode_takes_128_keys_a_step_by_its_rule(monkeypatch):
-    from types import SimpleNamespace
-    h200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,
-                           shared_memory_per_multiprocessor=233472)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: H200)
     monkeypatch.setattr(FD, "INTERPRET", False)
     short = lambda *a: FD.config(*a)["BLOCK_N"] == 128  # noqa: E731
     assert short(128, FD.SHORT_CACHE, 4, 64)       # the lab's 512 cached tokens, GQA 4:1
@@ -274,11 +273,8 @@ def test_flash_decode_cuts_every_head_alike():
 
 
 def test_flash_decode_runs_one_program_an_sm_where_one_fits(monkeypatch):
-    from types import SimpleNamespace
-    h200 = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132,
-                           shared_memory_per_multiprocessor=233472)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: h200)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: H200)
     cfg = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3}  # 192 KB at head_dim 128
     assert FD._programs(128, 64, 4, cfg) == 64      # whole heads, one wave
     assert FD._programs(128, 512, 4, cfg) == 128    # one an SM (4 heads each), not 2 waves

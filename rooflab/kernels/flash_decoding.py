@@ -279,8 +279,9 @@ MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 ke
                    # and the merge kernel takes tiles of rows (merge_rows)
 WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more
 PROGRAM_BYTES_PER_S = 44e9  # whole heads (each pair one program, no merge) from the pairs that
-                            # draw the HBM's datasheet bandwidth at this rate each: the bound lies
-                            # at 72-80 pairs on an H100, 104-120 on an H200 (flash_decoding.md)
+                            # draw the HBM's datasheet bandwidth at this rate each: a program
+                            # streams alike on any Hopper, the split gains from faster HBM
+                            # (the bounds it was fitted to: flash_decoding.md)
 
 
 def config(head_dim: int, n_kv: int | None = None, rows: int = 1, heads: int = 1) -> dict:
