@@ -6,7 +6,8 @@ Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows 
            [--kept LO,HI] [--before REV] [--rounds 3] [--name ab_decode] [--device cuda]
 A variant's JSON is merged over the row's FD.config; its key "programs", if any, is the launcher's
 programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}', or "pairs": one program
-per (batch, KV head), each head whole.
+per (batch, KV head), each head whole, or "split": two programs an SM, a count that cuts every
+head alike (the launcher's cut where two fit).
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
 benchmark's decode shapes with more than one query. --kept LO,HI: a static cache's kept keys,
 row b's first slots, from LO to HI of the cache along the batch (every call given the mask, SDPA
@@ -48,6 +49,9 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
     for name, over in variants.items():
         over = dict(over)
         programs = over.pop("programs", None)
+        if programs == "split":
+            programs = FD.aligned(2 * torch.cuda.get_device_properties(0).multi_processor_count
+                                  if device == "cuda" else 8, b * hkv)
         programs = b * hkv if programs == "pairs" else programs
         cfg = {**default, **over}
         fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,

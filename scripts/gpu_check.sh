@@ -33,7 +33,8 @@
 #          ab_decode_d64_rule: the rule that followed, on rows neither ran; ab_decode_whole:
 #          whole heads where the pairs are fewer than the SMs; ab_decode_whole_rule: the rule
 #          that followed, against the cut before it; ab_decode_whole_bw: the bound by
-#          bandwidth after it; ab_decode_d64_occupancy: more programs an SM below the bound),
+#          bandwidth after it; ab_decode_d64_occupancy: more programs an SM below the bound;
+#          ab_decode_flat: one loop across a program's heads against a loop a head),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -228,12 +229,24 @@ has ab_decode_whole_rule && run ab_decode_whole_rule python3 benchmarks/ab_decod
     (13,32,8,1,1700,64),(15,64,8,1,3333,64),(8,32,16,1,6000,64),(26,40,5,1,1900,64),
     (19,32,4,1,2600,64),(9,64,8,1,8192,64)]'
 # the rule that followed on the H200 (whole heads from the pairs that draw the HBM's bandwidth at
-# 44 GB/s each: 109 pairs on an H200, 76 on an H100) against the 0.6 share it replaced, on rows
-# neither ran, 88-124 pairs
+# 44 GB/s each: 109 pairs on an H200, 76 on an H100) on rows neither ran, 88-124 pairs: whole
+# heads and the cut, both timed (the 0.6 share it replaced beside them, at c32e729)
 has ab_decode_whole_bw && run ab_decode_whole_bw python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_whole_bw --before c32e729 --rows '[(11,32,8,1,3000,64),(24,32,4,1,2000,64),
     (25,16,4,1,3500,64),(27,40,4,1,1800,64),(14,64,8,1,2200,64),(29,32,4,1,2700,64),
-    (31,16,4,1,5000,64),(6,16,16,1,4000,64)]'
+    (31,16,4,1,5000,64),(6,16,16,1,4000,64)]' --variant 'whole={"programs": "pairs"}' \
+  --variant 'split={"programs": "split"}'
+# one loop over a program's blocks across its heads' seams (the pipeline no longer drains and
+# refills where a head's run ends) against 707934c's loop a head: the class sweep's decode rows
+# below cuDNN (bf16 for its fp16 one), then rows written before any ran, runs of several whole
+# heads and runs that cross from head to head among them
+has ab_decode_flat && run ab_decode_flat python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_flat --before 707934c --rows '[(64,32,8,1,1024,128),(256,32,8,1,512,128),
+    (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
+    (8,28,4,1,4096,128),(8,32,8,1,4096,128),(48,32,8,1,1500,128),(32,32,8,1,3000,128),
+    (16,40,8,1,3001,128),(8,32,8,1,3100,128),(4,32,8,1,6000,128),(128,32,8,1,700,128),
+    (96,16,4,1,2000,64),(40,32,8,1,1000,64),(512,8,1,1,800,128),(200,32,8,1,333,128),
+    (3,32,8,1,10000,128)]'
 # head dim 64 below the whole-heads bound (the class sweep's row, 64 pairs, first; the
 # others written before any ran): more programs an SM than the default's two, with fewer stages
 # or 64-key tiles, 8 warps, and one program an SM of 4 or 8 warps (132 SMs: 128 programs are

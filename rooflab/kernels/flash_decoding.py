@@ -44,64 +44,116 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 
 if triton is not None:
     @triton.jit
-    def partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk, slot, max_slots, lo, hi,
-                        qk_scale, cap_in, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh,
-                        som, skeep, HKV, GROUP, n_q, n_kv, HEAD_DIM: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                        UPCAST: tl.constexpr, WHOLE: tl.constexpr, TMA: tl.constexpr,
-                        HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
-                        SOFTCAP: tl.constexpr):
-        # One (batch, KV head) = bhk (int64), keys [lo, hi): its partial goes to ``slot``.
-        # HAS_KEEP: KEEP (B, Lkv) says which keys each batch row attends to (a padded cache).
-        # QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v HEAD_DIM (latent
-        # attention), their extra dims a second dot onto the scores.
-        # WHOLE: [lo, hi) is the head's whole cache, so the partial is the answer: O_PART and
-        # LSE_PART are then O and LSE themselves, written in their final form (no merge).
-        # HAS_SINK: SINKS (H,) fp32, a logit a head in every row's sum: the answer's first term
-        # (WHOLE), else the merge's, so that it is counted once whatever the cut. SOFTCAP:
-        # every scaled score s is softcap * tanh(s / softcap) (FA.softcapped, cap_in its scale).
-        b, hk = bhk // HKV, bhk % HKV
+    def _query(Q, bhk, HKV, GROUP, g, i, valid, offs_d, offs_e, sqb, sqh, sqm,
+               HEAD_DIM: tl.constexpr, QK_EXTRA: tl.constexpr, UPCAST: tl.constexpr):
+        # the group's query rows of one (batch, KV head) = bhk, and their extra dims, if any
+        q_rows = Q + (bhk // HKV) * sqb + ((bhk % HKV) * GROUP + g)[:, None] * sqh
+        q_rows += i[:, None] * sqm
+        q = tl.load(q_rows + offs_d[None, :], mask=valid[:, None], other=0.0)
+        q2 = q
+        if QK_EXTRA:
+            q2 = tl.load(q_rows + HEAD_DIM + offs_e[None, :], mask=valid[:, None], other=0.0)
+        if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
+            q, q2 = q.to(tl.float32), q2.to(tl.float32)
+        return q, q2
+
+    @triton.jit
+    def _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
+               WHOLE: tl.constexpr, HAS_SINK: tl.constexpr):
+        # a head's running max, sum and output before its first key; with a sink, a whole
+        # head's sum starts from it: exp(sink - max) with the max the sink's, 1, no value vector
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        if HAS_SINK and WHOLE:
+            m_i = tl.load(SINKS + (bhk % HKV) * GROUP + g, mask=valid, other=0.0)
+            m_i = m_i * 1.4426950408889634
+            l_i = l_i + 1.0
+        return m_i, l_i, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+
+    @triton.jit
+    def _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, slot, max_slots, HKV, GROUP, n_q, g, i,
+               rows, valid, offs_d, sob, soh, som, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               WHOLE: tl.constexpr):
+        # one head's run done: WHOLE, the final O (in O's dtype) and LSE (natural log), else the
+        # partial (fp32, a few KB in all) to the head's ``slot``; causal rows may see no key of
+        # a run
+        seen = l_i > 0
+        acc = acc / tl.where(seen, l_i, 1.0)[:, None]
+        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
+        if WHOLE:
+            b, head = bhk // HKV, (bhk % HKV) * GROUP + g
+            tl.store(LSE_PART + (b * HKV * GROUP + head) * n_q + i, lse * 0.6931471805599453,
+                     mask=valid)
+            tl.store(O_PART + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
+                     acc.to(O_PART.dtype.element_ty), mask=valid[:, None])
+        else:
+            part = (bhk * max_slots + slot) * BLOCK_M + rows
+            tl.store(LSE_PART + part, lse, mask=valid)
+            tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc,
+                     mask=valid[:, None])
+
+    @triton.jit
+    def split_kv_fwd(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale, softcap,
+                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
+                     HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
+                     WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
+                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
+                     SOFTCAP: tl.constexpr):
+        # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
+        # laid end to end, in one loop: where a head's run ends, its partial is written (slot
+        # 0: the head's first program) and the next head's starts afresh, while the loads run
+        # on across the seam. Block j of (batch, KV head) bhk holds its keys [j, j + 1) *
+        # BLOCK_N, the last cut at n_kv. WHOLE: runs of whole heads, each written final.
+        # LAST_MERGES: a head's last program (counted in ARRIVED, then set back to 0) merges
+        # its partials: no second kernel. HAS_KEEP: KEEP (B, Lkv) says which keys each batch
+        # row attends to. QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v
+        # HEAD_DIM (latent attention), their extra dims a second dot onto the scores.
+        # HAS_SINK: SINKS (H,) fp32, a logit a head in every row's sum: counted once, by a
+        # whole head's program or the merge. SOFTCAP: every scaled score s is softcap *
+        # tanh(s / softcap) (FA.softcapped, cap_in its scale).
+        if PDL:
+            tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
+        pid = tl.program_id(0)
+        start = pid * per_program
+        end = tl.minimum(start + per_program, total_blocks)
+        cap_in = qk_scale * 0.6931471805599453 / softcap  # the raw scores' scale over the cap
         rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
         g, i = rows // n_q, rows % n_q
         valid = rows < GROUP * n_q
         offs_d = tl.arange(0, HEAD_DIM)
-        q_rows = Q + b * sqb + (hk * GROUP + g)[:, None] * sqh + i[:, None] * sqm
-        q = tl.load(q_rows + offs_d[None, :], mask=valid[:, None], other=0.0)  # the group's
-        q2, offs_e = q, offs_d                           # q and k's extra dims, if any
+        offs_e = offs_d
         if QK_EXTRA:
             offs_e = tl.arange(0, QK_EXTRA)
-            q2 = tl.load(q_rows + HEAD_DIM + offs_e[None, :], mask=valid[:, None], other=0.0)
-        if UPCAST:  # the CPU interpreter's bf16 dot is wrong; CI checks the algorithm in fp32
-            q, q2 = q.to(tl.float32), q2.to(tl.float32)
-        if not TMA:
-            k_base = K + b * skb + hk * skh
-            v_base = V + b * svb + hk * svh
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        if HAS_SINK and WHOLE:  # exp(sink - max) with the max the sink's: 1, no value vector
-            m_i = tl.load(SINKS + hk * GROUP + g, mask=valid, other=0.0) * 1.4426950408889634
-            l_i = l_i + 1.0
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
         last_key = n_kv - n_q + i                        # causal: row i sees keys <= this
-        for start in range(lo, hi, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            inside = cols < hi
+        bhk = (start // n_blocks).to(tl.int64)           # 64-bit offsets from here on
+        q, q2 = _query(Q, bhk, HKV, GROUP, g, i, valid, offs_d, offs_e, sqb, sqh, sqm, HEAD_DIM,
+                       QK_EXTRA, UPCAST)
+        m_i, l_i, acc = _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M, HEAD_DIM, WHOLE,
+                               HAS_SINK)
+        for blk in range(start, end):
+            bhk = (blk // n_blocks).to(tl.int64)
+            b, hk = bhk // HKV, bhk % HKV
+            key0 = (blk - bhk * n_blocks) * BLOCK_N        # the block's first key
+            cols = key0 + tl.arange(0, BLOCK_N)
+            inside = cols < n_kv
             if TMA:  # K and V are (B, Hkv, Lkv, D) descriptors: keys past Lkv load as 0
-                at = [b.to(tl.int32), hk.to(tl.int32), tl.cast(start, tl.int32), 0]
+                at = [b.to(tl.int32), hk.to(tl.int32), key0.to(tl.int32), 0]
                 k = K.load(at).reshape(BLOCK_N, HEAD_DIM)
                 v = V.load(at).reshape(BLOCK_N, HEAD_DIM)
             else:
-                k = tl.load(k_base + cols[:, None] * skn + offs_d[None, :],
+                k = tl.load(K + b * skb + hk * skh + cols[:, None] * skn + offs_d[None, :],
                             mask=inside[:, None], other=0.0)  # this block of K: read once
-                v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :],
+                v = tl.load(V + b * svb + hk * svh + cols[:, None] * svn + offs_d[None, :],
                             mask=inside[:, None], other=0.0)  # and of V
             if UPCAST:
                 k = k.to(tl.float32)
                 v = v.to(tl.float32)
             qk = tl.dot(q, tl.trans(k))
             if QK_EXTRA:
-                k2 = tl.load(k_base + HEAD_DIM + cols[:, None] * skn + offs_e[None, :],
-                             mask=inside[:, None], other=0.0)
+                k2 = tl.load(K + b * skb + hk * skh + HEAD_DIM + cols[:, None] * skn
+                             + offs_e[None, :], mask=inside[:, None], other=0.0)
                 if UPCAST:
                     k2 = k2.to(tl.float32)
                 qk = tl.dot(q2, tl.trans(k2), qk)
@@ -122,59 +174,26 @@ if triton is not None:
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
-        seen = l_i > 0                                   # causal rows may see no key of a range
-        acc = acc / tl.where(seen, l_i, 1.0)[:, None]
-        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
-        if WHOLE:  # every row saw its keys: the final O (in O's dtype) and LSE (natural log)
-            head = hk * GROUP + g
-            tl.store(LSE_PART + (b * HKV * GROUP + head) * n_q + i, lse * 0.6931471805599453,
-                     mask=valid)
-            tl.store(O_PART + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
-                     acc.to(O_PART.dtype.element_ty), mask=valid[:, None])
-        else:
-            part = (bhk * max_slots + slot) * BLOCK_M + rows
-            tl.store(LSE_PART + part, lse, mask=valid)   # partials: fp32, a few KB in all
-            tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], acc,
-                     mask=valid[:, None])
-
-    @triton.jit
-    def split_kv_fwd(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale, softcap,
-                     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
-                     HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
-                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-                     WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
-                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
-                     SOFTCAP: tl.constexpr):
-        # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
-        # laid end to end, one partial per head it touches (slot 0: the head's first program).
-        # WHOLE: runs of whole heads, each written final. LAST_MERGES: a head's last program
-        # (counted in ARRIVED, then set back to 0) merges its partials: no second kernel.
-        if PDL:
-            tl.extra.cuda.gdc_launch_dependents()        # the merge may start launching now
-        pid = tl.program_id(0)
-        start = pid * per_program
-        cap_in = qk_scale * 0.6931471805599453 / softcap  # the raw scores' scale over the cap
-        end = tl.minimum(start + per_program, total_blocks)
-        for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
-            bhk = head + tl.zeros([], tl.int64)          # 64-bit offsets from here on
-            lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
-            hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
-            partial_softmax(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, bhk,
-                            pid - (bhk * n_blocks) // per_program, max_slots, lo * BLOCK_N,
-                            tl.minimum(hi * BLOCK_N, n_kv), qk_scale, cap_in, sqb, sqh, sqm, skb,
-                            skh, skn, svb, svh, svn, sob, soh, som, skeep, HKV, GROUP, n_q, n_kv,
-                            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, UPCAST, WHOLE, TMA, HAS_KEEP,
-                            QK_EXTRA, HAS_SINK, SOFTCAP)
-            if LAST_MERGES:
-                tl.debug_barrier()                       # every store of the partial, then
+            if (blk + 1 == end) | ((blk + 1) % n_blocks == 0):  # the run's end in this head
+                slot = pid - (bhk * n_blocks) // per_program
+                _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, slot, max_slots, HKV, GROUP, n_q, g,
+                       i, rows, valid, offs_d, sob, soh, som, HEAD_DIM, BLOCK_M, WHOLE)
+                more = valid & (rows * 0 + blk + 1 < end)  # the next head's rows, if any
+                q, q2 = _query(Q, bhk + 1, HKV, GROUP, g, i, more, offs_d, offs_e, sqb, sqh, sqm,
+                               HEAD_DIM, QK_EXTRA, UPCAST)
+                m_i, l_i, acc = _fresh(SINKS, bhk + 1, HKV, GROUP, g, more, BLOCK_M, HEAD_DIM,
+                                       WHOLE, HAS_SINK)
+        if LAST_MERGES:
+            tl.debug_barrier()                           # every store of the partials, then
+            for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
+                bhk = head + tl.zeros([], tl.int64)
                 arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
                 first = (bhk * n_blocks) // per_program
                 if arrived == ((bhk + 1) * n_blocks - 1) // per_program - first:  # the last
                     tl.atomic_xchg(ARRIVED + bhk, 0)
-                    _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, bhk, tl.arange(0, BLOCK_M), sob,
-                                soh, som, HKV, GROUP, n_q, n_blocks, per_program, max_slots,
-                                HEAD_DIM, BLOCK_M, BLOCK_M, HAS_SINK)
+                    _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, bhk, rows, sob, soh, som, HKV,
+                                GROUP, n_q, n_blocks, per_program, max_slots, HEAD_DIM, BLOCK_M,
+                                BLOCK_M, HAS_SINK)
 
     @triton.jit
     def merge_splits(O_PART, LSE_PART, SINKS, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
