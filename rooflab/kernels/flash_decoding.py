@@ -133,13 +133,14 @@ if triton is not None:
         m_i, l_i, acc = _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M, HEAD_DIM, WHOLE,
                                HAS_SINK)
         for blk in range(start, end):
-            bhk = (blk // n_blocks).to(tl.int64)
-            b, hk = bhk // HKV, bhk % HKV
-            key0 = (blk - bhk * n_blocks) * BLOCK_N        # the block's first key
+            head = blk // n_blocks                       # its (batch, KV head), in 32 bits:
+            b32, hk32 = head // HKV, head % HKV          # a 64-bit division is slow
+            b, hk = b32.to(tl.int64), hk32.to(tl.int64)
+            key0 = (blk - head * n_blocks) * BLOCK_N     # the block's first key
             cols = key0 + tl.arange(0, BLOCK_N)
             inside = cols < n_kv
             if TMA:  # K and V are (B, Hkv, Lkv, D) descriptors: keys past Lkv load as 0
-                at = [b.to(tl.int32), hk.to(tl.int32), key0.to(tl.int32), 0]
+                at = [b32, hk32, key0, 0]
                 k = K.load(at).reshape(BLOCK_N, HEAD_DIM)
                 v = V.load(at).reshape(BLOCK_N, HEAD_DIM)
             else:
@@ -175,7 +176,8 @@ if triton is not None:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
             if (blk + 1 == end) | ((blk + 1) % n_blocks == 0):  # the run's end in this head
-                slot = pid - (bhk * n_blocks) // per_program
+                bhk = head.to(tl.int64)
+                slot = pid - (head * n_blocks) // per_program
                 _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, slot, max_slots, HKV, GROUP, n_q, g,
                        i, rows, valid, offs_d, sob, soh, som, HEAD_DIM, BLOCK_M, WHOLE)
                 more = valid & (rows * 0 + blk + 1 < end)  # the next head's rows, if any
