@@ -34,7 +34,8 @@
 #          whole heads where the pairs are fewer than the SMs; ab_decode_whole_rule: the rule
 #          that followed, against the cut before it; ab_decode_whole_bw: the bound by
 #          bandwidth after it; ab_decode_d64_occupancy: more programs an SM below the bound;
-#          ab_decode_flat: one loop across a program's heads against a loop a head),
+#          ab_decode_flat: one loop across a program's heads against a loop a head;
+#          ab_decode_across: the rule that followed, where a run is several whole heads),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -239,7 +240,7 @@ has ab_decode_whole_bw && run ab_decode_whole_bw python3 benchmarks/ab_decode.py
 # one loop over a program's blocks across its heads' seams (the pipeline no longer drains and
 # refills where a head's run ends) against 707934c's loop a head: the class sweep's decode rows
 # below cuDNN (bf16 for its fp16 one), then rows written before any ran, runs of several whole
-# heads and runs that cross from head to head among them
+# heads and runs that cross from head to head among them (first run at 192b33a, every run so)
 has ab_decode_flat && run ab_decode_flat python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_flat --before 707934c --rows '[(64,32,8,1,1024,128),(256,32,8,1,512,128),
     (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
@@ -251,6 +252,16 @@ has ab_decode_flat && run ab_decode_flat python3 benchmarks/ab_decode.py "$cur" 
 # others written before any ran): more programs an SM than the default's two, with fewer stages
 # or 64-key tiles, 8 warps, and one program an SM of 4 or 8 warps (132 SMs: 128 programs are
 # two runs a head at 64 pairs, 396 three programs an SM, 528 four)
+# the rule that followed (the one loop only where a run is several whole heads, ACROSS) against
+# 707934c on rows neither ran, written before any did: ten where it applies (head dims 64-256,
+# 2-5 heads a run), then six where it does not (a head's last program merging, whole heads
+# alone, cut runs), whose code is 707934c's
+has ab_decode_across && run ab_decode_across python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_across --before 707934c --rows '[(24,32,8,1,2000,128),(80,8,8,1,900,128),
+    (36,32,4,1,1700,128),(300,16,2,1,600,128),(160,32,8,1,256,128),(72,64,8,1,1000,64),
+    (100,16,8,1,700,64),(40,16,4,1,2000,256),(150,8,1,1,1200,256),(33,40,8,1,1100,128),
+    (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
+    (40,32,8,1,1000,64),(6,16,16,1,4000,64)]'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \

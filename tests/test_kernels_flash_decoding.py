@@ -92,6 +92,7 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal):
     (2, 4, 1, 70, 48, 2, 32, None),      # 32 + 16: GQA, ragged
     (1, 16, 1, 100, 192, 16, 128, 3),    # DeepSeek's 128 + 64, 16 heads, cut and merged
     (2, 4, 3, 45, 96, 1, 64, 3),         # 64 + 32, three causal queries on one KV head
+    (4, 8, 1, 40, 48, 4, 32, 2),         # 8 whole heads a program: one loop across them
 ])
 @pytest.mark.parametrize("last", [False, True])
 def test_flash_decode_with_q_and_k_wider_than_v(device, shape, last):
@@ -137,7 +138,7 @@ def test_flash_decode_with_attention_sinks_matches_fp64(device, shape, merge_row
         FD.flash_decode(q, k, v, causal, sinks=sinks[:2])
 
 
-@pytest.mark.parametrize("shape", DECODE_SHAPES[:3] + DECODE_SHAPES[4:5])  # and gemma's 256
+@pytest.mark.parametrize("shape", DECODE_SHAPES[:3] + DECODE_SHAPES[4:])  # and gemma's 256
 @pytest.mark.parametrize("last", [False, True])
 def test_flash_decode_with_softcapped_scores_matches_fp64(device, shape, last):
     """Gemma 2's softcap at decode (cap * tanh(s / cap) on every scaled score), before the
@@ -172,7 +173,9 @@ def test_flash_decode_strided_inputs_and_limits(device):
 
 
 def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
-    merges = []
+    """No merge where every run is whole heads; one loop across the heads where a run is
+    several (ACROSS), a loop a head otherwise."""
+    merges, across = [], []
 
     class Counted:  # either merge kernel, whichever FD.merge_rows picks
         def __init__(self, real):
@@ -182,17 +185,28 @@ def test_flash_decode_skips_the_merge_only_for_whole_heads(device, monkeypatch):
             merges.append(grid)
             return self.real[grid]
 
+    class Flagged:  # the split kernel: its ACROSS flag, each launch
+        def __init__(self, real):
+            self.real = real
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                across.append(kwargs["ACROSS"])
+                return self.real[grid](*args, **kwargs)
+            return launch
+
     for name in ("merge_splits", "merge_tiles"):
         monkeypatch.setattr(FD, name, Counted(getattr(FD, name)))
+    monkeypatch.setattr(FD, "split_kv_fwd", Flagged(FD.split_kv_fwd))
     cfg = {**FD.config(64), "LAST_MERGES": False}        # 64 keys a step, at any n_kv
     n_kv = 2 * cfg["BLOCK_N"] + 5                        # 3 blocks a head: runs of 2 split it
     q = torch.randn(2, 8, 1, 64, device=device, dtype=torch.float16)
     k = torch.randn(2, 2, n_kv, 64, device=device, dtype=torch.float16)
     ref = FD.standard_attention(q.double(), k.double(), k.double(), True)
-    for programs, merged in ((4, False), (2, False), (12, True)):
+    for programs, merged, one_loop in ((4, False, False), (2, False, True), (12, True, False)):
         merges.clear()
         o, _ = FD.flash_decode(q, k, k, programs=programs, cfg=cfg)  # runs of 1, 2 heads; split
-        assert bool(merges) == merged
+        assert bool(merges) == merged and across[-1] == one_loop
         assert float((o.double() - ref).abs().max()) < 2e-3
     k = torch.randn(2, 2, 6 * cfg["BLOCK_N"] - 3, 64, device=device, dtype=torch.float16)
     ref = FD.standard_attention(q.double(), k.double(), k.double(), True)

@@ -44,6 +44,19 @@ __all__ = ["standard_attention", "flash_decode", "schedule", "cost", "errors"]
 
 if triton is not None:
     @triton.jit
+    def _rows(GROUP, n_q, n_kv, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
+              QK_EXTRA: tl.constexpr):
+        # a program's rows r = (head g of the group, query i), which are real, q's and k's dims
+        # (d, then any extra e), and each row's last key seen when causal
+        rows = tl.arange(0, BLOCK_M)
+        g, i = rows // n_q, rows % n_q
+        offs_d = tl.arange(0, HEAD_DIM)
+        offs_e = offs_d
+        if QK_EXTRA:
+            offs_e = tl.arange(0, QK_EXTRA)
+        return rows, g, i, rows < GROUP * n_q, offs_d, offs_e, n_kv - n_q + i
+
+    @triton.jit
     def _query(Q, bhk, HKV, GROUP, g, i, valid, offs_d, offs_e, sqb, sqh, sqm,
                HEAD_DIM: tl.constexpr, QK_EXTRA: tl.constexpr, UPCAST: tl.constexpr):
         # the group's query rows of one (batch, KV head) = bhk, and their extra dims, if any
@@ -93,22 +106,69 @@ if triton is not None:
                      mask=valid[:, None])
 
     @triton.jit
+    def _block(q, q2, K, V, KEEP, b, hk, key0, m_i, l_i, acc, n_kv, last_key, qk_scale, cap_in,
+               skb, skh, skn, svb, svh, svn, skeep, offs_d, offs_e, HEAD_DIM: tl.constexpr,
+               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+               TMA: tl.constexpr, HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr,
+               SOFTCAP: tl.constexpr):
+        # keys [key0, key0 + BLOCK_N) of (batch b, KV head hk), K and V read once for the
+        # group's rows, onto their online softmax (m_i, l_i, acc)
+        cols = key0 + tl.arange(0, BLOCK_N)
+        inside = cols < n_kv
+        if TMA:  # K and V are (B, Hkv, Lkv, D) descriptors: keys past Lkv load as 0
+            at = [tl.cast(b, tl.int32), tl.cast(hk, tl.int32), tl.cast(key0, tl.int32), 0]
+            k = K.load(at).reshape(BLOCK_N, HEAD_DIM)
+            v = V.load(at).reshape(BLOCK_N, HEAD_DIM)
+        else:
+            k = tl.load(K + b * skb + hk * skh + cols[:, None] * skn + offs_d[None, :],
+                        mask=inside[:, None], other=0.0)
+            v = tl.load(V + b * svb + hk * svh + cols[:, None] * svn + offs_d[None, :],
+                        mask=inside[:, None], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        qk = tl.dot(q, tl.trans(k))
+        if QK_EXTRA:
+            k2 = tl.load(K + b * skb + hk * skh + HEAD_DIM + cols[:, None] * skn
+                         + offs_e[None, :], mask=inside[:, None], other=0.0)
+            if UPCAST:
+                k2 = k2.to(tl.float32)
+            qk = tl.dot(q2, tl.trans(k2), qk)
+        if SOFTCAP:
+            qk = softcapped(qk, cap_in)
+        qk = qk * qk_scale                               # scores in log2 units
+        keep = inside[None, :]
+        if HAS_KEEP:  # this batch row's valid keys
+            kept = tl.load(KEEP + b * skeep + cols, mask=inside, other=0) != 0
+            keep = keep & kept[None, :]
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= last_key[:, None])
+        qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing seen yet
+        p = tl.math.exp2(qk - m_ref[:, None])
+        alpha = tl.math.exp2(m_i - m_ref)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        return m_new, l_i, acc
+
+    @triton.jit
     def split_kv_fwd(Q, K, V, KEEP, SINKS, O_PART, LSE_PART, O, LSE, ARRIVED, qk_scale, softcap,
                      sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, skeep,
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-                     WHOLE: tl.constexpr, TMA: tl.constexpr, LAST_MERGES: tl.constexpr,
-                     HAS_KEEP: tl.constexpr, QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr,
-                     SOFTCAP: tl.constexpr):
+                     WHOLE: tl.constexpr, ACROSS: tl.constexpr, TMA: tl.constexpr,
+                     LAST_MERGES: tl.constexpr, HAS_KEEP: tl.constexpr,
+                     QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr, SOFTCAP: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
-        # laid end to end, in one loop: where a head's run ends, its partial is written (slot
-        # 0: the head's first program) and the next head's starts afresh, while the loads run
-        # on across the seam. Block j of (batch, KV head) bhk holds its keys [j, j + 1) *
-        # BLOCK_N, the last cut at n_kv. WHOLE: runs of whole heads, each written final.
-        # LAST_MERGES: a head's last program (counted in ARRIVED, then set back to 0) merges
-        # its partials: no second kernel. HAS_KEEP: KEEP (B, Lkv) says which keys each batch
-        # row attends to. QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v
+        # laid end to end: a loop a head it touches, each head's run written as a partial
+        # (slot 0: the head's first program). WHOLE: runs of whole heads, each written final.
+        # ACROSS (several whole heads a run): one loop over the run's blocks, a head's answer
+        # written and the next begun at the seam, so the loads stream on across it.
+        # LAST_MERGES: a head's last program (counted in ARRIVED, then set back to 0) merges its
+        # partials: no second kernel. HAS_KEEP: KEEP (B, Lkv) says which keys each batch row
+        # attends to. QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v
         # HEAD_DIM (latent attention), their extra dims a second dot onto the scores.
         # HAS_SINK: SINKS (H,) fp32, a logit a head in every row's sum: counted once, by a
         # whole head's program or the merge. SOFTCAP: every scaled score s is softcap *
@@ -119,83 +179,60 @@ if triton is not None:
         start = pid * per_program
         end = tl.minimum(start + per_program, total_blocks)
         cap_in = qk_scale * 0.6931471805599453 / softcap  # the raw scores' scale over the cap
-        rows = tl.arange(0, BLOCK_M)                     # row r = (head g of the group, query i)
-        g, i = rows // n_q, rows % n_q
-        valid = rows < GROUP * n_q
-        offs_d = tl.arange(0, HEAD_DIM)
-        offs_e = offs_d
-        if QK_EXTRA:
-            offs_e = tl.arange(0, QK_EXTRA)
-        last_key = n_kv - n_q + i                        # causal: row i sees keys <= this
-        bhk = (start // n_blocks).to(tl.int64)           # 64-bit offsets from here on
-        q, q2 = _query(Q, bhk, HKV, GROUP, g, i, valid, offs_d, offs_e, sqb, sqh, sqm, HEAD_DIM,
-                       QK_EXTRA, UPCAST)
-        m_i, l_i, acc = _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M, HEAD_DIM, WHOLE,
-                               HAS_SINK)
-        for blk in range(start, end):
-            head = blk // n_blocks                       # its (batch, KV head), in 32 bits:
-            b32, hk32 = head // HKV, head % HKV          # a 64-bit division is slow
-            b, hk = b32.to(tl.int64), hk32.to(tl.int64)
-            key0 = (blk - head * n_blocks) * BLOCK_N     # the block's first key
-            cols = key0 + tl.arange(0, BLOCK_N)
-            inside = cols < n_kv
-            if TMA:  # K and V are (B, Hkv, Lkv, D) descriptors: keys past Lkv load as 0
-                at = [b32, hk32, key0, 0]
-                k = K.load(at).reshape(BLOCK_N, HEAD_DIM)
-                v = V.load(at).reshape(BLOCK_N, HEAD_DIM)
-            else:
-                k = tl.load(K + b * skb + hk * skh + cols[:, None] * skn + offs_d[None, :],
-                            mask=inside[:, None], other=0.0)  # this block of K: read once
-                v = tl.load(V + b * svb + hk * svh + cols[:, None] * svn + offs_d[None, :],
-                            mask=inside[:, None], other=0.0)  # and of V
-            if UPCAST:
-                k = k.to(tl.float32)
-                v = v.to(tl.float32)
-            qk = tl.dot(q, tl.trans(k))
-            if QK_EXTRA:
-                k2 = tl.load(K + b * skb + hk * skh + HEAD_DIM + cols[:, None] * skn
-                             + offs_e[None, :], mask=inside[:, None], other=0.0)
-                if UPCAST:
-                    k2 = k2.to(tl.float32)
-                qk = tl.dot(q2, tl.trans(k2), qk)
-            if SOFTCAP:
-                qk = softcapped(qk, cap_in)
-            qk = qk * qk_scale                           # scores in log2 units
-            keep = inside[None, :]
-            if HAS_KEEP:  # this batch row's valid keys
-                kept = tl.load(KEEP + b * skeep + cols, mask=inside, other=0) != 0
-                keep = keep & kept[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= last_key[:, None])
-            qk = tl.where(keep, qk, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing seen yet
-            p = tl.math.exp2(qk - m_ref[:, None])
-            alpha = tl.math.exp2(m_i - m_ref)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-            if (blk + 1 == end) | ((blk + 1) % n_blocks == 0):  # the run's end in this head
-                bhk = head.to(tl.int64)
-                slot = pid - (head * n_blocks) // per_program
-                _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, slot, max_slots, HKV, GROUP, n_q, g,
-                       i, rows, valid, offs_d, sob, soh, som, HEAD_DIM, BLOCK_M, WHOLE)
-                more = valid & (rows * 0 + blk + 1 < end)  # the next head's rows, if any
-                q, q2 = _query(Q, bhk + 1, HKV, GROUP, g, i, more, offs_d, offs_e, sqb, sqh, sqm,
-                               HEAD_DIM, QK_EXTRA, UPCAST)
-                m_i, l_i, acc = _fresh(SINKS, bhk + 1, HKV, GROUP, g, more, BLOCK_M, HEAD_DIM,
-                                       WHOLE, HAS_SINK)
-        if LAST_MERGES:
-            tl.debug_barrier()                           # every store of the partials, then
+        if ACROSS:
+            rows, g, i, valid, offs_d, offs_e, last_key = _rows(GROUP, n_q, n_kv, BLOCK_M,
+                                                                HEAD_DIM, QK_EXTRA)
+            bhk = (start // n_blocks).to(tl.int64)       # 64-bit offsets from here on
+            q, q2 = _query(Q, bhk, HKV, GROUP, g, i, valid, offs_d, offs_e, sqb, sqh, sqm,
+                           HEAD_DIM, QK_EXTRA, UPCAST)
+            m_i, l_i, acc = _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M, HEAD_DIM, True,
+                                   HAS_SINK)
+            for blk in range(start, end):
+                head = blk // n_blocks                   # in 32 bits: a 64-bit division is slow
+                m_i, l_i, acc = _block(q, q2, K, V, KEEP, (head // HKV).to(tl.int64),
+                                       (head % HKV).to(tl.int64), (blk - head * n_blocks) *
+                                       BLOCK_N, m_i, l_i, acc, n_kv, last_key, qk_scale, cap_in,
+                                       skb, skh, skn, svb, svh, svn, skeep, offs_d, offs_e,
+                                       HEAD_DIM, BLOCK_N, CAUSAL, UPCAST, TMA, HAS_KEEP,
+                                       QK_EXTRA, SOFTCAP)
+                if (blk + 1) % n_blocks == 0:            # the head's last block: its answer
+                    bhk = head.to(tl.int64)
+                    _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, 0, max_slots, HKV, GROUP, n_q,
+                           g, i, rows, valid, offs_d, sob, soh, som, HEAD_DIM, BLOCK_M, True)
+                    more = valid & (rows * 0 + blk + 1 < end)  # the next head's rows, if any
+                    q, q2 = _query(Q, bhk + 1, HKV, GROUP, g, i, more, offs_d, offs_e, sqb,
+                                   sqh, sqm, HEAD_DIM, QK_EXTRA, UPCAST)
+                    m_i, l_i, acc = _fresh(SINKS, bhk + 1, HKV, GROUP, g, more, BLOCK_M,
+                                           HEAD_DIM, True, HAS_SINK)
+        else:
             for head in range(start // n_blocks, (end - 1) // n_blocks + 1):
-                bhk = head + tl.zeros([], tl.int64)
-                arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish and count
-                first = (bhk * n_blocks) // per_program
-                if arrived == ((bhk + 1) * n_blocks - 1) // per_program - first:  # the last
-                    tl.atomic_xchg(ARRIVED + bhk, 0)
-                    _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, bhk, rows, sob, soh, som, HKV,
-                                GROUP, n_q, n_blocks, per_program, max_slots, HEAD_DIM, BLOCK_M,
-                                BLOCK_M, HAS_SINK)
+                bhk = head + tl.zeros([], tl.int64)      # 64-bit offsets from here on
+                rows, g, i, valid, offs_d, offs_e, last_key = _rows(GROUP, n_q, n_kv, BLOCK_M,
+                                                                    HEAD_DIM, QK_EXTRA)
+                b, hk = bhk // HKV, bhk % HKV
+                q, q2 = _query(Q, bhk, HKV, GROUP, g, i, valid, offs_d, offs_e, sqb, sqh, sqm,
+                               HEAD_DIM, QK_EXTRA, UPCAST)
+                m_i, l_i, acc = _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M, HEAD_DIM,
+                                       WHOLE, HAS_SINK)
+                lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
+                hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
+                for key0 in range(lo * BLOCK_N, hi * BLOCK_N, BLOCK_N):
+                    m_i, l_i, acc = _block(q, q2, K, V, KEEP, b, hk, key0, m_i, l_i, acc, n_kv,
+                                           last_key, qk_scale, cap_in, skb, skh, skn, svb, svh,
+                                           svn, skeep, offs_d, offs_e, HEAD_DIM, BLOCK_N,
+                                           CAUSAL, UPCAST, TMA, HAS_KEEP, QK_EXTRA, SOFTCAP)
+                _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, pid - (bhk * n_blocks) // per_program,
+                       max_slots, HKV, GROUP, n_q, g, i, rows, valid, offs_d, sob, soh, som,
+                       HEAD_DIM, BLOCK_M, WHOLE)
+                if LAST_MERGES:
+                    tl.debug_barrier()                   # every store of the partial, then
+                    arrived = tl.atomic_add(ARRIVED + bhk, 1, sem="acq_rel")  # publish, count
+                    first = (bhk * n_blocks) // per_program
+                    if arrived == ((bhk + 1) * n_blocks - 1) // per_program - first:  # last
+                        tl.atomic_xchg(ARRIVED + bhk, 0)
+                        _merge_rows(O_PART, LSE_PART, SINKS, O, LSE, bhk, tl.arange(0, BLOCK_M),
+                                    sob, soh, som, HKV, GROUP, n_q, n_blocks, per_program,
+                                    max_slots, HEAD_DIM, BLOCK_M, BLOCK_M, HAS_SINK)
 
     @triton.jit
     def merge_splits(O_PART, LSE_PART, SINKS, O, LSE, sob, soh, som, H, GROUP, n_q, n_blocks,
@@ -444,6 +481,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c}, extra)
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
+    across = whole and per > n_blocks  # several a run: one loop across their seams
     # the merge by a head's last program: by default where a head has at most two runs
     last_merges = bool(c.pop("LAST_MERGES", -(-n_blocks // per) <= 2)) and not whole
     pdl = pdl and not (whole or last_merges)
@@ -466,7 +504,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
         keep.stride(0) if keep is not None else 0, hkv, group, n_q, n_kv, n_blocks, per,
         b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, TMA=tma,
+        UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, ACROSS=across,
+        TMA=tma,
         LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra,
         HAS_SINK=sinks is not None, SOFTCAP=bool(softcap), **c)
     if whole or last_merges:
