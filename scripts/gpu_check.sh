@@ -35,7 +35,8 @@
 #          that followed, against the cut before it; ab_decode_whole_bw: the bound by
 #          bandwidth after it; ab_decode_d64_occupancy: more programs an SM below the bound;
 #          ab_decode_flat: one loop across a program's heads against a loop a head;
-#          ab_decode_across: the rule that followed, where a run is several whole heads),
+#          ab_decode_across: the rule that followed, where a run is several whole heads;
+#          ab_decode_short_pairs: short heads a program each past one wave),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -262,6 +263,14 @@ has ab_decode_across && run ab_decode_across python3 benchmarks/ab_decode.py "$c
     (100,16,8,1,700,64),(40,16,4,1,2000,256),(150,8,1,1,1200,256),(33,40,8,1,1100,128),
     (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
     (40,32,8,1,1000,64),(6,16,16,1,4000,64)]'
+# every (batch, KV head) pair its own program past one wave, where heads are short (8 blocks or
+# fewer), against the default's runs of several heads: ab_decode_short_many (b6895c5, H100) had
+# it 11% faster at 160 x 32/8 x 256, 1% at three rows of 1,024-2,048 pairs and 3% slower at 512
+# pairs; these rows were written after it and before any ran
+has ab_decode_short_pairs && run ab_decode_short_pairs python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_short_pairs --rows '[(96,32,8,1,256,128),(192,16,4,1,400,128),
+    (128,32,8,1,200,128),(320,32,8,1,128,128),(48,64,8,1,512,128),(100,32,8,1,300,64),
+    (256,16,16,1,256,64),(600,8,1,1,256,128)]' --variant 'pairs={"programs": "pairs"}'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \
