@@ -7,7 +7,8 @@ a program reads each block of K and V once for all the query heads sharing it an
 partial softmax per head, merged as O = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max): by a
 head's last program where it has two runs, else by a merge kernel launched early. Where each pair
 can have a program of its own in one wave and the pairs are enough to draw the HBM's bandwidth
-(or a head is short), a program takes a whole head: no partials, no merge.
+(or a head is short), a program takes a whole head: no partials, no merge. A program whose run
+is several whole heads walks their blocks in one loop, so the loads stream on across the seams.
 Attention sinks join a row's sum once, where it is final (a whole head's program, else the
 merge); a softcap bends every score before the partials. Why each choice:
 docs/kernels/flash_decoding.md.
