@@ -36,7 +36,8 @@
 #          bandwidth after it; ab_decode_d64_occupancy: more programs an SM below the bound;
 #          ab_decode_flat: one loop across a program's heads against a loop a head;
 #          ab_decode_across: the rule that followed, where a run is several whole heads;
-#          ab_decode_short_pairs: short heads a program each past one wave),
+#          ab_decode_short_pairs: short heads a program each past one wave;
+#          ab_decode_per_sm: three programs an SM where the launcher counts two),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -271,6 +272,14 @@ has ab_decode_short_pairs && run ab_decode_short_pairs python3 benchmarks/ab_dec
   --name ab_decode_short_pairs --rows '[(96,32,8,1,256,128),(192,16,4,1,400,128),
     (128,32,8,1,200,128),(320,32,8,1,128,128),(48,64,8,1,512,128),(100,32,8,1,300,64),
     (256,16,16,1,256,64),(600,8,1,1,256,128)]' --variant 'pairs={"programs": "pairs"}'
+# three programs an SM where the launcher counts two (it counts three stages of shared memory,
+# Triton 3.6 keeps two: 72 KB at head dim 128 with 64 keys a step), against the default and a
+# program a pair, on cut and short-head rows; written before any ran
+has ab_decode_per_sm && run ab_decode_per_sm python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_per_sm --rows '[(8,64,4,1,4096,128),(4,32,8,1,8192,128),(160,32,8,1,256,128),
+    (320,32,8,1,128,128),(48,64,8,1,512,128),(96,32,8,1,256,128),(128,32,8,1,200,128),
+    (600,8,1,1,256,128),(100,32,8,1,300,64),(256,16,16,1,256,64)]' \
+  --variant 'three={"programs": "3 an SM"}' --variant 'pairs={"programs": "pairs"}'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \
