@@ -128,8 +128,8 @@ def compiled_decode(head_dim: int, causal: bool, cfg: dict, qk_extra: int = 0,
     """flash-decoding's split_kv_fwd compiled for sm_90 (bf16) under ``cfg``: FD.config's keys
     and the launcher's flags (BLOCK_M, WHOLE, ACROSS, LAST_MERGES, PDL); ``qk_extra``, ``keep``,
     ``sinks``, ``softcap`` as in compiled(); ``module``: the kernel's, if not the tree's."""
-    c = {"BLOCK_M": 16, "WHOLE": False, "ACROSS": False, "Q_STREAM": False,
-         "LAST_MERGES": False, "PDL": True, **cfg}
+    c = {"BLOCK_M": 16, "WHOLE": False, "ACROSS": False, "LAST_MERGES": False, "PDL": True,
+         **cfg}
     options = {k: c.pop(k) for k in ("num_warps", "num_stages") if k in c}
     tma = c.pop("TMA", True) and not qk_extra  # as the launcher: extra dims by address
     names = module.split_kv_fwd.arg_names

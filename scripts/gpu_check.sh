@@ -37,8 +37,7 @@
 #          ab_decode_flat: one loop across a program's heads against a loop a head;
 #          ab_decode_across: the rule that followed, where a run is several whole heads;
 #          ab_decode_short_pairs: short heads a program each past one wave;
-#          ab_decode_per_sm: three programs an SM where the launcher counts two;
-#          ab_decode_q_stream: q with every block of a run of whole heads),
+#          ab_decode_per_sm: three programs an SM where the launcher counts two),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -281,16 +280,6 @@ has ab_decode_per_sm && run ab_decode_per_sm python3 benchmarks/ab_decode.py "$c
     (320,32,8,1,128,128),(48,64,8,1,512,128),(96,32,8,1,256,128),(128,32,8,1,200,128),
     (600,8,1,1,256,128),(100,32,8,1,300,64),(256,16,16,1,256,64)]' \
   --variant 'three={"programs": "3 an SM"}' --variant 'pairs={"programs": "pairs"}'
-# q loaded with every block of a run of several whole heads (pipelined as K and V are) instead
-# of at each seam, where the loop waits for it: the ACROSS rows of ab_decode_across and the
-# short-head rows of ab_decode_short_*, a program a pair beside
-has ab_decode_q_stream && run ab_decode_q_stream python3 benchmarks/ab_decode.py "$cur" \
-  --name ab_decode_q_stream --rows '[(24,32,8,1,2000,128),(80,8,8,1,900,128),
-    (36,32,4,1,1700,128),(300,16,2,1,600,128),(160,32,8,1,256,128),(72,64,8,1,1000,64),
-    (100,16,8,1,700,64),(40,16,4,1,2000,256),(150,8,1,1,1200,256),(33,40,8,1,1100,128),
-    (320,32,8,1,128,128),(128,32,8,1,200,128),(600,8,1,1,256,128),(256,16,16,1,256,64),
-    (64,32,8,1,1024,128),(256,32,8,1,512,128)]' --variant 'q_stream={"Q_STREAM": 1}' \
-  --variant 'pairs={"programs": "pairs"}'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \

@@ -159,8 +159,7 @@ if triton is not None:
                      HKV, GROUP, n_q, n_kv, n_blocks, per_program, total_blocks, max_slots,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-                     WHOLE: tl.constexpr, ACROSS: tl.constexpr, Q_STREAM: tl.constexpr,
-                     TMA: tl.constexpr,
+                     WHOLE: tl.constexpr, ACROSS: tl.constexpr, TMA: tl.constexpr,
                      LAST_MERGES: tl.constexpr, HAS_KEEP: tl.constexpr,
                      QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr, SOFTCAP: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
@@ -191,9 +190,6 @@ if triton is not None:
                                    HAS_SINK)
             for blk in range(start, end):
                 head = blk // n_blocks                   # in 32 bits: a 64-bit division is slow
-                if Q_STREAM:  # q loaded with each block, ahead as K and V are: no stall at seams
-                    q, q2 = _query(Q, head.to(tl.int64), HKV, GROUP, g, i, valid, offs_d, offs_e,
-                                   sqb, sqh, sqm, HEAD_DIM, QK_EXTRA, UPCAST)
                 m_i, l_i, acc = _block(q, q2, K, V, KEEP, (head // HKV).to(tl.int64),
                                        (head % HKV).to(tl.int64), (blk - head * n_blocks) *
                                        BLOCK_N, m_i, l_i, acc, n_kv, last_key, qk_scale, cap_in,
@@ -205,9 +201,8 @@ if triton is not None:
                     _write(O_PART, LSE_PART, acc, l_i, m_i, bhk, 0, max_slots, HKV, GROUP, n_q,
                            g, i, rows, valid, offs_d, sob, soh, som, HEAD_DIM, BLOCK_M, True)
                     more = valid & (rows * 0 + blk + 1 < end)  # the next head's rows, if any
-                    if not Q_STREAM:
-                        q, q2 = _query(Q, bhk + 1, HKV, GROUP, g, i, more, offs_d, offs_e, sqb,
-                                       sqh, sqm, HEAD_DIM, QK_EXTRA, UPCAST)
+                    q, q2 = _query(Q, bhk + 1, HKV, GROUP, g, i, more, offs_d, offs_e, sqb,
+                                   sqh, sqm, HEAD_DIM, QK_EXTRA, UPCAST)
                     m_i, l_i, acc = _fresh(SINKS, bhk + 1, HKV, GROUP, g, more, BLOCK_M,
                                            HEAD_DIM, True, HAS_SINK)
         else:
@@ -488,7 +483,6 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
     across = whole and per > n_blocks  # several a run: one loop across their seams
-    q_stream = bool(c.pop("Q_STREAM", False)) and across
     # the merge by a head's last program: by default where a head has at most two runs
     last_merges = bool(c.pop("LAST_MERGES", -(-n_blocks // per) <= 2)) and not whole
     pdl = pdl and not (whole or last_merges)
@@ -512,7 +506,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         keep.stride(0) if keep is not None else 0, hkv, group, n_q, n_kv, n_blocks, per,
         b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
         UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, ACROSS=across,
-        Q_STREAM=q_stream, TMA=tma, LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra,
+        TMA=tma, LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra,
         HAS_SINK=sinks is not None, SOFTCAP=bool(softcap), **c)
     if whole or last_merges:
         return o, lse
