@@ -7,7 +7,7 @@ config), and whether ptxas serialized its tensor-core ops (warnings C7510-C7519:
 then waits for the one before it, which undoes the kernel's overlap); --gluon-ws the
 warp-specialized one of flash_attention_sm90_ws.py; --decode flash-decoding's split kernel
 (flash_decoding.py; its launcher's flags, BLOCK_M rows of a KV head's queries, WHOLE,
-LAST_MERGES and PDL, as variants over 16 rows and cut heads merged apart, PDL on). Triton
+ACROSS, LAST_MERGES and PDL, as variants over 16 rows and cut heads merged apart, PDL on). Triton
 versions compile the same source
 differently: to see what a GPU host's Triton makes of it, install that version apart
 (pip install --no-deps --target DIR triton==X.Y.Z) and run this under PYTHONPATH=DIR:.
