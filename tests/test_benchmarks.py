@@ -269,8 +269,9 @@ def test_the_gluon_kernel_compiles_for_hopper_unserialized(tmp_path):
 
 def test_flash_resources_compiles_flash_decoding(tmp_path):
     """--decode: flash-decoding's split kernel for sm_90 with no GPU, by its default config
-    and the launcher's flags (a whole head a program, the merge by its last program, 64
-    rows): no spills, and at HEAD (a clean tree) the same instructions; --window is refused."""
+    and the launcher's flags (a whole head a program, several in one loop, the merge by its
+    last program, 64 rows): no spills, and at HEAD (a clean tree) the same instructions;
+    --window is refused."""
     triton = pytest.importorskip("triton")
     if not os.path.exists(triton.knobs.nvidia.cuobjdump.path):
         pytest.skip("this Triton has no CUDA tools to compile for a GPU")
@@ -278,12 +279,13 @@ def test_flash_resources_compiles_flash_decoding(tmp_path):
     env["PYTHONPATH"] = ROOT
     cmd = [sys.executable, "benchmarks/flash_resources.py", str(tmp_path), "--decode",
            "--head-dims", "128", "--before", "HEAD", "--variant", 'whole={"WHOLE": true}',
-           "--variant", 'last={"LAST_MERGES": true}', "--variant", 'm64={"BLOCK_M": 64}']
+           "--variant", 'across={"WHOLE": true, "ACROSS": true}', "--variant",
+           'last={"LAST_MERGES": true}', "--variant", 'm64={"BLOCK_M": 64}']
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     clean = _unchanged("rooflab/kernels/flash_decoding.py")
     rows = json.load(open(tmp_path / "flash_resources_decode.json"))["rows"]
-    assert [r["name"] for r in rows] == ["default", "whole", "last", "m64"]
+    assert [r["name"] for r in rows] == ["default", "whole", "across", "last", "m64"]
     for r in rows:
         assert "error" not in r and r["spill_bytes"] == 0 and r["programs_per_sm"] >= 1, r
         assert r["instructions_not_in_both"] == 0 or not clean, r
