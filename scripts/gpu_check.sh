@@ -37,7 +37,8 @@
 #          ab_decode_flat: one loop across a program's heads against a loop a head;
 #          ab_decode_across: the rule that followed, where a run is several whole heads;
 #          ab_decode_short_pairs: short heads a program each past one wave;
-#          ab_decode_per_sm: three programs an SM where the launcher counts two),
+#          ab_decode_per_sm: three programs an SM where the launcher counts two;
+#          ab_decode_d64_wave: four an SM past one wave at head dim 64),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -280,6 +281,15 @@ has ab_decode_per_sm && run ab_decode_per_sm python3 benchmarks/ab_decode.py "$c
     (320,32,8,1,128,128),(48,64,8,1,512,128),(96,32,8,1,256,128),(128,32,8,1,200,128),
     (600,8,1,1,256,128),(100,32,8,1,300,64),(256,16,16,1,256,64)]' \
   --variant 'three={"programs": "3 an SM"}' --variant 'pairs={"programs": "pairs"}'
+# head dim 64 past one wave (more than 528 pairs): the launcher goes from a program a pair, four
+# an SM, to runs of whole heads for two an SM; four an SM past it too, against the default and a
+# program a pair, on the twelve rows of ab_decode_short_*, _q_stream and _d64_pairs (none run so)
+has ab_decode_d64_wave && run ab_decode_d64_wave python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_d64_wave --rows '[(72,64,8,1,1000,64),(100,16,8,1,700,64),
+    (100,32,8,1,300,64),(256,16,16,1,256,64),(80,32,8,1,2000,64),(200,16,4,1,1000,64),
+    (64,64,16,1,1500,64),(300,8,2,1,800,64),(128,32,8,1,512,64),(48,64,16,1,3000,64),
+    (96,32,8,1,4096,64),(700,8,1,1,600,64)]' --variant 'four={"programs": "4 an SM"}' \
+  --variant 'pairs={"programs": "pairs"}'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \
