@@ -240,10 +240,10 @@ has ab_decode_whole_bw && run ab_decode_whole_bw python3 benchmarks/ab_decode.py
     (25,16,4,1,3500,64),(27,40,4,1,1800,64),(14,64,8,1,2200,64),(29,32,4,1,2700,64),
     (31,16,4,1,5000,64),(6,16,16,1,4000,64)]' --variant 'whole={"programs": "pairs"}' \
   --variant 'split={"programs": "split"}'
-# one loop over a program's blocks across its heads' seams (the pipeline no longer drains and
-# refills where a head's run ends) against 707934c's loop a head: the class sweep's decode rows
-# below cuDNN (bf16 for its fp16 one), then rows written before any ran, runs of several whole
-# heads and runs that cross from head to head among them (first run at 192b33a, every run so)
+# the tree's kernel against 707934c's (a loop a head) on the class sweep's decode rows below
+# cuDNN (bf16 for its fp16 one), then rows written before any ran, runs of several whole heads
+# and runs that cross from head to head among them; first run at 192b33a, where every run was
+# one loop across its heads' seams (b6895c5 kept that only for runs of several whole heads)
 has ab_decode_flat && run ab_decode_flat python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_flat --before 707934c --rows '[(64,32,8,1,1024,128),(256,32,8,1,512,128),
     (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
