@@ -47,8 +47,8 @@ if triton is not None:
     @triton.jit
     def _rows(GROUP, n_q, n_kv, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
               QK_EXTRA: tl.constexpr):
-        # a program's rows r = (head g of the group, query i), which are real, q's and k's dims
-        # (d, then any extra e), and each row's last key seen when causal
+        # a program's rows r = (head g of the group, query i), whether the group has row r,
+        # q's and k's dims (d, then any extra e), and the last key each row sees when causal
         rows = tl.arange(0, BLOCK_M)
         g, i = rows // n_q, rows % n_q
         offs_d = tl.arange(0, HEAD_DIM)
