@@ -122,7 +122,7 @@ has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_
 #   causal_heldout        held out: one stage on causal rows up to 2,048 keys at 128
 #   shallow_heldout       held out: that rule past 1,024 keys only from three programs an SM
 #   nomask_heldout        held out: at 128 without a mask, 513-1,024 keys, the plain kernel
-#                         only from six programs an SM (two waves of three; refuted, 66f1b5c)
+#                         only from six programs an SM (two waves of three)
 # (held-out rows were written here before any of them ran)
 declare -A ab_rows=(
   [short]='[(16,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",True),(128,32,8,256,128,"bf16",False),(8,16,4,256,128,"fp16",True),(32,32,8,512,128,"bf16",True),(16,32,8,512,128,"bf16",False),(16,32,8,1024,128,"bf16",True)]'
@@ -242,8 +242,8 @@ has ab_decode_whole_bw && run ab_decode_whole_bw python3 benchmarks/ab_decode.py
   --variant 'split={"programs": "split"}'
 # the tree's kernel against 707934c's (a loop a head) on the class sweep's decode rows below
 # cuDNN (bf16 for its fp16 one), then rows written before any ran, runs of several whole heads
-# and runs that cross from head to head among them; first run at 192b33a, where every run was
-# one loop across its heads' seams (b6895c5 kept that only for runs of several whole heads)
+# and runs that cross from head to head among them (what each run compared:
+# docs/kernels/flash_decoding.md, "One loop across a run's whole heads")
 has ab_decode_flat && run ab_decode_flat python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_flat --before 707934c --rows '[(64,32,8,1,1024,128),(256,32,8,1,512,128),
     (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
@@ -266,9 +266,8 @@ has ab_decode_across && run ab_decode_across python3 benchmarks/ab_decode.py "$c
     (8,32,8,1,4097,128),(8,32,8,1,2049,128),(8,32,8,1,4096,64),(8,64,4,1,4096,128),
     (40,32,8,1,1000,64),(6,16,16,1,4000,64)]'
 # every (batch, KV head) pair its own program past one wave, where heads are short (8 blocks or
-# fewer), against the default's runs of several heads: ab_decode_short_many (b6895c5, H100) had
-# it 11% faster at 160 x 32/8 x 256, 1% at three rows of 1,024-2,048 pairs and 3% slower at 512
-# pairs; these rows were written after it and before any ran
+# fewer), against the default's runs of several heads, on rows written after a first look
+# (ab_decode_short_many; docs/kernels/flash_decoding.md) and before any of them ran
 has ab_decode_short_pairs && run ab_decode_short_pairs python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_short_pairs --rows '[(96,32,8,1,256,128),(192,16,4,1,400,128),
     (128,32,8,1,200,128),(320,32,8,1,128,128),(48,64,8,1,512,128),(100,32,8,1,300,64),
