@@ -38,7 +38,8 @@
 #          ab_decode_across: the rule that followed, where a run is several whole heads;
 #          ab_decode_short_pairs: short heads a program each past one wave;
 #          ab_decode_per_sm: three programs an SM where the launcher counts two;
-#          ab_decode_d64_wave: four an SM past one wave at head dim 64),
+#          ab_decode_d64_wave: four an SM past one wave at head dim 64;
+#          ab_decode_four_rule: the rule that followed, on rows neither ran),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -289,6 +290,13 @@ has ab_decode_d64_wave && run ab_decode_d64_wave python3 benchmarks/ab_decode.py
     (64,64,16,1,1500,64),(300,8,2,1,800,64),(128,32,8,1,512,64),(48,64,16,1,3000,64),
     (96,32,8,1,4096,64),(700,8,1,1,600,64)]' --variant 'four={"programs": "4 an SM"}' \
   --variant 'pairs={"programs": "pairs"}'
+# the rule that followed (runs for four an SM past one wave at head dim 64) on rows neither ran,
+# against the cut for two an SM before it; the last two rows (head dim 128) do not change
+has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_four_rule --before f5d32a3 --rows '[(67,64,8,1,2000,64),(144,16,4,1,1500,64),
+    (40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),(128,64,8,1,2048,64),
+    (128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),(64,64,8,1,1024,128),
+    (200,32,8,1,700,128)]'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \

@@ -237,6 +237,9 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     assert FD._programs(128, 64, 8, cfg) == 64      # the lab's 512 cached tokens: short heads
     assert FD._programs(128, 64, 16, cfg) == 256    # 1024: cut, two programs per SM, 4 a head
     assert FD._programs(64, 512, 64, cfg) == 512    # 48 KB a program: 4 an SM, one wave
+    assert FD._programs(64, 529, 64, cfg) == 265    # past one wave: runs for 4 an SM (2 heads)
+    assert FD._programs(64, 1024, 64, cfg) == 512   # (before: for 2 an SM, 177 and 256)
+    assert FD._programs(128, 529, 64, cfg) == 177   # 96 KB: for 2 an SM (3 heads)
     assert FD._programs(128, 512, 64, cfg) == 256   # 96 KB: 2 an SM, two waves: 2 heads each
     assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
     n128 = {**cfg, "BLOCK_N": 128}                  # head_dim 64: 96 KB, two an SM

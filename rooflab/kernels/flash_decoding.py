@@ -389,11 +389,11 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either number
     whole_heads_from(the GPU) or more or are short (the module's docstring). Otherwise about
-    as many as run at once (aligned: a count that cuts every head alike): two per SM where two
-    fit in shared memory (three stages of 64 keys of K and V take 96 KB at head_dim 128), one
-    at head_dim 256 or with 128 keys a step at 128 (192 KB); K ``qk_extra`` dims wider than V
-    where it is. Every stage's tiles are counted, one more than Triton keeps: "fits" errs on
-    fewer programs."""
+    as many as run at once (aligned: a count that cuts every head alike): as many an SM as fit
+    in shared memory, at most four at head_dim 64 or less (48 KB of 64-key tiles) and two at 128
+    (96 KB; more lost, flash_decoding.md), one at 256 or with 128 keys a step at 128 (192 KB);
+    K ``qk_extra`` dims wider than V where it is. Every stage's tiles are counted, one more than
+    Triton keeps: "fits" errs on fewer programs."""
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         sms = props.multi_processor_count
@@ -403,7 +403,8 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
         if heads <= sms * max(1, per_sm) and (heads >= whole_heads_from(props.name, sms)
                                               or n_blocks <= WHOLE_HEADS_MAX_BLOCKS):
             return heads
-        return aligned(sms * max(1, min(per_sm, 2 if head_dim <= 128 else 1)), heads)
+        most = 4 if head_dim <= 64 else 2 if head_dim <= 128 else 1
+        return aligned(sms * max(1, min(per_sm, most)), heads)
     return 8
 
 
