@@ -26,6 +26,7 @@
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
+#          ab_ws_persistent (PERSISTENT on the warp-specialized kernel: tests, then A/B),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -157,6 +158,21 @@ ab_short() {
   done
 }
 has ab_short && run ab_short ab_short
+# PERSISTENT on the warp-specialized kernel (a program an SM walking tiles without a mask, as
+# cuDNN's kernel at the short rows does, ncu): its GPU tests, then the A/B against ``after`` (as
+# routed: the plain kernel up to 1,024 keys), the kernel a program a tile, and cuDNN
+ab_ws_persistent() {
+  py_test --junitxml="$cur/pytest-gpu-ws-persistent.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_persistent" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_persistent --rows '[
+    (16,32,8,512,128,"bf16",False),(10,32,8,512,128,"bf16",False),(32,32,8,384,128,"bf16",False),
+    (128,32,8,256,128,"bf16",False),(8,32,8,1024,128,"bf16",False),(4,32,8,2048,128,"bf16",False),
+    (2,32,8,4096,128,"bf16",False),(200,16,4,128,128,"fp16",False),(1,32,8,1000,128,"bf16",False),
+    (4,32,8,700,128,"bf16",False),(32,32,8,512,64,"bf16",False),(64,32,8,256,64,"bf16",False)]' \
+    --variant 'ws={"GLUON_WS": {}}' --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}' \
+    --variant 'wsp_n64={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64}}'
+}
+has ab_ws_persistent && run ab_ws_persistent ab_ws_persistent
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)

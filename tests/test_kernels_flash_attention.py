@@ -506,6 +506,38 @@ def test_flash_attention_sm90_ws_matches_fp64(shape, causal, cfg):
     _ws_matches_fp64(shape, causal, cfg)
 
 
+WS_PERSISTENT = [(16, 8, 512, 512, 128, 2), (4, 32, 1024, 1024, 128, 8), (1, 4, 256, 2048, 64, 4),
+                 (40, 8, 256, 256, 128, 2), (3, 6, 130, 130, 128, 3), (8, 16, 300, 700, 128, 4),
+                 (50, 4, 100, 100, 64, 1)]  # 4-10 tiles a program on 132 SMs, and fewer than one
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", WS_PERSISTENT)
+@pytest.mark.parametrize("block_n", [64, 128])
+def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n):
+    """PERSISTENT: a program an SM walking tiles, whole and ragged (each out row written once,
+    none past its head's), the ring and the Q buffers' phases carried from tile to tile."""
+    _ws_matches_fp64(shape, False, {"PERSISTENT": True, "BLOCK_N": block_n,
+                                    "RAGGED": bool(shape[2] % 128 or shape[3] % block_n)})
+
+
+@pytest.mark.gpu
+def test_flash_attention_sm90_ws_persistent_takes_transformers_layout_and_refuses_a_mask():
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, n, d, hkv = 24, 8, 384, 128, 2
+    cfg = {"PERSISTENT": True}
+
+    def kernel(q, k, v, causal):
+        out = torch.full((b, n, h, d), float("nan"), device="cuda", dtype=q.dtype)
+        q, k, v, out = _blhd(q), _blhd(k), _blhd(v), out.transpose(1, 2)
+        assert F9W.usable(q, k, v, True, cfg, out) is not None  # causal tiles: not walked
+        assert F9W.usable(q, k, v, False, cfg, out) is None
+        return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
+
+    _holds_to_fp64(FA.errors(b, h, n, n, d, hkv, torch.bfloat16, False, device="cuda",
+                             seed=n, kernel=kernel))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 256, 4),
                                    (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2)])

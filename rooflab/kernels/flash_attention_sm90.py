@@ -105,10 +105,11 @@ if gluon is not None:
     @gluon.jit
     def _store_o(acc, m_i, l_i, first, o_smem, o_desc, O, LSE, b, h, H, n_q,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, RAGGED: gl.constexpr,
-                 Q_STRIDED: gl.constexpr):
+                 Q_STRIDED: gl.constexpr, WAIT: gl.constexpr):
         # O = acc / l and LSE (natural log) of head h's BLOCK_M query rows from ``first``: O by
         # TMA through o_smem, or by address where a ragged tile runs past the head's last row
-        # (TMA would write the next head's rows)
+        # (TMA would write the next head's rows); WAIT: until the TMA store is out, else the
+        # caller waits before it writes o_smem again
         row_o: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
         l_o = gl.convert_layout(l_i, row_o)
         acc = acc / l_o[:, None]
@@ -132,7 +133,8 @@ if gluon is not None:
             fence_async_shared()
             tile = _at(b, h, first, H, n_q, HEAD_DIM, Q_STRIDED)
             tma_store(o_desc, [tile[0], tile[1]], o_smem)
-            tma.store_wait(pendings=0)
+            if WAIT:
+                tma.store_wait(pendings=0)
 
     @gluon.jit
     def flash_fwd_sm90(q_desc, k_desc, v_desc, o_desc, O, LSE, qk_scale, H, GROUP, n_q, n_kv,
@@ -232,7 +234,7 @@ if gluon is not None:
         acc = warpgroup_mma_wait(0, deps=[_pv(p_op, v_smem, bar_v, n_blocks - 1, acc, STAGES)])
         sync_warps()                             # no warp still reads what O overwrites
         _store_o(acc, m_i, l_i, start_m * BLOCK_M, o_smem, o_desc, O, LSE, b, h, H, n_q,
-                 HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED)
+                 HEAD_DIM, BLOCK_M, RAGGED, Q_STRIDED, True)
         mbarrier.invalidate(bar_q)
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(bar_k.index(i))

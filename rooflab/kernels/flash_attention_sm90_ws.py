@@ -28,7 +28,7 @@ if F9.gluon is not None:
     import triton
 
     from rooflab.kernels.flash_attention_sm90 import (
-        _at, _key_tail, _masked, _softmax, _store_o, gl, gluon, mbarrier, tma_load,
+        _at, _key_tail, _masked, _softmax, _store_o, gl, gluon, mbarrier, tma, tma_load,
         warpgroup_mma, warpgroup_mma_wait)
 
     @gluon.jit
@@ -38,7 +38,12 @@ if F9.gluon is not None:
         start_m = gl.program_id(0)
         if CAUSAL:  # the longest tiles first
             start_m = gl.num_programs(0) - 1 - start_m
-        bh = gl.program_id(1)
+        return _rows(gl.program_id(1), start_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
+
+    @gluon.jit
+    def _rows(bh, start_m, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              CAUSAL: gl.constexpr):
+        # tile start_m of head bh: (batch, head, first query row, n_kv - n_q, key blocks)
         m0 = start_m * 2 * BLOCK_M
         delta = n_kv - n_q
         if CAUSAL:
@@ -73,24 +78,53 @@ if F9.gluon is not None:
         return s
 
     @gluon.jit
-    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, kv_at,
+    def _producer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, kv_at,
                   HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
-                  K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr, W: gl.constexpr):
-        # kv_at: k's rows a head (or batch) and columns a head, v's
+                  K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
+                  PERSISTENT: gl.constexpr, W: gl.constexpr):
+        if PERSISTENT:  # tiles pid, pid + programs, ...; a head's tiles on neighbouring programs
+            tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
+            count = gl.to_tensor(0)   # K and V blocks loaded so far: the ring's count
+            i = gl.to_tensor(0)       # tiles loaded so far
+            for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+                b, h, m0, delta, n_blocks = _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H,
+                                                  BLOCK_M, BLOCK_N, CAUSAL)
+                _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q,
+                         kv_at, HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED,
+                         V_STRIDED, PERSISTENT, BLOCK_M)
+                count += n_blocks
+                i += 1
+        else:
+            b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+            _produce(descs, smem, bars, b, h, m0, n_blocks, 0, 0, H, GROUP, n_q, kv_at,
+                     HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED, V_STRIDED,
+                     PERSISTENT, BLOCK_M)
+
+    @gluon.jit
+    def _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q, kv_at,
+                 HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_N: gl.constexpr,
+                 STAGES: gl.constexpr, Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
+                 V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr, BLOCK_M: gl.constexpr):
+        # one tile's loads: its Q (both warpgroups' rows), then its K and V blocks into the
+        # ring, whose slots and phases run on from ``count`` blocks; tile ``i`` of the program
+        # takes Q buffers 2 (i % 2) + w, free once the O stored through them two tiles ago is out
         q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc = descs
         q_smem, k_smem, v_smem, q2_smem, k2_smem = smem
-        bar_q, k_ready, k_empty, v_ready, v_empty = bars
+        bar_q, q_empty, k_ready, k_empty, v_ready, v_empty = bars
         k_pitch, k_width, v_pitch, v_width = kv_at
-        b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
         for w in gl.static_range(2):
+            qb = (i % 2) * 2 + w
+            if PERSISTENT:
+                mbarrier.wait(q_empty.index(qb), ((i // 2) & 1) ^ 1)
             _load_qk(q_desc, q2_desc,
                      _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM + QK_EXTRA, Q_STRIDED),
-                     bar_q.index(w), q_smem.index(w), q2_smem.index(w), HEAD_DIM, QK_EXTRA)
+                     bar_q.index(qb), q_smem.index(qb), q2_smem.index(qb), HEAD_DIM, QK_EXTRA)
         for j in range(n_blocks):
-            slot = j % STAGES
-            free = ((j // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
+            c = count + j
+            slot = c % STAGES
+            free = ((c // STAGES) & 1) ^ 1      # a fresh barrier reads as free at parity 1
             at = _at(b, h // GROUP, j * BLOCK_N, H // GROUP, k_pitch, k_width, K_STRIDED)
             mbarrier.wait(k_empty.index(slot), free)
             _load_qk(k_desc, k2_desc, at, k_ready.index(slot), k_smem.index(slot),
@@ -100,15 +134,43 @@ if F9.gluon is not None:
             _load(v_desc, at, v_ready.index(slot), v_smem.index(slot))
 
     @gluon.jit
-    def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM: gl.constexpr,
-                  QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr,
-                  RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr, W: gl.constexpr):
-        # warpgroup W's 64 rows of the program's 128
+    def _consumer(descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
+                  HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
+                  PERSISTENT: gl.constexpr, W: gl.constexpr):
+        # warpgroup W's 64 rows of each tile of 128 (the producer's walk)
+        if PERSISTENT:
+            tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
+            count = gl.to_tensor(0)
+            i = gl.to_tensor(0)
+            for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+                b, h, m0, delta, n_blocks = _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H,
+                                                  BLOCK_M, BLOCK_N, CAUSAL)
+                _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H,
+                         n_q, n_kv, HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                         OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, W)
+                count += n_blocks
+                i += 1
+            tma.store_wait(pendings=0)
+        else:
+            b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+            _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, 0, 0, H, n_q, n_kv,
+                     HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
+                     Q_STRIDED, PERSISTENT, W)
+
+    @gluon.jit
+    def _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H, n_q, n_kv,
+                 HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
+                 PERSISTENT: gl.constexpr, W: gl.constexpr):
+        # one tile, the ring's slots and phases running on from ``count`` blocks. PERSISTENT:
+        # O's store is left in flight, and waited for under the next tile's first Q K^T, which
+        # then frees its Q buffer for the producer
         q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc = descs
         q_smem, k_smem, v_smem, q2_smem, k2_smem = smem
-        bar_q, k_ready, k_empty, v_ready, v_empty = bars
-        b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
+        bar_q, q_empty, k_ready, k_empty, v_ready, v_empty = bars
         dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -126,15 +188,21 @@ if F9.gluon is not None:
             mask_from = n_blocks
         elif OWN_BLOCKS:  # only the blocks up to these rows' diagonal (warpgroup 0 stops first)
             mine = gl.cdiv(gl.minimum(first + BLOCK_M + delta, n_kv), BLOCK_N)
-        q, q2 = q_smem.index(W), q2_smem.index(W)
+        qb = (i % 2) * 2 + W
+        q, q2 = q_smem.index(qb), q2_smem.index(qb)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-        mbarrier.wait(bar_q.index(W), 0)
+        mbarrier.wait(bar_q.index(qb), (i // 2) & 1)
 
         # block 0
-        mbarrier.wait(k_ready.index(0), 0)
-        s_tok = _qk(q, q2, k_smem.index(0), k2_smem.index(0), s_zero, QK_EXTRA)
+        slot = count % STAGES
+        mbarrier.wait(k_ready.index(slot), (count // STAGES) & 1)
+        s_tok = _qk(q, q2, k_smem.index(slot), k2_smem.index(slot), s_zero, QK_EXTRA)
+        if PERSISTENT:
+            if i > 0:  # the last tile's O is out: its Q buffer is free
+                tma.store_wait(pendings=0)
+                mbarrier.arrive(q_empty.index(((i - 1) % 2) * 2 + W), count=1)
         s = warpgroup_mma_wait(0, deps=[s_tok])
-        mbarrier.arrive(k_empty.index(0), count=1)
+        mbarrier.arrive(k_empty.index(slot), count=1)
         s = _masked(s, 0, mask_from, offs_m, offs_n, delta, BLOCK_N, CAUSAL)
         s = _key_tail(s, 0, n_blocks, n_kv, offs_n, BLOCK_N, CAUSAL, RAGGED)
         p, alpha, l_i, m_i = _softmax(s, gl.full([BLOCK_M], float("-inf"), gl.float32, row_s),
@@ -143,11 +211,12 @@ if F9.gluon is not None:
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
 
         for j in range(1, mine):
-            slot = j % STAGES
-            prev = (j - 1) % STAGES
-            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+            c = count + j
+            slot = c % STAGES
+            prev = (c - 1) % STAGES
+            mbarrier.wait(k_ready.index(slot), (c // STAGES) & 1)
             s_tok = _qk(q, q2, k_smem.index(slot), k2_smem.index(slot), s_zero, QK_EXTRA)
-            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((c - 1) // STAGES) & 1)
             acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=[s_tok])
             mbarrier.arrive(k_empty.index(slot), count=1)
@@ -159,46 +228,57 @@ if F9.gluon is not None:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-        last = (mine - 1) % STAGES
-        mbarrier.wait(v_ready.index(last), ((mine - 1) // STAGES) & 1)
+        c = count + mine - 1
+        last = c % STAGES
+        mbarrier.wait(v_ready.index(last), (c // STAGES) & 1)
         acc = warpgroup_mma_wait(0, deps=[warpgroup_mma(p_op, v_smem.index(last), acc,
                                                         is_async=True)])
         mbarrier.arrive(v_empty.index(last), count=1)
         for j in range(mine, n_blocks):  # the other warpgroup's blocks: released unread, each
-            slot = j % STAGES             # once landed (an early arrival would free a slot the
-            phase = (j // STAGES) & 1     # other warpgroup still reads)
+            c = count + j                 # once landed (an early arrival would free a slot the
+            slot = c % STAGES             # other warpgroup still reads)
+            phase = (c // STAGES) & 1
             mbarrier.wait(k_ready.index(slot), phase)
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.wait(v_ready.index(slot), phase)
             mbarrier.arrive(v_empty.index(slot), count=1)
         # this warpgroup's Q buffer (its first HEAD_DIM columns) holds its O
         _store_o(acc, m_i, l_i, first, q, o_desc, O, LSE, b, h, H, n_q, HEAD_DIM, BLOCK_M,
-                 RAGGED, Q_STRIDED)
+                 RAGGED, Q_STRIDED, not PERSISTENT)
 
     @gluon.jit
     def flash_fwd_sm90_ws(q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc, qk_scale,
-                          H, GROUP, n_q, n_kv, k_pitch, k_width, v_pitch, v_width,
+                          H, GROUP, n_q, n_kv, n_tiles, k_pitch, k_width, v_pitch, v_width,
                           HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr,
                           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                           CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
                           Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
-                          V_STRIDED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+        # PERSISTENT: a program an SM walks tiles; Q buffers for two tiles, so that the next
+        # tile's Q loads under this one's last blocks
         dtype: gl.constexpr = q_desc.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
+        Q_BUFS: gl.constexpr = 2 + 2 * PERSISTENT
+        q_smem = gl.allocate_shared_memory(dtype, [Q_BUFS, BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
         q2_smem, k2_smem = q_smem, k_smem   # unread without QK_EXTRA
         if QK_EXTRA:
-            q2_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, QK_EXTRA], q2_desc.layout)
+            q2_smem = gl.allocate_shared_memory(dtype, [Q_BUFS, BLOCK_M, QK_EXTRA],
+                                                q2_desc.layout)
             k2_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, QK_EXTRA],
                                                 k2_desc.layout)
-        bar_q = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        bar_q = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
+        q_empty = bar_q                     # unread without PERSISTENT
+        if PERSISTENT:
+            q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(Q_BUFS):
+                mbarrier.init(q_empty.index(i), count=1)
         k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(2):
+        for i in gl.static_range(Q_BUFS):
             mbarrier.init(bar_q.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(k_ready.index(i), count=1)
@@ -207,16 +287,18 @@ if F9.gluon is not None:
             mbarrier.init(v_empty.index(i), count=2)
         descs = (q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc)
         smem = (q_smem, k_smem, v_smem, q2_smem, k2_smem)
-        bars = (bar_q, k_ready, k_empty, v_ready, v_empty)
+        bars = (bar_q, q_empty, k_ready, k_empty, v_ready, v_empty)
         gl.warp_specialize([
-            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, QK_EXTRA,
-                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 0)),
-            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, HEAD_DIM, QK_EXTRA,
-                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, 1)),
-            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv,
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
+                         QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
+                         Q_STRIDED, PERSISTENT, 0)),
+            (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
+                         QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
+                         Q_STRIDED, PERSISTENT, 1)),
+            (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
                          (k_pitch, k_width, v_pitch, v_width), HEAD_DIM, QK_EXTRA, BLOCK_M,
                          BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, K_STRIDED,
-                         V_STRIDED, 0))], [4, 1],
+                         V_STRIDED, PERSISTENT, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -234,12 +316,13 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     64. A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
     RAGGED and the STRIDED flags are off here, for whole tiles of contiguous tensors; flags()
-    sets them from the inputs."""
+    sets them from the inputs. PERSISTENT (a program an SM walking tiles) is off: an A/B's."""
     short = causal and 0 < n_kv <= 512
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
             "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "K_STRIDED": False,
-            "V_STRIDED": False, "CONSUMER_REGS": 240, "num_warps": 4, "maxnreg": 168}
+            "V_STRIDED": False, "PERSISTENT": False, "CONSUMER_REGS": 240, "num_warps": 4,
+            "maxnreg": 168}
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
@@ -258,6 +341,9 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
+    if c["PERSISTENT"] and (causal or q.shape[-1] != v.shape[-1] or 2 * (
+            4 * 64 * q.shape[-1] + 2 * c["BLOCK_N"] * 2 * q.shape[-1]) > SMEM_BYTES):
+        return "PERSISTENT walks tiles of one length (no causal mask) with q and k as wide as v"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
 
 
@@ -274,8 +360,11 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     scale = scale if scale is not None else d_qk ** -0.5
     qd, kd, extra = desc(q, bm, d), desc(k, bn, d), d_qk - d  # q and k's first d columns
     q2d, k2d = (desc(q, bm, extra), desc(k, bn, extra)) if extra else (qd, kd)
-    flash_fwd_sm90_ws[(triton.cdiv(n_q, 2 * bm), b * h)](
+    grid, tiles = (triton.cdiv(n_q, 2 * bm), b * h), triton.cdiv(n_q, 2 * bm) * b * h
+    if c["PERSISTENT"]:  # a program an SM (168 registers a thread for 12 warps: one fits)
+        grid = (min(tiles, torch.cuda.get_device_properties(q.device).multi_processor_count),)
+    flash_fwd_sm90_ws[grid](
         qd, kd, desc(v, bn), desc(out, bm), out, lse, q2d, k2d, scale * F9.LOG2E,
-        h, h // hkv, n_q, n_kv, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d, QK_EXTRA=extra,
-        BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
+        h, h // hkv, n_q, n_kv, tiles, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d,
+        QK_EXTRA=extra, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, **c)
     return out, lse
