@@ -26,7 +26,8 @@
 #          ab_short (the plain Gluon kernel's tests, then the short rows' A/B of its key
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
-#          ab_ws_persistent (PERSISTENT on the warp-specialized kernel: tests, then A/B),
+#          ab_ws_persistent (PERSISTENT on the warp-specialized kernel: tests, then A/B;
+#          ab_ws_walks: the rule that followed, on rows neither ran, and causal rows),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -173,6 +174,29 @@ ab_ws_persistent() {
     --variant 'wsp_n64={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64}}'
 }
 has ab_ws_persistent && run ab_ws_persistent ab_ws_persistent
+# the rule that followed (walks(): at 128 without a mask, where 128-row tiles pad no more than
+# 64-row ones) on rows neither ran, as routed (`after`) against the plain kernel and the
+# warp-specialized one a program a tile, whichever ran each row before; transformers' layout;
+# then PERSISTENT on causal rows (longest tiles first in a head, a static walk), not in the rule
+ab_ws_walks() {
+  py_test --junitxml="$cur/pytest-gpu-ws-walks.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_persistent or runs_the_gluon or walks" || return
+  local plain='plain={"GLUON": {}}' ws='ws={"GLUON_WS": {"PERSISTENT": false}}'
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks --rows '[
+    (6,28,4,896,128,"bf16",False),(3,40,8,1024,128,"bf16",False),(12,32,8,448,128,"bf16",False),
+    (1,64,8,640,128,"bf16",False),(24,16,16,768,128,"fp16",False),(2,12,4,3000,128,"bf16",False),
+    (5,32,8,1500,128,"bf16",False),(64,8,8,320,128,"bf16",False),(48,32,8,192,128,"fp16",False),
+    (16,32,8,200,128,"bf16",False),(1,32,8,16384,128,"bf16",False)]' --variant "$plain" \
+    --variant "$ws" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks_blhd --layout blhd --rows '[
+    (8,32,8,1024,128,"bf16",False),(2,32,8,1536,128,"bf16",False),(16,32,8,512,128,"bf16",False)]' \
+    --variant "$plain" --variant "$ws" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_persistent_causal --rows '[
+    (128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),
+    (2,32,8,2048,128,"bf16",True),(64,32,8,512,128,"bf16",True),(1,32,8,8192,128,"bf16",True)]' \
+    --variant "$plain" --variant "$ws" --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
+}
+has ab_ws_walks && run ab_ws_walks ab_ws_walks
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)
@@ -307,9 +331,9 @@ has ab_decode_d64_wave && run ab_decode_d64_wave python3 benchmarks/ab_decode.py
     (96,32,8,1,4096,64),(700,8,1,1,600,64)]' --variant 'four={"programs": "4 an SM"}' \
   --variant 'pairs={"programs": "pairs"}'
 # the rule that followed (runs for four an SM past one wave at head dim 64) on rows neither ran,
-# against the cut for two an SM before it; the last two rows (head dim 128) do not change
+# against the cut for two an SM before it (`two`); the last two rows (head dim 128) do not change
 has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.py "$cur" \
-  --name ab_decode_four_rule --before f5d32a3 --rows '[(67,64,8,1,2000,64),(144,16,4,1,1500,64),
+  --name ab_decode_four_rule --variant 'two={"programs": "2 an SM"}' --rows '[(67,64,8,1,2000,64),(144,16,4,1,1500,64),
     (40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),(128,64,8,1,2048,64),
     (128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),(64,64,8,1,1024,128),
     (200,32,8,1,700,128)]'

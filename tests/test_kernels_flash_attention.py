@@ -514,28 +514,44 @@ WS_PERSISTENT = [(16, 8, 512, 512, 128, 2), (4, 32, 1024, 1024, 128, 8), (1, 4, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", WS_PERSISTENT)
 @pytest.mark.parametrize("block_n", [64, 128])
-def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n):
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n, causal):
     """PERSISTENT: a program an SM walking tiles, whole and ragged (each out row written once,
-    none past its head's), the ring and the Q buffers' phases carried from tile to tile."""
-    _ws_matches_fp64(shape, False, {"PERSISTENT": True, "BLOCK_N": block_n,
-                                    "RAGGED": bool(shape[2] % 128 or shape[3] % block_n)})
+    none past its head's), the ring and the Q buffers' phases carried from tile to tile;
+    causal tiles (longest first in a head; OWN_BLOCKS where config() sets it)."""
+    _ws_matches_fp64(shape, causal, {"PERSISTENT": True, "BLOCK_N": block_n,
+                                     "RAGGED": bool(shape[2] % 128 or shape[3] % block_n)})
 
 
 @pytest.mark.gpu
-def test_flash_attention_sm90_ws_persistent_takes_transformers_layout_and_refuses_a_mask():
+@pytest.mark.parametrize("n", [384, 700])
+def test_flash_attention_sm90_ws_persistent_takes_transformers_layout(n):
+    """Without a mask at head dim 128 the warp-specialized kernel walks the tiles by default
+    where walks() says (384: yes; 700: 128-row tiles would pad more, so the plain kernel),
+    transformers' layout too."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
-    b, h, n, d, hkv = 24, 8, 384, 128, 2
-    cfg = {"PERSISTENT": True}
+    b, h, d, hkv = 24, 8, 128, 2
 
     def kernel(q, k, v, causal):
         out = torch.full((b, n, h, d), float("nan"), device="cuda", dtype=q.dtype)
         q, k, v, out = _blhd(q), _blhd(k), _blhd(v), out.transpose(1, 2)
-        assert F9W.usable(q, k, v, True, cfg, out) is not None  # causal tiles: not walked
-        assert F9W.usable(q, k, v, False, cfg, out) is None
-        return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
+        assert F9W.flags(q, k, v, causal, out=out)["PERSISTENT"] == (n == 384)
+        assert routing.which(q, k, v, causal, out) == (
+            "flash_attention_sm90_ws" if n == 384 else "flash_attention_sm90")
+        return FA.flash_attention(q, k, v, causal, out=out)
 
     _holds_to_fp64(FA.errors(b, h, n, n, d, hkv, torch.bfloat16, False, device="cuda",
                              seed=n, kernel=kernel))
+
+
+def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_no_more():
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    assert F9W.walks(512, 128, 128, False) and F9W.walks(1000, 128, 128, False)
+    assert F9W.walks(65, 128, 128, False)            # one tile of 128 rows, two of 64
+    assert not F9W.walks(700, 128, 128, False)       # 6 tiles of 128 (768 rows), 11 of 64
+    assert not F9W.walks(64, 128, 128, False)
+    assert not F9W.walks(512, 128, 128, True)        # causal: not measured faster
+    assert not F9W.walks(512, 64, 64, False) and not F9W.walks(512, 192, 128, False)
 
 
 @pytest.mark.gpu
@@ -680,7 +696,7 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
-    plain Gluon kernel; transformers' layout goes where contiguous tensors of its shape go; an
+    plain Gluon kernel, unless the warp-specialized one walks them (no mask); transformers' layout goes where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -697,16 +713,18 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
 
     def long(n):  # past 1,024 keys at 128, to 2,048: plain causal on a grid of 2 x 8 heads deep
         return plain if causal and 16 * -(-n // 64) / sms >= F9.CAUSAL_WAVE else ws
-    for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, plain), (256, 128, plain),
-                         (512, 256, ws), (1000, 64, plain), (1000, 128, plain), (500, 128, plain),
-                         (1500, 128, long(1500)), (2048, 128, long(2048)), (1000, 256, None)]:
+    short = plain if causal else ws  # without a mask, the warp-specialized kernel's walk
+    for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, short), (256, 128, short),
+                         (512, 256, ws), (1000, 64, plain), (1000, 128, short), (500, 128, short),
+                         (700, 128, plain), (1500, 128, long(1500)), (2048, 128, long(2048)),
+                         (1000, 256, None)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
         assert calls == ([kernel] if kernel else []), (n, d, calls)
         assert routing.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
                              causal) == (kernel or "flash_attention")
-    for n, d, kernel in [(256, 128, plain), (2560, 128, ws), (1024, 64, plain)]:
+    for n, d, kernel in [(256, 128, short), (2560, 128, ws), (1024, 64, plain)]:
         q = torch.randn(1, 2, n, d, device="cuda", dtype=torch.float16)
         calls.clear()
         o_triton, _ = FA.flash_attention(q, q, q, causal, cfg={})  # an explicit config

@@ -41,6 +41,15 @@ if F9.gluon is not None:
         return _rows(gl.program_id(1), start_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
 
     @gluon.jit
+    def _walk(t, tiles_m, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              CAUSAL: gl.constexpr):
+        # a walk's tile t: a head's tiles on neighbouring programs, causal ones longest first
+        start_m = t % tiles_m
+        if CAUSAL:
+            start_m = tiles_m - 1 - start_m
+        return _rows(t // tiles_m, start_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
+
+    @gluon.jit
     def _rows(bh, start_m, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               CAUSAL: gl.constexpr):
         # tile start_m of head bh: (batch, head, first query row, n_kv - n_q, key blocks)
@@ -89,8 +98,8 @@ if F9.gluon is not None:
             count = gl.to_tensor(0)   # K and V blocks loaded so far: the ring's count
             i = gl.to_tensor(0)       # tiles loaded so far
             for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-                b, h, m0, delta, n_blocks = _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H,
-                                                  BLOCK_M, BLOCK_N, CAUSAL)
+                b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N,
+                                                  CAUSAL)
                 _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q,
                          kv_at, HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED,
                          V_STRIDED, PERSISTENT, BLOCK_M)
@@ -145,8 +154,8 @@ if F9.gluon is not None:
             count = gl.to_tensor(0)
             i = gl.to_tensor(0)
             for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-                b, h, m0, delta, n_blocks = _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H,
-                                                  BLOCK_M, BLOCK_N, CAUSAL)
+                b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N,
+                                                  CAUSAL)
                 _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H,
                          n_q, n_kv, HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
                          OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, W)
@@ -316,7 +325,7 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     64. A short causal row (at most 512 keys) takes 64-key blocks, and each warpgroup computes
     only the blocks up to its own rows' diagonal (OWN_BLOCKS), not all of its program's.
     RAGGED and the STRIDED flags are off here, for whole tiles of contiguous tensors; flags()
-    sets them from the inputs. PERSISTENT (a program an SM walking tiles) is off: an A/B's."""
+    sets them from the inputs, and PERSISTENT (a program an SM walking the tiles)."""
     short = causal and 0 < n_kv <= 512
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
@@ -325,12 +334,24 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
             "maxnreg": 168}
 
 
+def walks(n_q: int, head_dim: int, v_dim: int, causal: bool) -> bool:
+    """Whether a program an SM walks the tiles (PERSISTENT): at head dim 128 without a mask,
+    where tiles of 128 query rows hold no more rows than the plain kernel's 64-row ones
+    (beyond that the padded rows cost more than the walk saves: 4 x 700 was 0.88x the plain
+    kernel on an H100). There the next tile's loads run under this one's end, as in cuDNN's
+    kernel (docs/kernels/flash_attention_sm90.md)."""
+    return (head_dim, v_dim) == (128, 128) and not causal and (
+        2 * -(-n_q // 128) == -(-n_q // 64))
+
+
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
     whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
-    where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided)."""
+    where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided);
+    PERSISTENT where walks()."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
+    c["PERSISTENT"] = walks(q.shape[2], q.shape[-1], v.shape[-1], causal)
     return {**c, **F9.strided(q, k, v), **(cfg or {})}
 
 
@@ -341,9 +362,9 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    if c["PERSISTENT"] and (causal or q.shape[-1] != v.shape[-1] or 2 * (
+    if c["PERSISTENT"] and (q.shape[-1] != v.shape[-1] or 2 * (
             4 * 64 * q.shape[-1] + 2 * c["BLOCK_N"] * 2 * q.shape[-1]) > SMEM_BYTES):
-        return "PERSISTENT walks tiles of one length (no causal mask) with q and k as wide as v"
+        return "PERSISTENT's Q buffers for two tiles do not fit, or q and k are wider than v"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
 
 
