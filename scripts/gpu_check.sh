@@ -27,7 +27,8 @@
 #          blocks; AB_SETS="short heldout" by default, the others listed above ab_rows),
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
 #          ab_ws_persistent (PERSISTENT on the warp-specialized kernel: tests, then A/B;
-#          ab_ws_walks: the rule that followed, on rows neither ran, and causal rows),
+#          ab_ws_walks: the rule that followed, on rows neither ran, and causal rows;
+#          ab_ws_walks_causal: causal walks past 1,024 keys, on rows neither ran),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -197,6 +198,17 @@ ab_ws_walks() {
     --variant "$plain" --variant "$ws" --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
 }
 has ab_ws_walks && run ab_ws_walks ab_ws_walks
+# causal walks past 1,024 keys (written before it ran, from two rows of ab_ws_walks: 2 x 2,048
+# and 1 x 8,192 causal, 1.04 and 1.02 of the kernel as routed; it lost at 1,024 and below): the
+# rule to judge is "causal at 128 with more than 1,024 keys: walk", on rows neither ran, against
+# the kernel as routed (the plain one on a grid of three programs an SM up to 2,048 keys)
+has ab_ws_walks_causal && run ab_ws_walks_causal python3 benchmarks/ab_flash.py "$cur" \
+  --name ab_flash_ws_walks_causal --rows '[(3,32,8,1536,128,"bf16",True),
+    (1,40,8,3000,128,"bf16",True),(2,64,8,2048,128,"bf16",True),(4,16,16,1280,128,"fp16",True),
+    (1,32,4,4096,128,"bf16",True),(2,12,4,2048,128,"bf16",True),(1,28,4,6000,128,"bf16",True),
+    (8,32,8,1100,128,"bf16",True),(4,32,8,2048,128,"bf16",True)]' \
+  --variant 'plain={"GLUON": {}}' --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' \
+  --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)
