@@ -28,7 +28,8 @@
 #          ab_latent (latent attention on the warp-specialized kernel: tests, then A/B),
 #          ab_ws_persistent (PERSISTENT on the warp-specialized kernel: tests, then A/B;
 #          ab_ws_walks: the rule that followed, on rows neither ran, and causal rows;
-#          ab_ws_walks_causal: causal walks past 1,024 keys, on rows neither ran),
+#          ab_ws_walks_causal: causal walks past 1,024 keys, on rows neither ran;
+#          ab_ws_snake: causal walks with every other round reversed),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -209,6 +210,22 @@ has ab_ws_walks_causal && run ab_ws_walks_causal python3 benchmarks/ab_flash.py 
     (8,32,8,1100,128,"bf16",True),(4,32,8,2048,128,"bf16",True)]' \
   --variant 'plain={"GLUON": {}}' --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' \
   --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
+# the causal walk with every other round reversed (a program's long and short tiles alternate),
+# after the static walk lost at 4 of those 9 rows: its GPU tests, then the causal rows of
+# ab_ws_walks and ab_ws_walks_causal again
+ab_ws_snake() {
+  py_test --junitxml="$cur/pytest-gpu-ws-snake.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_persistent" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_snake_causal --rows '[
+    (128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),
+    (2,32,8,2048,128,"bf16",True),(64,32,8,512,128,"bf16",True),(1,32,8,8192,128,"bf16",True),
+    (3,32,8,1536,128,"bf16",True),(1,40,8,3000,128,"bf16",True),(2,64,8,2048,128,"bf16",True),
+    (4,16,16,1280,128,"fp16",True),(1,32,4,4096,128,"bf16",True),(2,12,4,2048,128,"bf16",True),
+    (1,28,4,6000,128,"bf16",True),(8,32,8,1100,128,"bf16",True),(4,32,8,2048,128,"bf16",True)]' \
+    --variant 'plain={"GLUON": {}}' --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' \
+    --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
+}
+has ab_ws_snake && run ab_ws_snake ab_ws_snake
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)

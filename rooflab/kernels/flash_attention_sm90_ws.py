@@ -41,9 +41,17 @@ if F9.gluon is not None:
         return _rows(gl.program_id(1), start_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
 
     @gluon.jit
-    def _walk(t, tiles_m, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    def _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               CAUSAL: gl.constexpr):
-        # a walk's tile t: a head's tiles on neighbouring programs, causal ones longest first
+        # a walk's tile t: a head's tiles on neighbouring programs; causal ones longest first,
+        # and every other round of the programs taken in reverse, so that a program's long and
+        # short tiles alternate (were the programs a multiple of a head's tiles, a program would
+        # otherwise take the same row of every head)
+        if CAUSAL:
+            p = gl.num_programs(0)
+            first = t - t % p
+            if (t // p) % 2 == 1:
+                t = first + gl.minimum(p, n_tiles - first) - 1 - t % p
         start_m = t % tiles_m
         if CAUSAL:
             start_m = tiles_m - 1 - start_m
@@ -98,8 +106,8 @@ if F9.gluon is not None:
             count = gl.to_tensor(0)   # K and V blocks loaded so far: the ring's count
             i = gl.to_tensor(0)       # tiles loaded so far
             for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-                b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N,
-                                                  CAUSAL)
+                b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M,
+                                                  BLOCK_N, CAUSAL)
                 _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q,
                          kv_at, HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED,
                          V_STRIDED, PERSISTENT, BLOCK_M)
@@ -154,8 +162,8 @@ if F9.gluon is not None:
             count = gl.to_tensor(0)
             i = gl.to_tensor(0)
             for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-                b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N,
-                                                  CAUSAL)
+                b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M,
+                                                  BLOCK_N, CAUSAL)
                 _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H,
                          n_q, n_kv, HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
                          OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, W)
