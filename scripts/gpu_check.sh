@@ -29,7 +29,8 @@
 #          ab_ws_persistent (PERSISTENT on the warp-specialized kernel: tests, then A/B;
 #          ab_ws_walks: the rule that followed, on rows neither ran, and causal rows;
 #          ab_ws_walks_causal: causal walks past 1,024 keys, on rows neither ran;
-#          ab_ws_snake: causal walks with every other round reversed),
+#          ab_ws_snake: causal walks with every other round reversed;
+#          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -226,6 +227,23 @@ ab_ws_snake() {
     --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
 }
 has ab_ws_snake && run ab_ws_snake ab_ws_snake
+# the rule that followed (walks(): causal too past WALK_CAUSAL_KEYS, 1,024, where 128-row tiles
+# pad no more than 64-row ones), as routed (`after`), on causal rows neither ran (the last three
+# are off under it: 128-row tiles pad more), against the plain kernel and the warp-specialized
+# one a program a tile, whichever ran each row before; then transformers' layout
+ab_ws_walks_causal_rule() {
+  local plain='plain={"GLUON": {}}' ws='ws={"GLUON_WS": {"PERSISTENT": false}}'
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks_causal_rule --rows '[
+    (2,32,8,1500,128,"bf16",True),(1,64,8,2500,128,"bf16",True),(6,32,8,1280,128,"bf16",True),
+    (2,40,8,1792,128,"fp16",True),(1,16,16,4096,128,"bf16",True),(3,28,4,2048,128,"bf16",True),
+    (1,32,8,12000,128,"bf16",True),(5,32,8,1152,128,"bf16",True),(2,16,4,3072,128,"bf16",True),
+    (2,48,8,1200,128,"bf16",True),(4,20,4,1600,128,"fp16",True),(10,32,8,1088,128,"bf16",True)]' \
+    --variant "$plain" --variant "$ws" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks_causal_rule_blhd --layout blhd \
+    --rows '[(2,32,8,2048,128,"bf16",True),(1,32,8,3072,128,"bf16",True)]' --variant "$plain" \
+    --variant "$ws"
+}
+has ab_ws_walks_causal_rule && run ab_ws_walks_causal_rule ab_ws_walks_causal_rule
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)

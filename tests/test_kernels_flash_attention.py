@@ -546,12 +546,14 @@ def test_flash_attention_sm90_ws_persistent_takes_transformers_layout(n):
 
 def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_no_more():
     from rooflab.kernels import flash_attention_sm90_ws as F9W
-    assert F9W.walks(512, 128, 128, False) and F9W.walks(1000, 128, 128, False)
-    assert F9W.walks(65, 128, 128, False)            # one tile of 128 rows, two of 64
-    assert not F9W.walks(700, 128, 128, False)       # 6 tiles of 128 (768 rows), 11 of 64
-    assert not F9W.walks(64, 128, 128, False)
-    assert not F9W.walks(512, 128, 128, True)        # causal: not measured faster
-    assert not F9W.walks(512, 64, 64, False) and not F9W.walks(512, 192, 128, False)
+    assert F9W.walks(512, 512, 128, 128, False) and F9W.walks(1000, 1000, 128, 128, False)
+    assert F9W.walks(65, 65, 128, 128, False)        # one tile of 128 rows, two of 64
+    assert not F9W.walks(700, 700, 128, 128, False)  # 6 tiles of 128 (768 rows), 11 of 64
+    assert not F9W.walks(64, 64, 128, 128, False)
+    assert F9W.walks(2048, 2048, 128, 128, True) and F9W.walks(512, 1025, 128, 128, True)
+    assert not F9W.walks(1024, 1024, 128, 128, True)  # short causal rows: slower walked
+    assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
+    assert not F9W.walks(512, 512, 64, 64, False) and not F9W.walks(512, 512, 192, 128, False)
 
 
 @pytest.mark.gpu
@@ -696,7 +698,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
-    plain Gluon kernel, unless the warp-specialized one walks them (no mask); transformers' layout goes where contiguous tensors of its shape go; an
+    plain Gluon kernel, unless the warp-specialized one walks them (no mask, or causal past
+    1,024 keys); transformers' layout goes where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -708,15 +711,10 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         real = getattr(m, name)
         monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
                             calls.append(name) or real(*a, **k))
-    from rooflab.kernels import flash_attention_sm90 as F9
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-
-    def long(n):  # past 1,024 keys at 128, to 2,048: plain causal on a grid of 2 x 8 heads deep
-        return plain if causal and 16 * -(-n // 64) / sms >= F9.CAUSAL_WAVE else ws
     short = plain if causal else ws  # without a mask, the warp-specialized kernel's walk
     for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, short), (256, 128, short),
                          (512, 256, ws), (1000, 64, plain), (1000, 128, short), (500, 128, short),
-                         (700, 128, plain), (1500, 128, long(1500)), (2048, 128, long(2048)),
+                         (700, 128, plain), (1500, 128, ws), (2048, 128, ws),
                          (1000, 256, None)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)

@@ -342,13 +342,17 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
             "maxnreg": 168}
 
 
-def walks(n_q: int, head_dim: int, v_dim: int, causal: bool) -> bool:
-    """Whether a program an SM walks the tiles (PERSISTENT): at head dim 128 without a mask,
-    where tiles of 128 query rows hold no more rows than the plain kernel's 64-row ones
-    (beyond that the padded rows cost more than the walk saves: 4 x 700 was 0.88x the plain
-    kernel on an H100). There the next tile's loads run under this one's end, as in cuDNN's
-    kernel (docs/kernels/flash_attention_sm90.md)."""
-    return (head_dim, v_dim) == (128, 128) and not causal and (
+WALK_CAUSAL_KEYS = 1024  # causal rows walk past this many keys
+
+
+def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool) -> bool:
+    """Whether a program an SM walks the tiles (PERSISTENT): at head dim 128, without a mask
+    or causal past WALK_CAUSAL_KEYS keys, where tiles of 128 query rows hold no more rows than
+    the plain kernel's 64-row ones (beyond that the padded rows cost more than the walk saves:
+    4 x 700 was 0.88x the plain kernel on an H100). There the next tile's loads run under this
+    one's end, as in cuDNN's kernel; shorter causal rows ran slower walked (their tiles, few
+    blocks each, are uneven; docs/kernels/flash_attention_sm90.md)."""
+    return (head_dim, v_dim) == (128, 128) and (not causal or n_kv > WALK_CAUSAL_KEYS) and (
         2 * -(-n_q // 128) == -(-n_q // 64))
 
 
@@ -359,7 +363,7 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     PERSISTENT where walks()."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
-    c["PERSISTENT"] = walks(q.shape[2], q.shape[-1], v.shape[-1], causal)
+    c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal)
     return {**c, **F9.strided(q, k, v), **(cfg or {})}
 
 
