@@ -30,7 +30,8 @@
 #          ab_ws_walks: the rule that followed, on rows neither ran, and causal rows;
 #          ab_ws_walks_causal: causal walks past 1,024 keys, on rows neither ran;
 #          ab_ws_snake: causal walks with every other round reversed;
-#          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran),
+#          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran;
+#          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -244,6 +245,13 @@ ab_ws_walks_causal_rule() {
     --variant "$ws"
 }
 has ab_ws_walks_causal_rule && run ab_ws_walks_causal_rule ab_ws_walks_causal_rule
+# the bound that followed (causal walks up to 8,192 keys; 12,000 lost), on rows neither ran: two
+# under the bound and three past it, walked or not (its GPU tests: kernel_tests)
+has ab_ws_walks_bound && run ab_ws_walks_bound python3 benchmarks/ab_flash.py "$cur" \
+  --name ab_flash_ws_walks_bound --rows '[(2,32,8,7000,128,"bf16",True),
+    (1,64,8,6144,128,"bf16",True),(1,32,8,10240,128,"bf16",True),(1,16,4,16384,128,"bf16",True),
+    (1,40,8,8704,128,"bf16",True)]' --variant 'plain={"GLUON": {}}' \
+  --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)

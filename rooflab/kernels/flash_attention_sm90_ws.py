@@ -342,17 +342,19 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
             "maxnreg": 168}
 
 
-WALK_CAUSAL_KEYS = 1024  # causal rows walk past this many keys
+WALK_CAUSAL_KEYS = (1024, 8192)  # causal rows walk past the first, up to the second
 
 
 def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool) -> bool:
     """Whether a program an SM walks the tiles (PERSISTENT): at head dim 128, without a mask
-    or causal past WALK_CAUSAL_KEYS keys, where tiles of 128 query rows hold no more rows than
+    or causal within WALK_CAUSAL_KEYS, where tiles of 128 query rows hold no more rows than
     the plain kernel's 64-row ones (beyond that the padded rows cost more than the walk saves:
     4 x 700 was 0.88x the plain kernel on an H100). There the next tile's loads run under this
-    one's end, as in cuDNN's kernel; shorter causal rows ran slower walked (their tiles, few
-    blocks each, are uneven; docs/kernels/flash_attention_sm90.md)."""
-    return (head_dim, v_dim) == (128, 128) and (not causal or n_kv > WALK_CAUSAL_KEYS) and (
+    one's end, as in cuDNN's kernel. Causal tiles are uneven, and a static walk balances them
+    worse than the GPU's own launch order: shorter causal rows ran slower walked, and so did
+    12,000 keys, where each tile's setup weighs little (docs/kernels/flash_attention_sm90.md)."""
+    lo, hi = WALK_CAUSAL_KEYS
+    return (head_dim, v_dim) == (128, 128) and (not causal or lo < n_kv <= hi) and (
         2 * -(-n_q // 128) == -(-n_q // 64))
 
 

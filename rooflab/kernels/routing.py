@@ -17,8 +17,8 @@ from rooflab.kernels.inputs import local
 # cuDNN but on short causal rows). At 128, on rows its short() takes (at most 1,024 keys, or
 # 2,048 causal on a grid deep enough), the plain one goes first: a program per 64 rows, two to
 # four an SM, where the warp-specialized kernel's one an SM exposes each short program's setup;
-# but where the warp-specialized kernel walks the tiles (its walks(): no mask, or causal past
-# 1,024 keys), it runs
+# but where the warp-specialized kernel walks the tiles (its walks(): no mask, or causal from
+# 1,025 to 8,192 keys), it runs
 # (docs/kernels/flash_attention_sm90.md).
 GLUON = {(64, 64): ("flash_attention_sm90",), (128, 128): ("flash_attention_sm90_ws",),
          (256, 256): ("flash_attention_sm90_ws",), (192, 128): ("flash_attention_sm90_ws",)}
