@@ -956,7 +956,7 @@ def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, caus
         ref = FA.standard_attention(q.double(), kv.double().repeat_interleave(4, 1),
                                     kv.double().repeat_interleave(4, 1), causal)
         assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
-        assert tiles == [tile, tile], (b, d, tiles)
+        assert tiles == ([] if walked else [tile, tile]), (b, d, tiles)
 
 
 def test_the_plain_gluon_kernels_flags_and_layouts_follow_the_inputs():
