@@ -7,9 +7,17 @@ consumers (Hopper reallocates registers between warpgroups). Each consumer runs
 flash_attention_sm90.py's loop (block j's Q K^T and block j-1's P V in flight together, the
 softmax under P V).
 
+PERSISTENT (walks() says where): one program an SM walks the tiles, as cuDNN's kernel does at
+the rows where a program a tile lost to it. The ring's slots and phases run on from tile to
+tile, each tile's Q has buffers of its own (two tiles' worth), so the producer loads the next
+tile under this one's last blocks, and a tile's O store is waited for only under the next
+tile's first Q K^T. Causal tiles come longest first in a head, every other round of programs
+in reverse, so that a program's long and short tiles alternate.
+
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
-empty one (both consumers arrive once their ops that read the slot are done). Scope as
-flash_attention_sm90.usable says: any lengths (RAGGED), q, k, v each in any layout() reads.
+empty one (both consumers arrive once their ops that read the slot are done); with
+PERSISTENT, each Q buffer an empty one too (its consumer arrives once the O stored through it
+is out). Scope as flash_attention_sm90.usable says: any lengths (RAGGED), q, k, v each in any layout() reads.
 Latent attention's q and k, wider than v (QK_EXTRA: 192 = 128 + 64 rotary dims): a tile of 192
 columns is not a power of two, so each Q and K tile comes as two, HEAD_DIM and QK_EXTRA wide,
 on one barrier, and S is two wgmma ops into one accumulator.
