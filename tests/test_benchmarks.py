@@ -349,6 +349,22 @@ def test_the_warp_specialized_kernel_compiles_for_hopper_unserialized(tmp_path):
         assert hand <= r["shared_bytes"] <= hand + 2048, r
 
 
+def test_the_warp_specialized_walk_compiles_for_hopper_unserialized(tmp_path):
+    """PERSISTENT (a program an SM walking the tiles), whole tiles and ragged in transformers'
+    layout, causal and not, compiled for sm_90 with no GPU: no spills, no wgmma serialized, one
+    program an SM; its shared memory the hand count of two tiles' Q and every stage's K and V."""
+    rows = _gluon_compiled(tmp_path, "--gluon-ws", "64,128", [
+        'walk={"PERSISTENT": true}', 'walk_hf={"PERSISTENT": true, "RAGGED": true, '
+        '"Q_STRIDED": true, "K_STRIDED": true, "V_STRIDED": true}'])
+    assert len(rows) == 12
+    for r in rows:
+        assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
+        c = r["config"]
+        q_tiles = 4 if c["PERSISTENT"] else 2
+        hand = (q_tiles * c["BLOCK_M"] + 2 * c["STAGES"] * c["BLOCK_N"]) * r["head_dim"] * 2
+        assert hand <= r["shared_bytes"] <= hand + 2048 and r["programs_per_sm"] == 1, r
+
+
 def test_the_warp_specialized_kernel_compiles_for_latent_attention(tmp_path):
     """flash_attention_sm90_ws with q and k 64 dims wider than v (latent attention's 192 and
     128), whole tiles, RAGGED, transformers' layout, and v alone tokens first (as DeepSeek-V2
