@@ -163,95 +163,77 @@ ab_short() {
   done
 }
 has ab_short && run ab_short ab_short
-# PERSISTENT on the warp-specialized kernel (a program an SM walking tiles without a mask, as
-# cuDNN's kernel at the short rows does, ncu): its GPU tests, then the A/B against ``after`` (as
-# routed: the plain kernel up to 1,024 keys), the kernel a program a tile, and cuDNN
+# PERSISTENT on the warp-specialized kernel, a program an SM walking the tiles (as cuDNN's kernel
+# does at the short rows, ncu): why, each rule and its figures in docs/kernels/flash_attention_sm90.md
+# ("PERSISTENT again"). walk_ab NAME ROWS [ab_flash options]: the rows as routed (`after`) beside
+# the plain kernel, the warp-specialized one a program a tile (`ws`) and walking (`wsp`);
+# walk_tests NAME: the walk's and the routing's GPU tests
+walk_ab() {
+  local name=$1 rows=$2; shift 2
+  python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_$name" --rows "$rows" \
+    --variant 'plain={"GLUON": {}}' --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' \
+    --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}' "$@"
+}
+walk_tests() {
+  py_test --junitxml="$cur/pytest-gpu-$1.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_persistent or runs_the_gluon or walks or short_rows"
+}
+# the first A/B, rows without a mask (the kernel as routed then: plain up to 1,024 keys)
 ab_ws_persistent() {
-  py_test --junitxml="$cur/pytest-gpu-ws-persistent.xml" tests/test_kernels_flash_attention.py \
-    -k "sm90_ws_persistent" || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_persistent --rows '[
-    (16,32,8,512,128,"bf16",False),(10,32,8,512,128,"bf16",False),(32,32,8,384,128,"bf16",False),
-    (128,32,8,256,128,"bf16",False),(8,32,8,1024,128,"bf16",False),(4,32,8,2048,128,"bf16",False),
-    (2,32,8,4096,128,"bf16",False),(200,16,4,128,128,"fp16",False),(1,32,8,1000,128,"bf16",False),
-    (4,32,8,700,128,"bf16",False),(32,32,8,512,64,"bf16",False),(64,32,8,256,64,"bf16",False)]' \
-    --variant 'ws={"GLUON_WS": {}}' --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}' \
+  walk_tests ws-persistent && walk_ab ws_persistent '[(16,32,8,512,128,"bf16",False),
+    (10,32,8,512,128,"bf16",False),(32,32,8,384,128,"bf16",False),(128,32,8,256,128,"bf16",False),
+    (8,32,8,1024,128,"bf16",False),(4,32,8,2048,128,"bf16",False),(2,32,8,4096,128,"bf16",False),
+    (200,16,4,128,128,"fp16",False),(1,32,8,1000,128,"bf16",False),(4,32,8,700,128,"bf16",False),
+    (32,32,8,512,64,"bf16",False),(64,32,8,256,64,"bf16",False)]' \
     --variant 'wsp_n64={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64}}'
 }
-has ab_ws_persistent && run ab_ws_persistent ab_ws_persistent
-# the rule that followed (walks(): at 128 without a mask, where 128-row tiles pad no more than
-# 64-row ones) on rows neither ran, as routed (`after`) against the plain kernel and the
-# warp-specialized one a program a tile, whichever ran each row before; transformers' layout;
-# then PERSISTENT on causal rows (longest tiles first in a head, a static walk), not in the rule
+# walks() without a mask (where 128-row tiles pad no more than 64-row ones) on rows neither ran,
+# in transformers' layout too; then the walk on causal rows (a static walk, longest tiles first)
 ab_ws_walks() {
-  py_test --junitxml="$cur/pytest-gpu-ws-walks.xml" tests/test_kernels_flash_attention.py \
-    -k "sm90_ws_persistent or runs_the_gluon or walks" || return
-  local plain='plain={"GLUON": {}}' ws='ws={"GLUON_WS": {"PERSISTENT": false}}'
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks --rows '[
-    (6,28,4,896,128,"bf16",False),(3,40,8,1024,128,"bf16",False),(12,32,8,448,128,"bf16",False),
-    (1,64,8,640,128,"bf16",False),(24,16,16,768,128,"fp16",False),(2,12,4,3000,128,"bf16",False),
-    (5,32,8,1500,128,"bf16",False),(64,8,8,320,128,"bf16",False),(48,32,8,192,128,"fp16",False),
-    (16,32,8,200,128,"bf16",False),(1,32,8,16384,128,"bf16",False)]' --variant "$plain" \
-    --variant "$ws" || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks_blhd --layout blhd --rows '[
-    (8,32,8,1024,128,"bf16",False),(2,32,8,1536,128,"bf16",False),(16,32,8,512,128,"bf16",False)]' \
-    --variant "$plain" --variant "$ws" || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_persistent_causal --rows '[
-    (128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),
-    (2,32,8,2048,128,"bf16",True),(64,32,8,512,128,"bf16",True),(1,32,8,8192,128,"bf16",True)]' \
-    --variant "$plain" --variant "$ws" --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
+  walk_tests ws-walks && walk_ab ws_walks '[(6,28,4,896,128,"bf16",False),
+    (3,40,8,1024,128,"bf16",False),(12,32,8,448,128,"bf16",False),(1,64,8,640,128,"bf16",False),
+    (24,16,16,768,128,"fp16",False),(2,12,4,3000,128,"bf16",False),(5,32,8,1500,128,"bf16",False),
+    (64,8,8,320,128,"bf16",False),(48,32,8,192,128,"fp16",False),(16,32,8,200,128,"bf16",False),
+    (1,32,8,16384,128,"bf16",False)]' &&
+  walk_ab ws_walks_blhd '[(8,32,8,1024,128,"bf16",False),(2,32,8,1536,128,"bf16",False),
+    (16,32,8,512,128,"bf16",False)]' --layout blhd &&
+  walk_ab ws_persistent_causal '[(128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),
+    (16,32,8,1024,128,"bf16",True),(2,32,8,2048,128,"bf16",True),(64,32,8,512,128,"bf16",True),
+    (1,32,8,8192,128,"bf16",True)]'
 }
-has ab_ws_walks && run ab_ws_walks ab_ws_walks
-# causal walks past 1,024 keys (written before it ran, from two rows of ab_ws_walks: 2 x 2,048
-# and 1 x 8,192 causal, 1.04 and 1.02 of the kernel as routed; it lost at 1,024 and below): the
-# rule to judge is "causal at 128 with more than 1,024 keys: walk", on rows neither ran, against
-# the kernel as routed (the plain one on a grid of three programs an SM up to 2,048 keys)
-has ab_ws_walks_causal && run ab_ws_walks_causal python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_flash_ws_walks_causal --rows '[(3,32,8,1536,128,"bf16",True),
-    (1,40,8,3000,128,"bf16",True),(2,64,8,2048,128,"bf16",True),(4,16,16,1280,128,"fp16",True),
-    (1,32,4,4096,128,"bf16",True),(2,12,4,2048,128,"bf16",True),(1,28,4,6000,128,"bf16",True),
-    (8,32,8,1100,128,"bf16",True),(4,32,8,2048,128,"bf16",True)]' \
-  --variant 'plain={"GLUON": {}}' --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' \
-  --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
-# the causal walk with every other round reversed (a program's long and short tiles alternate),
-# after the static walk lost at 4 of those 9 rows: its GPU tests, then the causal rows of
-# ab_ws_walks and ab_ws_walks_causal again
+# causal rows past 1,024 keys, written before they ran: the static walk's held-out rows
+CAUSAL_WALK_ROWS='[(3,32,8,1536,128,"bf16",True),(1,40,8,3000,128,"bf16",True),
+  (2,64,8,2048,128,"bf16",True),(4,16,16,1280,128,"fp16",True),(1,32,4,4096,128,"bf16",True),
+  (2,12,4,2048,128,"bf16",True),(1,28,4,6000,128,"bf16",True),(8,32,8,1100,128,"bf16",True),
+  (4,32,8,2048,128,"bf16",True)]'
+has ab_ws_walks_causal && run ab_ws_walks_causal walk_ab ws_walks_causal "$CAUSAL_WALK_ROWS"
+# every other round of programs reversed (a program's long and short tiles alternate), on the
+# causal rows of both runs above
 ab_ws_snake() {
-  py_test --junitxml="$cur/pytest-gpu-ws-snake.xml" tests/test_kernels_flash_attention.py \
-    -k "sm90_ws_persistent" || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_snake_causal --rows '[
-    (128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),
-    (2,32,8,2048,128,"bf16",True),(64,32,8,512,128,"bf16",True),(1,32,8,8192,128,"bf16",True),
-    (3,32,8,1536,128,"bf16",True),(1,40,8,3000,128,"bf16",True),(2,64,8,2048,128,"bf16",True),
-    (4,16,16,1280,128,"fp16",True),(1,32,4,4096,128,"bf16",True),(2,12,4,2048,128,"bf16",True),
-    (1,28,4,6000,128,"bf16",True),(8,32,8,1100,128,"bf16",True),(4,32,8,2048,128,"bf16",True)]' \
-    --variant 'plain={"GLUON": {}}' --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' \
-    --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
+  walk_tests ws-snake && walk_ab ws_snake_causal '[(128,32,8,256,128,"bf16",True),
+    (32,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),(2,32,8,2048,128,"bf16",True),
+    (64,32,8,512,128,"bf16",True),(1,32,8,8192,128,"bf16",True),'"${CAUSAL_WALK_ROWS:1}"
 }
-has ab_ws_snake && run ab_ws_snake ab_ws_snake
-# the rule that followed (walks(): causal too past WALK_CAUSAL_KEYS, 1,024, where 128-row tiles
-# pad no more than 64-row ones), as routed (`after`), on causal rows neither ran (the last three
-# are off under it: 128-row tiles pad more), against the plain kernel and the warp-specialized
-# one a program a tile, whichever ran each row before; then transformers' layout
+# the causal rule (walk past 1,024 keys) on rows neither ran (the last three off under it:
+# 128-row tiles pad more), then in transformers' layout
 ab_ws_walks_causal_rule() {
-  local plain='plain={"GLUON": {}}' ws='ws={"GLUON_WS": {"PERSISTENT": false}}'
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks_causal_rule --rows '[
-    (2,32,8,1500,128,"bf16",True),(1,64,8,2500,128,"bf16",True),(6,32,8,1280,128,"bf16",True),
-    (2,40,8,1792,128,"fp16",True),(1,16,16,4096,128,"bf16",True),(3,28,4,2048,128,"bf16",True),
-    (1,32,8,12000,128,"bf16",True),(5,32,8,1152,128,"bf16",True),(2,16,4,3072,128,"bf16",True),
-    (2,48,8,1200,128,"bf16",True),(4,20,4,1600,128,"fp16",True),(10,32,8,1088,128,"bf16",True)]' \
-    --variant "$plain" --variant "$ws" || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_walks_causal_rule_blhd --layout blhd \
-    --rows '[(2,32,8,2048,128,"bf16",True),(1,32,8,3072,128,"bf16",True)]' --variant "$plain" \
-    --variant "$ws"
+  walk_ab ws_walks_causal_rule '[(2,32,8,1500,128,"bf16",True),(1,64,8,2500,128,"bf16",True),
+    (6,32,8,1280,128,"bf16",True),(2,40,8,1792,128,"fp16",True),(1,16,16,4096,128,"bf16",True),
+    (3,28,4,2048,128,"bf16",True),(1,32,8,12000,128,"bf16",True),(5,32,8,1152,128,"bf16",True),
+    (2,16,4,3072,128,"bf16",True),(2,48,8,1200,128,"bf16",True),(4,20,4,1600,128,"fp16",True),
+    (10,32,8,1088,128,"bf16",True)]' &&
+  walk_ab ws_walks_causal_rule_blhd '[(2,32,8,2048,128,"bf16",True),(1,32,8,3072,128,"bf16",True)]' \
+    --layout blhd
 }
-has ab_ws_walks_causal_rule && run ab_ws_walks_causal_rule ab_ws_walks_causal_rule
 # the bound that followed (causal walks up to 8,192 keys; 12,000 lost), on rows neither ran: two
-# under the bound and three past it, walked or not (its GPU tests: kernel_tests)
-has ab_ws_walks_bound && run ab_ws_walks_bound python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_flash_ws_walks_bound --rows '[(2,32,8,7000,128,"bf16",True),
-    (1,64,8,6144,128,"bf16",True),(1,32,8,10240,128,"bf16",True),(1,16,4,16384,128,"bf16",True),
-    (1,40,8,8704,128,"bf16",True)]' --variant 'plain={"GLUON": {}}' \
-  --variant 'ws={"GLUON_WS": {"PERSISTENT": false}}' --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}'
+# under it and three past it (its GPU tests: kernel_tests)
+ab_ws_walks_bound() {
+  walk_ab ws_walks_bound '[(2,32,8,7000,128,"bf16",True),(1,64,8,6144,128,"bf16",True),
+    (1,32,8,10240,128,"bf16",True),(1,16,4,16384,128,"bf16",True),(1,40,8,8704,128,"bf16",True)]'
+}
+for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound; do
+  has $p && run $p $p
+done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
 # the A/B of its key blocks beside the Triton kernel and ``after``, contiguous (LATENT_SETS:
 # latent, latent_heldout) and in transformers' layout (the latent rows)
