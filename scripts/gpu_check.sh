@@ -164,8 +164,8 @@ ab_short() {
 }
 has ab_short && run ab_short ab_short
 # PERSISTENT on the warp-specialized kernel, a program an SM walking the tiles (as cuDNN's kernel
-# does at the short rows, ncu): why, each rule and its figures in docs/kernels/flash_attention_sm90.md
-# ("PERSISTENT again"). walk_ab NAME ROWS [ab_flash options]: the rows as routed (`after`) beside
+# does at the short rows, ncu): why, each rule and its figures in
+# docs/kernels/flash_attention_sm90.md ("PERSISTENT again"). walk_ab NAME ROWS [ab_flash options]: the rows as routed (`after`) beside
 # the plain kernel, the warp-specialized one a program a tile (`ws`) and walking (`wsp`);
 # walk_tests NAME: the walk's and the routing's GPU tests
 walk_ab() {
@@ -222,8 +222,8 @@ ab_ws_walks_causal_rule() {
     (3,28,4,2048,128,"bf16",True),(1,32,8,12000,128,"bf16",True),(5,32,8,1152,128,"bf16",True),
     (2,16,4,3072,128,"bf16",True),(2,48,8,1200,128,"bf16",True),(4,20,4,1600,128,"fp16",True),
     (10,32,8,1088,128,"bf16",True)]' &&
-  walk_ab ws_walks_causal_rule_blhd '[(2,32,8,2048,128,"bf16",True),(1,32,8,3072,128,"bf16",True)]' \
-    --layout blhd
+  walk_ab ws_walks_causal_rule_blhd '[(2,32,8,2048,128,"bf16",True),
+    (1,32,8,3072,128,"bf16",True)]' --layout blhd
 }
 # the bound that followed (causal walks up to 8,192 keys; 12,000 lost), on rows neither ran: two
 # under it and three past it (its GPU tests: kernel_tests)
@@ -370,10 +370,10 @@ has ab_decode_d64_wave && run ab_decode_d64_wave python3 benchmarks/ab_decode.py
 # the rule that followed (runs for four an SM past one wave at head dim 64) on rows neither ran,
 # against the cut for two an SM before it (`two`); the last two rows (head dim 128) do not change
 has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.py "$cur" \
-  --name ab_decode_four_rule --variant 'two={"programs": "2 an SM"}' --rows '[(67,64,8,1,2000,64),(144,16,4,1,1500,64),
-    (40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),(128,64,8,1,2048,64),
-    (128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),(64,64,8,1,1024,128),
-    (200,32,8,1,700,128)]'
+  --name ab_decode_four_rule --variant 'two={"programs": "2 an SM"}' --rows '[(67,64,8,1,2000,64),
+    (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
+    (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
+    (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \

@@ -17,10 +17,10 @@ in reverse, so that a program's long and short tiles alternate.
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done); with
 PERSISTENT, each Q buffer an empty one too (its consumer arrives once the O stored through it
-is out). Scope as flash_attention_sm90.usable says: any lengths (RAGGED), q, k, v each in any layout() reads.
-Latent attention's q and k, wider than v (QK_EXTRA: 192 = 128 + 64 rotary dims): a tile of 192
-columns is not a power of two, so each Q and K tile comes as two, HEAD_DIM and QK_EXTRA wide,
-on one barrier, and S is two wgmma ops into one accumulator.
+is out). Scope as flash_attention_sm90.usable says: any lengths (RAGGED), q, k, v each in any
+layout() reads. Latent attention's q and k, wider than v (QK_EXTRA: 192 = 128 + 64 rotary
+dims): a tile of 192 columns is not a power of two, so each Q and K tile comes as two,
+HEAD_DIM and QK_EXTRA wide, on one barrier, and S is two wgmma ops into one accumulator.
 
 Measured against cuDNN and the Triton kernel, and the variants that lost (ping-pong between
 the consumers among them): docs/kernels/flash_attention_sm90.md.
@@ -134,7 +134,8 @@ if F9.gluon is not None:
                  V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr, BLOCK_M: gl.constexpr):
         # one tile's loads: its Q (both warpgroups' rows), then its K and V blocks into the
         # ring, whose slots and phases run on from ``count`` blocks; tile ``i`` of the program
-        # takes Q buffers 2 (i % 2) + w, free once the O stored through them two tiles ago is out
+        # takes Q buffers 2 (i % 2) + w, free once the O stored through them two tiles ago is
+        # out. kv_at: k's rows a head (or batch) and columns a head, v's
         q_desc, k_desc, v_desc, o_desc, O, LSE, q2_desc, k2_desc = descs
         q_smem, k_smem, v_smem, q2_smem, k2_smem = smem
         bar_q, q_empty, k_ready, k_empty, v_ready, v_empty = bars
