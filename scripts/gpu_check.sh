@@ -165,8 +165,9 @@ ab_short() {
 has ab_short && run ab_short ab_short
 # PERSISTENT on the warp-specialized kernel, a program an SM walking the tiles (as cuDNN's kernel
 # does at the short rows, ncu): why, each rule and its figures in
-# docs/kernels/flash_attention_sm90.md ("PERSISTENT again"). walk_ab NAME ROWS [ab_flash options]: the rows as routed (`after`) beside
-# the plain kernel, the warp-specialized one a program a tile (`ws`) and walking (`wsp`);
+# docs/kernels/flash_attention_sm90.md ("PERSISTENT again"). walk_ab NAME ROWS [ab_flash
+# options]: the rows as routed (`after`) beside the plain kernel, the warp-specialized one a
+# program a tile (`ws`) and walking (`wsp`);
 # walk_tests NAME: the walk's and the routing's GPU tests
 walk_ab() {
   local name=$1 rows=$2; shift 2
@@ -225,8 +226,8 @@ ab_ws_walks_causal_rule() {
   walk_ab ws_walks_causal_rule_blhd '[(2,32,8,2048,128,"bf16",True),
     (1,32,8,3072,128,"bf16",True)]' --layout blhd
 }
-# the bound that followed (causal walks up to 8,192 keys; 12,000 lost), on rows neither ran: two
-# under it and three past it (its GPU tests: kernel_tests)
+# the bound that followed (causal walks up to 8,192 keys), on rows neither ran: two under it
+# and three past it (its GPU tests: kernel_tests)
 ab_ws_walks_bound() {
   walk_ab ws_walks_bound '[(2,32,8,7000,128,"bf16",True),(1,64,8,6144,128,"bf16",True),
     (1,32,8,10240,128,"bf16",True),(1,16,4,16384,128,"bf16",True),(1,40,8,8704,128,"bf16",True)]'

@@ -553,7 +553,7 @@ def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_n
     assert F9W.walks(2048, 2048, 128, 128, True) and F9W.walks(512, 1025, 128, 128, True)
     assert F9W.walks(8192, 8192, 128, 128, True)
     assert not F9W.walks(1024, 1024, 128, 128, True)  # short causal rows: slower walked
-    assert not F9W.walks(8320, 8320, 128, 128, True)  # and long ones (12,000: 0.94x)
+    assert not F9W.walks(8320, 8320, 128, 128, True)  # nor past WALK_CAUSAL_KEYS
     assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
     assert not F9W.walks(512, 512, 64, 64, False) and not F9W.walks(512, 512, 192, 128, False)
 
@@ -700,8 +700,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
-    plain Gluon kernel, unless the warp-specialized one walks them (no mask, or causal past
-    1,024 keys); transformers' layout goes where contiguous tensors of its shape go; an
+    plain Gluon kernel, unless the warp-specialized one walks them (walks(): no mask, or
+    causal past 1,024 keys); transformers' layout goes where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -932,8 +932,9 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
 def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, causal):
     """flash_attention() on short rows runs the plain kernel with the key blocks and stages
     config() names: at head dim 128, causal, 32 keys in two stages on a deep grid, 64 in one on
-    a shallow one (without a mask the warp-specialized kernel walks them); at head dim 64, 64 keys causal and 128 not (lengths that are whole 64-key
-    blocks only where causal); in both layouts each matches fp64."""
+    a shallow one (without a mask the warp-specialized kernel walks them); at head dim 64, 64
+    keys causal and 128 not (lengths that are whole 64-key blocks only where causal); in both
+    layouts each matches fp64."""
     from rooflab.kernels import flash_attention_sm90 as F9
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")

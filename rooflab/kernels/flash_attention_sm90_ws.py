@@ -357,11 +357,11 @@ WALK_CAUSAL_KEYS = (1024, 8192)  # causal rows walk past the first, up to the se
 def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool) -> bool:
     """Whether a program an SM walks the tiles (PERSISTENT): at head dim 128, without a mask
     or causal within WALK_CAUSAL_KEYS, where tiles of 128 query rows hold no more rows than
-    the plain kernel's 64-row ones (beyond that the padded rows cost more than the walk saves:
-    4 x 700 was 0.88x the plain kernel on an H100). There the next tile's loads run under this
-    one's end, as in cuDNN's kernel. Causal tiles are uneven, and a static walk balances them
-    worse than the GPU's own launch order: shorter causal rows ran slower walked, and so did
-    12,000 keys, where each tile's setup weighs little (docs/kernels/flash_attention_sm90.md)."""
+    the plain kernel's 64-row ones (past that the padded rows cost more than the walk saves).
+    There the next tile's loads run under this one's end, as in cuDNN's kernel. Causal tiles
+    are uneven, and a static walk balances them worse than the GPU's own launch order: that
+    costs more than the walk saves on short causal rows, and on long ones, where each tile's
+    setup weighs little (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
     lo, hi = WALK_CAUSAL_KEYS
     return (head_dim, v_dim) == (128, 128) and (not causal or lo < n_kv <= hi) and (
         2 * -(-n_q // 128) == -(-n_q // 64))
