@@ -31,7 +31,8 @@
 #          ab_ws_walks_causal: causal walks past 1,024 keys, on rows neither ran;
 #          ab_ws_snake: causal walks with every other round reversed;
 #          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran;
-#          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran),
+#          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran;
+#          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -232,7 +233,24 @@ ab_ws_walks_bound() {
   walk_ab ws_walks_bound '[(2,32,8,7000,128,"bf16",True),(1,64,8,6144,128,"bf16",True),
     (1,32,8,10240,128,"bf16",True),(1,16,4,16384,128,"bf16",True),(1,40,8,8704,128,"bf16",True)]'
 }
-for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound; do
+# short causal rows walked with the warpgroups taking a tile's two 64-row halves in turn
+# (ALTERNATE: under OWN_BLOCKS the lower half has one block fewer), with two and four stages,
+# beside the walk as it is, on the rows where the walk lost and neighbours of them
+ab_ws_alternate() {
+  py_test --junitxml="$cur/pytest-gpu-ws-alternate.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_alternate or sm90_ws_persistent" || return
+  walk_ab ws_alternate '[(128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),
+    (64,32,8,512,128,"bf16",True),(64,32,8,384,128,"bf16",True),(200,16,4,128,128,"fp16",True),
+    (48,32,8,192,128,"fp16",True),(12,32,8,448,128,"bf16",True),(16,32,8,1024,128,"bf16",True),
+    (4,32,8,2048,128,"bf16",True)]' \
+    --variant 'wsp4={"GLUON_WS": {"PERSISTENT": true, "STAGES": 4}}' \
+    --variant 'alt={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true}}' \
+    --variant 'alt4={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true, "STAGES": 4}}' \
+    --variant 'alt4_n64={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true, "STAGES": 4,
+      "BLOCK_N": 64, "OWN_BLOCKS": true}}'
+}
+for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
+    ab_ws_alternate; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

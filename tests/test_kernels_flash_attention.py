@@ -524,6 +524,17 @@ def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n, causal)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", WS_PERSISTENT)
+@pytest.mark.parametrize("stages", [2, 4])
+def test_flash_attention_sm90_ws_alternate_matches_fp64(shape, stages):
+    """ALTERNATE: a causal walk under OWN_BLOCKS whose warpgroups swap a tile's two 64-row
+    halves every other tile (each Q, O and LSE row where its own rows are), deeper rings too."""
+    _ws_matches_fp64(shape, True, {"PERSISTENT": True, "ALTERNATE": True, "OWN_BLOCKS": True,
+                                   "BLOCK_N": 64, "STAGES": stages,
+                                   "RAGGED": bool(shape[2] % 128 or shape[3] % 64)})
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [384, 700])
 def test_flash_attention_sm90_ws_persistent_takes_transformers_layout(n):
     """Without a mask at head dim 128 the warp-specialized kernel walks the tiles by default

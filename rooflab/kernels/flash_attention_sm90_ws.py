@@ -78,6 +78,14 @@ if F9.gluon is not None:
         return bh // H, bh % H, m0, delta, n_blocks
 
     @gluon.jit
+    def _stripe(w, i, ALTERNATE: gl.constexpr):
+        # which 64 rows of tile i warpgroup w takes: with ALTERNATE the upper ones every other
+        # tile, so that under OWN_BLOCKS neither warpgroup always has the diagonal's extra block
+        if ALTERNATE:
+            return (i + w) % 2
+        return w
+
+    @gluon.jit
     def _load(desc, at, bar, dst):
         # one tile by TMA from (row, column) ``at``; bar counts its bytes in
         mbarrier.expect(bar, desc.block_type.nbytes)
@@ -108,7 +116,7 @@ if F9.gluon is not None:
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
                   K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
-                  PERSISTENT: gl.constexpr, W: gl.constexpr):
+                  PERSISTENT: gl.constexpr, ALTERNATE: gl.constexpr, W: gl.constexpr):
         if PERSISTENT:  # tiles pid, pid + programs, ...; a head's tiles on neighbouring programs
             tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
             count = gl.to_tensor(0)   # K and V blocks loaded so far: the ring's count
@@ -118,20 +126,21 @@ if F9.gluon is not None:
                                                   BLOCK_N, CAUSAL)
                 _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q,
                          kv_at, HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED,
-                         V_STRIDED, PERSISTENT, BLOCK_M)
+                         V_STRIDED, PERSISTENT, ALTERNATE, BLOCK_M)
                 count += n_blocks
                 i += 1
         else:
             b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
             _produce(descs, smem, bars, b, h, m0, n_blocks, 0, 0, H, GROUP, n_q, kv_at,
                      HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED, V_STRIDED,
-                     PERSISTENT, BLOCK_M)
+                     PERSISTENT, ALTERNATE, BLOCK_M)
 
     @gluon.jit
     def _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q, kv_at,
                  HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
-                 V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr, BLOCK_M: gl.constexpr):
+                 V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr, ALTERNATE: gl.constexpr,
+                 BLOCK_M: gl.constexpr):
         # one tile's loads: its Q (both warpgroups' rows), then its K and V blocks into the
         # ring, whose slots and phases run on from ``count`` blocks; tile ``i`` of the program
         # takes Q buffers 2 (i % 2) + w, free once the O stored through them two tiles ago is
@@ -145,7 +154,8 @@ if F9.gluon is not None:
             if PERSISTENT:
                 mbarrier.wait(q_empty.index(qb), ((i // 2) & 1) ^ 1)
             _load_qk(q_desc, q2_desc,
-                     _at(b, h, m0 + w * BLOCK_M, H, n_q, HEAD_DIM + QK_EXTRA, Q_STRIDED),
+                     _at(b, h, m0 + _stripe(w, i, ALTERNATE) * BLOCK_M, H, n_q,
+                         HEAD_DIM + QK_EXTRA, Q_STRIDED),
                      bar_q.index(qb), q_smem.index(qb), q2_smem.index(qb), HEAD_DIM, QK_EXTRA)
         for j in range(n_blocks):
             c = count + j
@@ -164,7 +174,7 @@ if F9.gluon is not None:
                   HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
-                  PERSISTENT: gl.constexpr, W: gl.constexpr):
+                  PERSISTENT: gl.constexpr, ALTERNATE: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of each tile of 128 (the producer's walk)
         if PERSISTENT:
             tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
@@ -175,7 +185,7 @@ if F9.gluon is not None:
                                                   BLOCK_N, CAUSAL)
                 _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H,
                          n_q, n_kv, HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
-                         OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, W)
+                         OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, ALTERNATE, W)
                 count += n_blocks
                 i += 1
             tma.store_wait(pendings=0)
@@ -183,14 +193,14 @@ if F9.gluon is not None:
             b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
             _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, 0, 0, H, n_q, n_kv,
                      HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                     Q_STRIDED, PERSISTENT, W)
+                     Q_STRIDED, PERSISTENT, ALTERNATE, W)
 
     @gluon.jit
     def _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H, n_q, n_kv,
                  HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                  OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
-                 PERSISTENT: gl.constexpr, W: gl.constexpr):
+                 PERSISTENT: gl.constexpr, ALTERNATE: gl.constexpr, W: gl.constexpr):
         # one tile, the ring's slots and phases running on from ``count`` blocks. PERSISTENT:
         # O's store is left in flight, and waited for under the next tile's first Q K^T, which
         # then frees its Q buffer for the producer
@@ -205,7 +215,7 @@ if F9.gluon is not None:
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-        first = m0 + W * BLOCK_M
+        first = m0 + _stripe(W, i, ALTERNATE) * BLOCK_M
         offs_m = first + gl.arange(0, BLOCK_M, layout=row_s)
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         mask_from = (first + delta) // BLOCK_N
@@ -280,7 +290,8 @@ if F9.gluon is not None:
                           CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
                           Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
                           V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          ALTERNATE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          num_warps: gl.constexpr):
         # PERSISTENT: a program an SM walks tiles; Q buffers for two tiles, so that the next
         # tile's Q loads under this one's last blocks
         dtype: gl.constexpr = q_desc.dtype
@@ -317,14 +328,14 @@ if F9.gluon is not None:
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
                          QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, PERSISTENT, 0)),
+                         Q_STRIDED, PERSISTENT, ALTERNATE, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
                          QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, PERSISTENT, 1)),
+                         Q_STRIDED, PERSISTENT, ALTERNATE, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
                          (k_pitch, k_width, v_pitch, v_width), HEAD_DIM, QK_EXTRA, BLOCK_M,
                          BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, K_STRIDED,
-                         V_STRIDED, PERSISTENT, 0))], [4, 1],
+                         V_STRIDED, PERSISTENT, ALTERNATE, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -347,8 +358,8 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
             "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "K_STRIDED": False,
-            "V_STRIDED": False, "PERSISTENT": False, "CONSUMER_REGS": 240, "num_warps": 4,
-            "maxnreg": 168}
+            "V_STRIDED": False, "PERSISTENT": False, "ALTERNATE": False, "CONSUMER_REGS": 240,
+            "num_warps": 4, "maxnreg": 168}
 
 
 WALK_CAUSAL_KEYS = (1024, 8192)  # causal rows walk past the first, up to the second
@@ -386,7 +397,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
     if c["PERSISTENT"] and (q.shape[-1] != v.shape[-1] or 2 * (
-            4 * 64 * q.shape[-1] + 2 * c["BLOCK_N"] * 2 * q.shape[-1]) > SMEM_BYTES):
+            4 * 64 * q.shape[-1] + c["STAGES"] * c["BLOCK_N"] * 2 * q.shape[-1]) > SMEM_BYTES):
         return "PERSISTENT's Q buffers for two tiles do not fit, or q and k are wider than v"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
 
