@@ -9,8 +9,8 @@ A variant's JSON is merged over FA.config(head_dim, causal) of each row, e.g.
   --variant 'r168={"num_stages": 2, "Q_REG": true, "maxnreg": 168}'
 A variant {"GLUON": CFG} runs the Gluon kernel of flash_attention_sm90.py instead, CFG over its
 config and the inputs' flags ({} for its own), {"GLUON_WS": CFG} the warp-specialized one of
-flash_attention_sm90_ws.py; with "FROM": PATH beside "GLUON", the plain kernel of the module at
-PATH instead (a flash_attention_sm90.py of another revision, from git show); rows they do not
+flash_attention_sm90_ws.py; with "FROM": PATH beside either, the kernel of the module at PATH
+instead (that file at another revision, from git show); rows they do not
 take are recorded as their errors. A variant
 {"COPY": true} runs flash_attention as routed on contiguous copies of k and v, the copy timed.
 Rows are benchmarks/kernels.py's FLASH_ROWS unless --rows gives (B, H, Hkv, N, D, dtype, causal)
@@ -24,6 +24,7 @@ row is written as soon as it is done.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -39,22 +40,16 @@ from kernels import DT, FLASH_ROWS, flash_s
 KERNEL = "rooflab/kernels/flash_attention.py"
 
 
-def gluon(q, k, v, causal: bool, over: dict, ws: bool = False, F9=None):
+def gluon(q, k, v, causal: bool, over: dict, ws: bool = False, module=None):
     """A Gluon kernel's (O, LSE) with ``over`` merged over its config and the inputs' flags
-    (its flags()), or why not; ``F9``: the plain kernel's module, if not the tree's."""
-    from rooflab.kernels import flash_attention_sm90_ws as F9W
-    if F9 is None:
-        from rooflab.kernels import flash_attention_sm90 as F9
-    if ws:
-        cfg = F9W.flags(q, k, v, causal, over)
-        why = F9W.usable(q, k, v, causal, cfg)
-    else:
-        cfg = F9.flags(q, k, v, causal, over)
-        why = F9.usable(q, k, v, causal, cfg)
+    (its flags()), or why not; ``module``: the kernel's module, if not the tree's."""
+    name = "flash_attention_sm90_ws" if ws else "flash_attention_sm90"
+    m = module or importlib.import_module(f"rooflab.kernels.{name}")
+    cfg = m.flags(q, k, v, causal, over)
+    why = m.usable(q, k, v, causal, cfg)
     if why:
         raise ValueError(f"the Gluon kernel does not take this row: {why}")
-    return (F9W.flash_attention_sm90_ws if ws else F9.flash_attention_sm90)(q, k, v, causal,
-                                                                           cfg=cfg)
+    return getattr(m, name)(q, k, v, causal, cfg=cfg)
 
 
 def row(shape, before, variants: dict, rounds: int, device: str, layout: str = "bhld",

@@ -32,7 +32,8 @@
 #          ab_ws_snake: causal walks with every other round reversed;
 #          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran;
 #          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran;
-#          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn),
+#          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn;
+#          ab_ws_short_causal_rule: the rule that followed, on rows neither ran),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -178,7 +179,7 @@ walk_ab() {
 }
 walk_tests() {
   py_test --junitxml="$cur/pytest-gpu-$1.xml" tests/test_kernels_flash_attention.py \
-    -k "sm90_ws_persistent or runs_the_gluon or walks or short_rows"
+    -k "sm90_ws_persistent or sm90_ws_short_causal or runs_the_gluon or walks or short_rows"
 }
 # the first A/B, rows without a mask (the kernel as routed then: plain up to 1,024 keys)
 ab_ws_persistent() {
@@ -249,8 +250,23 @@ ab_ws_alternate() {
     --variant 'alt4_n64={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true, "STAGES": 4,
       "BLOCK_N": 64, "OWN_BLOCKS": true}}'
 }
+# the rule that followed (causal rows walk past 256 keys; the warpgroups take a tile's halves
+# in turn; four stages at 64-key blocks) on rows neither ran, written before any did, beside
+# the walk of the kernel before it (`old`: WS_BEFORE, that flash_attention_sm90_ws.py from
+# git show 9900120~1:rooflab/kernels/flash_attention_sm90_ws.py, made where git has it)
+ab_ws_short_causal_rule() {
+  local old='old={"GLUON_WS": {"PERSISTENT": true}, "FROM": "'"${WS_BEFORE:?a file}"'"}'
+  walk_tests ws-short-causal-rule && walk_ab ws_short_causal_rule '[(40,32,8,384,128,"bf16",True),
+    (24,40,8,512,128,"bf16",True),(16,28,4,512,128,"fp16",True),(80,16,16,384,128,"fp16",True),
+    (8,64,8,512,128,"bf16",True),(12,32,8,640,128,"bf16",True),(8,32,8,768,128,"bf16",True),
+    (10,40,8,896,128,"bf16",True),(6,32,8,1024,128,"fp16",True),(4,64,8,1000,128,"bf16",True),
+    (3,32,8,1536,128,"bf16",True),(2,32,8,4096,128,"bf16",True),(1,40,8,6000,128,"bf16",True),
+    (64,32,8,256,128,"bf16",True),(20,16,4,576,128,"bf16",True)]' --variant "$old" &&
+  walk_ab ws_short_causal_rule_blhd '[(16,32,8,512,128,"bf16",True),
+    (8,32,8,768,128,"bf16",True)]' --layout blhd --variant "$old"
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
-    ab_ws_alternate; do
+    ab_ws_alternate ab_ws_short_causal_rule; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

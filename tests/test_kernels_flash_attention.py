@@ -526,11 +526,11 @@ def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n, causal)
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", WS_PERSISTENT)
 @pytest.mark.parametrize("stages", [2, 4])
-def test_flash_attention_sm90_ws_alternate_matches_fp64(shape, stages):
-    """ALTERNATE: a causal walk under OWN_BLOCKS whose warpgroups swap a tile's two 64-row
-    halves every other tile (each Q, O and LSE row where its own rows are), deeper rings too."""
-    _ws_matches_fp64(shape, True, {"PERSISTENT": True, "ALTERNATE": True, "OWN_BLOCKS": True,
-                                   "BLOCK_N": 64, "STAGES": stages,
+def test_flash_attention_sm90_ws_short_causal_walk_matches_fp64(shape, stages):
+    """A causal walk under OWN_BLOCKS, its warpgroups taking a tile's two 64-row halves in
+    turn (each Q, O and LSE row where its own rows are), in two stages and in four (flags())."""
+    _ws_matches_fp64(shape, True, {"PERSISTENT": True, "OWN_BLOCKS": True, "BLOCK_N": 64,
+                                   "STAGES": stages,
                                    "RAGGED": bool(shape[2] % 128 or shape[3] % 64)})
 
 
@@ -562,8 +562,9 @@ def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_n
     assert not F9W.walks(700, 700, 128, 128, False)  # 6 tiles of 128 (768 rows), 11 of 64
     assert not F9W.walks(64, 64, 128, 128, False)
     assert F9W.walks(2048, 2048, 128, 128, True) and F9W.walks(512, 1025, 128, 128, True)
-    assert F9W.walks(8192, 8192, 128, 128, True)
-    assert not F9W.walks(1024, 1024, 128, 128, True)  # short causal rows: slower walked
+    assert F9W.walks(8192, 8192, 128, 128, True) and F9W.walks(384, 384, 128, 128, True)
+    assert F9W.walks(128, 512, 128, 128, True)
+    assert not F9W.walks(256, 256, 128, 128, True)  # the shortest causal rows: slower walked
     assert not F9W.walks(8320, 8320, 128, 128, True)  # nor past WALK_CAUSAL_KEYS
     assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
     assert not F9W.walks(512, 512, 64, 64, False) and not F9W.walks(512, 512, 192, 128, False)
@@ -712,7 +713,7 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
     plain Gluon kernel, unless the warp-specialized one walks them (walks(): no mask, or
-    causal past 1,024 keys); transformers' layout goes where contiguous tensors of its shape go; an
+    causal past 256 keys); transformers' layout goes where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -724,9 +725,9 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         real = getattr(m, name)
         monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
                             calls.append(name) or real(*a, **k))
-    short = plain if causal else ws  # without a mask, the warp-specialized kernel's walk
-    for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, short), (256, 128, short),
-                         (512, 256, ws), (1000, 64, plain), (1000, 128, short), (500, 128, short),
+    short = plain if causal else ws  # the warp-specialized kernel's walk, but causal at 256
+    for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, ws), (256, 128, short),
+                         (512, 256, ws), (1000, 64, plain), (1000, 128, ws), (500, 128, ws),
                          (700, 128, plain), (1500, 128, ws), (2048, 128, ws),
                          (1000, 256, None)]:
         calls.clear()
@@ -764,7 +765,7 @@ def test_flash_attention_extra_memory_is_linear():
 def test_the_warp_specialized_kernels_flags_follow_the_inputs():
     """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys); Q_STRIDED,
     K_STRIDED and V_STRIDED where q (and out), k and v come tokens first, each on its own;
-    a config's keys win."""
+    four stages where the walk takes 64-key blocks; a config's keys win."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
 
     def t(n, heads=8, hf=False):
@@ -785,6 +786,9 @@ def test_the_warp_specialized_kernels_flags_follow_the_inputs():
     assert flags(t(256, hf=True), t(256, hf=True)) == (False, True, True)
     assert flags(t(256, hf=True), t(256)) == (False, True, False)  # k, v from a cache
     assert flags(t(256), t(256), cfg={"RAGGED": True}) == (True, False, False)
+    stages = lambda n, cfg=None: F9W.flags(t(n), t(n), t(n), True, cfg)["STAGES"]  # noqa: E731
+    assert stages(512) == 4 and stages(256) == stages(1024) == 2  # walked with 64-key blocks
+    assert stages(512, {"STAGES": 3}) == 3 and stages(512, {"PERSISTENT": False}) == 2
     latent_v = torch.empty(2, 256, 8, 256).transpose(1, 2)[..., 128:]  # DeepSeek-V2's v
     f = F9W.flags(t(256), t(256), latent_v, False)
     assert (f["Q_STRIDED"], f["K_STRIDED"], f["V_STRIDED"]) == (False, False, True)

@@ -12,7 +12,8 @@ the rows where a program a tile lost to it. The ring's slots and phases run on f
 tile, each tile's Q has buffers of its own (two tiles' worth), so the producer loads the next
 tile under this one's last blocks, and a tile's O store is waited for only under the next
 tile's first Q K^T. Causal tiles come longest first in a head, every other round of programs
-in reverse, so that a program's long and short tiles alternate.
+in reverse, so that a program's long and short tiles alternate, and the two warpgroups take a
+tile's halves in turn.
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done); with
@@ -79,8 +80,10 @@ if F9.gluon is not None:
 
     @gluon.jit
     def _stripe(w, i, ALTERNATE: gl.constexpr):
-        # which 64 rows of tile i warpgroup w takes: with ALTERNATE the upper ones every other
-        # tile, so that under OWN_BLOCKS neither warpgroup always has the diagonal's extra block
+        # which half of tile i warpgroup w takes (its rows from m0 + 64 x this). In a causal
+        # walk the halves go in turn (ALTERNATE): under OWN_BLOCKS the lower half is a block
+        # shorter, and the shared ring keeps the warpgroups a few blocks apart, so one that
+        # always took it would wait on the other at every tile
         if ALTERNATE:
             return (i + w) % 2
         return w
@@ -116,7 +119,7 @@ if F9.gluon is not None:
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
                   K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
-                  PERSISTENT: gl.constexpr, ALTERNATE: gl.constexpr, W: gl.constexpr):
+                  PERSISTENT: gl.constexpr, W: gl.constexpr):
         if PERSISTENT:  # tiles pid, pid + programs, ...; a head's tiles on neighbouring programs
             tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
             count = gl.to_tensor(0)   # K and V blocks loaded so far: the ring's count
@@ -126,14 +129,14 @@ if F9.gluon is not None:
                                                   BLOCK_N, CAUSAL)
                 _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q,
                          kv_at, HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED,
-                         V_STRIDED, PERSISTENT, ALTERNATE, BLOCK_M)
+                         V_STRIDED, PERSISTENT, CAUSAL, BLOCK_M)
                 count += n_blocks
                 i += 1
         else:
             b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
             _produce(descs, smem, bars, b, h, m0, n_blocks, 0, 0, H, GROUP, n_q, kv_at,
                      HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED, V_STRIDED,
-                     PERSISTENT, ALTERNATE, BLOCK_M)
+                     PERSISTENT, False, BLOCK_M)
 
     @gluon.jit
     def _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q, kv_at,
@@ -174,7 +177,7 @@ if F9.gluon is not None:
                   HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
-                  PERSISTENT: gl.constexpr, ALTERNATE: gl.constexpr, W: gl.constexpr):
+                  PERSISTENT: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of each tile of 128 (the producer's walk)
         if PERSISTENT:
             tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
@@ -185,7 +188,7 @@ if F9.gluon is not None:
                                                   BLOCK_N, CAUSAL)
                 _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H,
                          n_q, n_kv, HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
-                         OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, ALTERNATE, W)
+                         OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, CAUSAL, W)
                 count += n_blocks
                 i += 1
             tma.store_wait(pendings=0)
@@ -193,7 +196,7 @@ if F9.gluon is not None:
             b, h, m0, delta, n_blocks = _tile(n_q, n_kv, H, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
             _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, 0, 0, H, n_q, n_kv,
                      HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                     Q_STRIDED, PERSISTENT, ALTERNATE, W)
+                     Q_STRIDED, PERSISTENT, False, W)
 
     @gluon.jit
     def _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H, n_q, n_kv,
@@ -290,8 +293,7 @@ if F9.gluon is not None:
                           CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
                           Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
                           V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                          ALTERNATE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
         # PERSISTENT: a program an SM walks tiles; Q buffers for two tiles, so that the next
         # tile's Q loads under this one's last blocks
         dtype: gl.constexpr = q_desc.dtype
@@ -328,14 +330,14 @@ if F9.gluon is not None:
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
                          QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, PERSISTENT, ALTERNATE, 0)),
+                         Q_STRIDED, PERSISTENT, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
                          QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, PERSISTENT, ALTERNATE, 1)),
+                         Q_STRIDED, PERSISTENT, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
                          (k_pitch, k_width, v_pitch, v_width), HEAD_DIM, QK_EXTRA, BLOCK_M,
                          BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, K_STRIDED,
-                         V_STRIDED, PERSISTENT, ALTERNATE, 0))], [4, 1],
+                         V_STRIDED, PERSISTENT, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -358,11 +360,11 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
             "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "K_STRIDED": False,
-            "V_STRIDED": False, "PERSISTENT": False, "ALTERNATE": False, "CONSUMER_REGS": 240,
-            "num_warps": 4, "maxnreg": 168}
+            "V_STRIDED": False, "PERSISTENT": False, "CONSUMER_REGS": 240, "num_warps": 4,
+            "maxnreg": 168}
 
 
-WALK_CAUSAL_KEYS = (1024, 8192)  # causal rows walk past the first, up to the second
+WALK_CAUSAL_KEYS = (256, 8192)  # causal rows walk past the first, up to the second
 
 
 def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool) -> bool:
@@ -371,8 +373,9 @@ def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool) -> bool:
     the plain kernel's 64-row ones (past that the padded rows cost more than the walk saves).
     There the next tile's loads run under this one's end, as in cuDNN's kernel. Causal tiles
     are uneven, and a static walk balances them worse than the GPU's own launch order: that
-    costs more than the walk saves on short causal rows, and on long ones, where each tile's
-    setup weighs little (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
+    costs more than the walk saves on long causal rows, where each tile's setup weighs little,
+    and on the shortest, a few blocks a tile, where the plain kernel's four programs an SM
+    hide each other's setup (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
     lo, hi = WALK_CAUSAL_KEYS
     return (head_dim, v_dim) == (128, 128) and (not causal or lo < n_kv <= hi) and (
         2 * -(-n_q // 128) == -(-n_q // 64))
@@ -382,11 +385,14 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
     whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
     where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided);
-    PERSISTENT where walks()."""
+    PERSISTENT where walks(), with four stages where it takes 64-key blocks."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
     c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal)
-    return {**c, **F9.strided(q, k, v), **(cfg or {})}
+    c = {**c, **F9.strided(q, k, v), **(cfg or {})}
+    if c["PERSISTENT"] and c["OWN_BLOCKS"] and "STAGES" not in (cfg or {}):
+        c["STAGES"] = 4  # 64-key blocks: four stages fit beside the walk's four Q buffers
+    return c
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
