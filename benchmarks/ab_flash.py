@@ -108,8 +108,9 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     variants = parse_variants(p, a.variant)
     for name, over in variants.items():
-        if "FROM" in over and not ("GLUON" in over and os.path.isfile(over["FROM"])):
-            p.error(f"--variant {name}: FROM takes a file of the plain kernel, beside GLUON")
+        if "FROM" in over and not (("GLUON" in over or "GLUON_WS" in over)
+                                   and os.path.isfile(over["FROM"])):
+            p.error(f"--variant {name}: FROM takes a file of a kernel, beside GLUON or GLUON_WS")
     shapes = parse_rows(p, a.rows, FLASH_ROWS, "B, H, Hkv, N, D, dtype, causal")
     if a.head_dims:
         shapes = [s for s in shapes if str(s[4]) in a.head_dims.split(",")]
