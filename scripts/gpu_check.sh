@@ -33,7 +33,8 @@
 #          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran;
 #          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran;
 #          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn;
-#          ab_ws_short_causal_rule: the rule that followed, on rows neither ran),
+#          ab_ws_short_causal_rule: the rule that followed, on rows neither ran;
+#          ab_ws_by_length: causal walks by tile length against by head),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -265,8 +266,23 @@ ab_ws_short_causal_rule() {
   walk_ab ws_short_causal_rule_blhd '[(16,32,8,512,128,"bf16",True),
     (8,32,8,768,128,"bf16",True)]' --layout blhd --variant "$old"
 }
+# causal walks by length (every head's longest tile first, then every head's next) against
+# the walk by head (`by_head`: WS_BY_HEAD, that flash_attention_sm90_ws.py from git show
+# 2c03068:rooflab/kernels/flash_attention_sm90_ws.py), both as routed, on the rule's rows
+# where it lost and won, long rows, and five rows neither ran
+ab_ws_by_length() {
+  local by_head='by_head={"GLUON_WS": {}, "FROM": "'"${WS_BY_HEAD:?a file}"'"}'
+  walk_tests ws-by-length && python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_by_length \
+    --variant "$by_head" --variant 'plain={"GLUON": {}}' --rows '[(12,32,8,640,128,"bf16",True),
+    (10,40,8,896,128,"bf16",True),(80,16,16,384,128,"fp16",True),(8,32,8,768,128,"bf16",True),
+    (6,32,8,1024,128,"fp16",True),(40,32,8,384,128,"bf16",True),(24,40,8,512,128,"bf16",True),
+    (32,32,8,512,128,"bf16",True),(16,32,8,1024,128,"bf16",True),(3,32,8,1536,128,"bf16",True),
+    (2,32,8,2048,128,"bf16",True),(2,32,8,4096,128,"bf16",True),(1,40,8,6000,128,"bf16",True),
+    (1,32,8,8192,128,"bf16",True),(7,32,8,640,128,"bf16",True),(20,24,8,896,128,"bf16",True),
+    (4,32,8,1280,128,"bf16",True),(9,40,8,640,128,"fp16",True),(3,48,8,1408,128,"bf16",True)]'
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
-    ab_ws_alternate ab_ws_short_causal_rule; do
+    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

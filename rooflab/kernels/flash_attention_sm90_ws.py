@@ -11,9 +11,8 @@ PERSISTENT (walks() says where): one program an SM walks the tiles, as cuDNN's k
 the rows where a program a tile lost to it. The ring's slots and phases run on from tile to
 tile, each tile's Q has buffers of its own (two tiles' worth), so the producer loads the next
 tile under this one's last blocks, and a tile's O store is waited for only under the next
-tile's first Q K^T. Causal tiles come longest first in a head, every other round of programs
-in reverse, so that a program's long and short tiles alternate, and the two warpgroups take a
-tile's halves in turn.
+tile's first Q K^T. Causal tiles come by length, every head's longest first, every other
+round of programs in reverse, and the two warpgroups take a tile's halves in turn.
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done); with
@@ -52,19 +51,19 @@ if F9.gluon is not None:
     @gluon.jit
     def _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               CAUSAL: gl.constexpr):
-        # a walk's tile t: a head's tiles on neighbouring programs; causal ones longest first,
-        # and every other round of the programs taken in reverse, so that a program's long and
-        # short tiles alternate (were the programs a multiple of a head's tiles, a program would
-        # otherwise take the same row of every head)
+        # a walk's tile t: a head's tiles on neighbouring programs. Causal tiles are uneven:
+        # every head's longest first, then every head's next, so that a round of programs
+        # takes tiles of one length where it can, and every other round in reverse, so that a
+        # program that took a round's shorter tiles takes the next round's longer ones
         if CAUSAL:
             p = gl.num_programs(0)
             first = t - t % p
             if (t // p) % 2 == 1:
                 t = first + gl.minimum(p, n_tiles - first) - 1 - t % p
-        start_m = t % tiles_m
-        if CAUSAL:
-            start_m = tiles_m - 1 - start_m
-        return _rows(t // tiles_m, start_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
+            heads = n_tiles // tiles_m
+            return _rows(t % heads, tiles_m - 1 - t // heads, n_q, n_kv, H, BLOCK_M, BLOCK_N,
+                         CAUSAL)
+        return _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
 
     @gluon.jit
     def _rows(bh, start_m, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
