@@ -34,7 +34,8 @@
 #          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran;
 #          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn;
 #          ab_ws_short_causal_rule: the rule that followed, on rows neither ran;
-#          ab_ws_by_length: causal walks by tile length against by head),
+#          ab_ws_by_length: causal walks by tile length against by head;
+#          ab_ws_bands: by length in bands of heads, against both),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -281,8 +282,23 @@ ab_ws_by_length() {
     (1,32,8,8192,128,"bf16",True),(7,32,8,640,128,"bf16",True),(20,24,8,896,128,"bf16",True),
     (4,32,8,1280,128,"bf16",True),(9,40,8,640,128,"fp16",True),(3,48,8,1408,128,"bf16",True)]'
 }
+# by length in bands of as many heads as programs (a band's K and V stay in L2) against by
+# length over all heads (`by_length`: WS_BY_LENGTH, from git show 6806ac1:...) and by head
+# (`by_head`, as above), on rows with many heads, MHA among them, and rows of ab_ws_by_length
+ab_ws_bands() {
+  local by_head='by_head={"GLUON_WS": {}, "FROM": "'"${WS_BY_HEAD:?a file}"'"}'
+  local by_length='by_length={"GLUON_WS": {}, "FROM": "'"${WS_BY_LENGTH:?a file}"'"}'
+  walk_tests ws-bands && python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_bands \
+    --variant "$by_length" --variant "$by_head" --variant 'plain={"GLUON": {}}' \
+    --rows '[(80,16,16,384,128,"fp16",True),(64,32,32,512,128,"bf16",True),
+    (40,16,16,1024,128,"bf16",True),(128,32,8,512,128,"bf16",True),(200,16,4,384,128,"bf16",True),
+    (24,32,32,768,128,"fp16",True),(50,40,8,640,128,"bf16",True),(12,32,8,640,128,"bf16",True),
+    (10,40,8,896,128,"bf16",True),(3,32,8,1536,128,"bf16",True),(1,40,8,6000,128,"bf16",True),
+    (32,32,8,512,128,"bf16",True),(7,32,8,640,128,"bf16",True),(8,32,8,768,128,"bf16",True),
+    (2,32,8,4096,128,"bf16",True)]'
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
-    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length; do
+    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

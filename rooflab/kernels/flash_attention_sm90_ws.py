@@ -11,8 +11,8 @@ PERSISTENT (walks() says where): one program an SM walks the tiles, as cuDNN's k
 the rows where a program a tile lost to it. The ring's slots and phases run on from tile to
 tile, each tile's Q has buffers of its own (two tiles' worth), so the producer loads the next
 tile under this one's last blocks, and a tile's O store is waited for only under the next
-tile's first Q K^T. Causal tiles come by length, every head's longest first, every other
-round of programs in reverse, and the two warpgroups take a tile's halves in turn.
+tile's first Q K^T. Causal tiles come by length in bands of heads (a band's longest first),
+every other round of programs in reverse, and the two warpgroups take a tile's halves in turn.
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done); with
@@ -52,17 +52,20 @@ if F9.gluon is not None:
     def _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               CAUSAL: gl.constexpr):
         # a walk's tile t: a head's tiles on neighbouring programs. Causal tiles are uneven:
-        # every head's longest first, then every head's next, so that a round of programs
-        # takes tiles of one length where it can, and every other round in reverse, so that a
-        # program that took a round's shorter tiles takes the next round's longer ones
+        # they come in bands of as many heads as programs, a band's heads' longest tiles
+        # first, then their next, so that a round of programs takes tiles of one length and a
+        # band's K and V stay in L2 from round to round; every other round in reverse, so that
+        # a program that took a round's shorter tiles takes the next round's longer ones
         if CAUSAL:
             p = gl.num_programs(0)
             first = t - t % p
             if (t // p) % 2 == 1:
                 t = first + gl.minimum(p, n_tiles - first) - 1 - t % p
-            heads = n_tiles // tiles_m
-            return _rows(t % heads, tiles_m - 1 - t // heads, n_q, n_kv, H, BLOCK_M, BLOCK_N,
-                         CAUSAL)
+            band = t // (p * tiles_m)
+            in_band = gl.minimum(p, n_tiles // tiles_m - band * p)   # heads in this band
+            u = t - band * p * tiles_m
+            return _rows(band * p + u % in_band, tiles_m - 1 - u // in_band, n_q, n_kv, H,
+                         BLOCK_M, BLOCK_N, CAUSAL)
         return _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
 
     @gluon.jit
