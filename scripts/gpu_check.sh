@@ -35,7 +35,8 @@
 #          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn;
 #          ab_ws_short_causal_rule: the rule that followed, on rows neither ran;
 #          ab_ws_by_length: causal walks by tile length against by head;
-#          ab_ws_bands: by length in bands of heads, against both),
+#          ab_ws_bands: by length in bands of heads, against both;
+#          ab_ws_by_length_rule: the rule that followed, on rows neither ran),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -297,8 +298,25 @@ ab_ws_bands() {
     (32,32,8,512,128,"bf16",True),(7,32,8,640,128,"bf16",True),(8,32,8,768,128,"bf16",True),
     (2,32,8,4096,128,"bf16",True)]'
 }
+# the rule that followed (by length from BY_LENGTH_GROUP heads a KV head, by head below) on
+# rows neither ran, groups 1-8, written before any did, against by head (`by_head`, as above)
+# and by length for every group (`bands`: WS_BANDS, from git show b97383e:...)
+ab_ws_by_length_rule() {
+  local by_head='by_head={"GLUON_WS": {}, "FROM": "'"${WS_BY_HEAD:?a file}"'"}'
+  local bands='bands={"GLUON_WS": {}, "FROM": "'"${WS_BANDS:?a file}"'"}'
+  walk_tests ws-by-length-rule && python3 benchmarks/ab_flash.py "$cur" \
+    --name ab_flash_ws_by_length_rule --variant "$by_head" --variant "$bands" \
+    --variant 'plain={"GLUON": {}}' --rows '[(48,16,16,512,128,"bf16",True),
+    (60,32,32,384,128,"fp16",True),(30,32,16,640,128,"bf16",True),(10,16,8,1280,128,"bf16",True),
+    (16,24,8,768,128,"bf16",True),(2,36,12,2560,128,"bf16",True),(20,32,8,896,128,"fp16",True),
+    (100,32,8,384,128,"bf16",True),(6,48,8,1536,128,"bf16",True),(4,64,8,2048,128,"bf16",True),
+    (2,28,4,3584,128,"bf16",True),(9,56,8,1024,128,"bf16",True)]' &&
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_by_length_rule_blhd --layout blhd \
+    --variant "$by_head" --variant "$bands" --variant 'plain={"GLUON": {}}' \
+    --rows '[(12,40,8,1024,128,"bf16",True),(24,16,16,512,128,"bf16",True)]'
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
-    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands; do
+    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

@@ -514,12 +514,14 @@ WS_PERSISTENT = [(16, 8, 512, 512, 128, 2), (4, 32, 1024, 1024, 128, 8), (1, 4, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", WS_PERSISTENT)
 @pytest.mark.parametrize("block_n", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n, causal):
+@pytest.mark.parametrize("causal,by_length", [(False, False), (True, False), (True, True)])
+def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n, causal, by_length):
     """PERSISTENT: a program an SM walking tiles, whole and ragged (each out row written once,
     none past its head's), the ring and the Q buffers' phases carried from tile to tile;
-    causal tiles (longest first in a head; OWN_BLOCKS where config() sets it)."""
+    causal tiles (longest first, by head or by length in bands of heads; OWN_BLOCKS where
+    config() sets it)."""
     _ws_matches_fp64(shape, causal, {"PERSISTENT": True, "BLOCK_N": block_n,
+                                     "BY_LENGTH": by_length,
                                      "RAGGED": bool(shape[2] % 128 or shape[3] % block_n)})
 
 
@@ -527,10 +529,11 @@ def test_flash_attention_sm90_ws_persistent_matches_fp64(shape, block_n, causal)
 @pytest.mark.parametrize("shape", WS_PERSISTENT)
 @pytest.mark.parametrize("stages", [2, 4])
 def test_flash_attention_sm90_ws_short_causal_walk_matches_fp64(shape, stages):
-    """A causal walk under OWN_BLOCKS, its warpgroups taking a tile's two 64-row halves in
-    turn (each Q, O and LSE row where its own rows are), in two stages and in four (flags())."""
+    """A causal walk by length under OWN_BLOCKS, its warpgroups taking a tile's two 64-row
+    halves in turn (each Q, O and LSE row where its own rows are), in two stages and in four
+    (flags())."""
     _ws_matches_fp64(shape, True, {"PERSISTENT": True, "OWN_BLOCKS": True, "BLOCK_N": 64,
-                                   "STAGES": stages,
+                                   "STAGES": stages, "BY_LENGTH": True,
                                    "RAGGED": bool(shape[2] % 128 or shape[3] % 64)})
 
 
@@ -765,7 +768,8 @@ def test_flash_attention_extra_memory_is_linear():
 def test_the_warp_specialized_kernels_flags_follow_the_inputs():
     """RAGGED where a length is not whole tiles (128 query rows, BLOCK_N keys); Q_STRIDED,
     K_STRIDED and V_STRIDED where q (and out), k and v come tokens first, each on its own;
-    four stages where the walk takes 64-key blocks; a config's keys win."""
+    four stages where the walk takes 64-key blocks; a causal walk by length from
+    BY_LENGTH_GROUP heads a KV head; a config's keys win."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
 
     def t(n, heads=8, hf=False):
@@ -789,6 +793,10 @@ def test_the_warp_specialized_kernels_flags_follow_the_inputs():
     stages = lambda n, cfg=None: F9W.flags(t(n), t(n), t(n), True, cfg)["STAGES"]  # noqa: E731
     assert stages(512) == 4 and stages(256) == stages(1024) == 2  # walked with 64-key blocks
     assert stages(512, {"STAGES": 3}) == 3 and stages(512, {"PERSISTENT": False}) == 2
+    by_length = lambda heads, kv, causal=True: F9W.flags(  # noqa: E731
+        t(1024, heads), t(1024, kv), t(1024, kv), causal)["BY_LENGTH"]
+    assert by_length(32, 8) and by_length(24, 8) and not by_length(32, 16)  # groups 4, 3, 2
+    assert not by_length(16, 16) and not by_length(32, 8, causal=False)
     latent_v = torch.empty(2, 256, 8, 256).transpose(1, 2)[..., 128:]  # DeepSeek-V2's v
     f = F9W.flags(t(256), t(256), latent_v, False)
     assert (f["Q_STRIDED"], f["K_STRIDED"], f["V_STRIDED"]) == (False, False, True)

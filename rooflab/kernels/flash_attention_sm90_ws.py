@@ -11,8 +11,9 @@ PERSISTENT (walks() says where): one program an SM walks the tiles, as cuDNN's k
 the rows where a program a tile lost to it. The ring's slots and phases run on from tile to
 tile, each tile's Q has buffers of its own (two tiles' worth), so the producer loads the next
 tile under this one's last blocks, and a tile's O store is waited for only under the next
-tile's first Q K^T. Causal tiles come by length in bands of heads (a band's longest first),
-every other round of programs in reverse, and the two warpgroups take a tile's halves in turn.
+tile's first Q K^T. Causal tiles come longest first, by head or (BY_LENGTH) by length in
+bands of heads, every other round of programs in reverse, and the two warpgroups take a
+tile's halves in turn.
 
 Barriers: K's and V's slots each have a ready barrier (the producer's TMA completes it) and an
 empty one (both consumers arrive once their ops that read the slot are done); with
@@ -50,22 +51,25 @@ if F9.gluon is not None:
 
     @gluon.jit
     def _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              CAUSAL: gl.constexpr):
-        # a walk's tile t: a head's tiles on neighbouring programs. Causal tiles are uneven:
-        # they come in bands of as many heads as programs, a band's heads' longest tiles
-        # first, then their next, so that a round of programs takes tiles of one length and a
-        # band's K and V stay in L2 from round to round; every other round in reverse, so that
+              CAUSAL: gl.constexpr, BY_LENGTH: gl.constexpr):
+        # a walk's tile t: a head's tiles on neighbouring programs, causal ones longest first.
+        # BY_LENGTH: in bands of as many heads as programs, a band's longest tiles first, then
+        # its next, so that a round of programs takes tiles of one length and a band's K and V
+        # stay in L2 from round to round. Causal rounds go every other one in reverse, so that
         # a program that took a round's shorter tiles takes the next round's longer ones
         if CAUSAL:
             p = gl.num_programs(0)
             first = t - t % p
             if (t // p) % 2 == 1:
                 t = first + gl.minimum(p, n_tiles - first) - 1 - t % p
-            band = t // (p * tiles_m)
-            in_band = gl.minimum(p, n_tiles // tiles_m - band * p)   # heads in this band
-            u = t - band * p * tiles_m
-            return _rows(band * p + u % in_band, tiles_m - 1 - u // in_band, n_q, n_kv, H,
-                         BLOCK_M, BLOCK_N, CAUSAL)
+            if BY_LENGTH:
+                band = t // (p * tiles_m)
+                in_band = gl.minimum(p, n_tiles // tiles_m - band * p)   # heads in this band
+                u = t - band * p * tiles_m
+                return _rows(band * p + u % in_band, tiles_m - 1 - u // in_band, n_q, n_kv, H,
+                             BLOCK_M, BLOCK_N, CAUSAL)
+            return _rows(t // tiles_m, tiles_m - 1 - t % tiles_m, n_q, n_kv, H, BLOCK_M,
+                         BLOCK_N, CAUSAL)
         return _rows(t // tiles_m, t % tiles_m, n_q, n_kv, H, BLOCK_M, BLOCK_N, CAUSAL)
 
     @gluon.jit
@@ -121,14 +125,14 @@ if F9.gluon is not None:
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
                   K_STRIDED: gl.constexpr, V_STRIDED: gl.constexpr,
-                  PERSISTENT: gl.constexpr, W: gl.constexpr):
+                  PERSISTENT: gl.constexpr, BY_LENGTH: gl.constexpr, W: gl.constexpr):
         if PERSISTENT:  # tiles pid, pid + programs, ...; a head's tiles on neighbouring programs
             tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
             count = gl.to_tensor(0)   # K and V blocks loaded so far: the ring's count
             i = gl.to_tensor(0)       # tiles loaded so far
             for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
                 b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M,
-                                                  BLOCK_N, CAUSAL)
+                                                  BLOCK_N, CAUSAL, BY_LENGTH)
                 _produce(descs, smem, bars, b, h, m0, n_blocks, count, i, H, GROUP, n_q,
                          kv_at, HEAD_DIM, QK_EXTRA, BLOCK_N, STAGES, Q_STRIDED, K_STRIDED,
                          V_STRIDED, PERSISTENT, CAUSAL, BLOCK_M)
@@ -179,7 +183,7 @@ if F9.gluon is not None:
                   HEAD_DIM: gl.constexpr, QK_EXTRA: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr, Q_STRIDED: gl.constexpr,
-                  PERSISTENT: gl.constexpr, W: gl.constexpr):
+                  PERSISTENT: gl.constexpr, BY_LENGTH: gl.constexpr, W: gl.constexpr):
         # warpgroup W's 64 rows of each tile of 128 (the producer's walk)
         if PERSISTENT:
             tiles_m = gl.cdiv(n_q, 2 * BLOCK_M)
@@ -187,7 +191,7 @@ if F9.gluon is not None:
             i = gl.to_tensor(0)
             for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
                 b, h, m0, delta, n_blocks = _walk(t, tiles_m, n_tiles, n_q, n_kv, H, BLOCK_M,
-                                                  BLOCK_N, CAUSAL)
+                                                  BLOCK_N, CAUSAL, BY_LENGTH)
                 _consume(descs, smem, bars, qk_scale, b, h, m0, delta, n_blocks, count, i, H,
                          n_q, n_kv, HEAD_DIM, QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
                          OWN_BLOCKS, RAGGED, Q_STRIDED, PERSISTENT, CAUSAL, W)
@@ -295,7 +299,8 @@ if F9.gluon is not None:
                           CAUSAL: gl.constexpr, OWN_BLOCKS: gl.constexpr, RAGGED: gl.constexpr,
                           Q_STRIDED: gl.constexpr, K_STRIDED: gl.constexpr,
                           V_STRIDED: gl.constexpr, PERSISTENT: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          BY_LENGTH: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          num_warps: gl.constexpr):
         # PERSISTENT: a program an SM walks tiles; Q buffers for two tiles, so that the next
         # tile's Q loads under this one's last blocks
         dtype: gl.constexpr = q_desc.dtype
@@ -332,14 +337,14 @@ if F9.gluon is not None:
         gl.warp_specialize([
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
                          QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, PERSISTENT, 0)),
+                         Q_STRIDED, PERSISTENT, BY_LENGTH, 0)),
             (_consumer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles, HEAD_DIM,
                          QK_EXTRA, BLOCK_M, BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED,
-                         Q_STRIDED, PERSISTENT, 1)),
+                         Q_STRIDED, PERSISTENT, BY_LENGTH, 1)),
             (_producer, (descs, smem, bars, qk_scale, H, GROUP, n_q, n_kv, n_tiles,
                          (k_pitch, k_width, v_pitch, v_width), HEAD_DIM, QK_EXTRA, BLOCK_M,
                          BLOCK_N, STAGES, CAUSAL, OWN_BLOCKS, RAGGED, Q_STRIDED, K_STRIDED,
-                         V_STRIDED, PERSISTENT, 0))], [4, 1],
+                         V_STRIDED, PERSISTENT, BY_LENGTH, 0))], [4, 1],
             [CONSUMER_REGS, 24])
 
 
@@ -362,11 +367,16 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
     fits = 2 * (2 * 64 * head_dim + 2 * 128 * (head_dim + (v_dim or head_dim))) <= SMEM_BYTES
     return {"BLOCK_M": 64, "BLOCK_N": 128 if fits and not short else 64, "STAGES": 2,
             "OWN_BLOCKS": short, "RAGGED": False, "Q_STRIDED": False, "K_STRIDED": False,
-            "V_STRIDED": False, "PERSISTENT": False, "CONSUMER_REGS": 240, "num_warps": 4,
-            "maxnreg": 168}
+            "V_STRIDED": False, "PERSISTENT": False, "BY_LENGTH": False, "CONSUMER_REGS": 240,
+            "num_warps": 4, "maxnreg": 168}
 
 
 WALK_CAUSAL_KEYS = (256, 8192)  # causal rows walk past the first, up to the second
+# A causal walk by length reads in a round the K and V of as many heads as programs, each
+# shared only by the heads of its group; a 128-row tile does 128 FLOP a byte of K and V, so a
+# round is compute-bound where GROUP x 128 is past the HBM's ridge (an H100's dense bf16 peak
+# over its bandwidth: about 295 FLOP a byte). Below it, by head: a head's tiles share in L2.
+BY_LENGTH_GROUP = 3
 
 
 def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool) -> bool:
@@ -387,10 +397,12 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
     whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
     where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided);
-    PERSISTENT where walks(), with four stages where it takes 64-key blocks."""
+    PERSISTENT where walks(), with four stages where it takes 64-key blocks; a causal walk
+    BY_LENGTH where BY_LENGTH_GROUP heads or more share a KV head."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
     c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal)
+    c["BY_LENGTH"] = causal and q.shape[1] // k.shape[1] >= BY_LENGTH_GROUP
     c = {**c, **F9.strided(q, k, v), **(cfg or {})}
     if c["PERSISTENT"] and c["OWN_BLOCKS"] and "STAGES" not in (cfg or {}):
         c["STAGES"] = 4  # 64-key blocks: four stages fit beside the walk's four Q buffers
