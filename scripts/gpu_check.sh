@@ -36,7 +36,8 @@
 #          ab_ws_short_causal_rule: the rule that followed, on rows neither ran;
 #          ab_ws_by_length: causal walks by tile length against by head;
 #          ab_ws_bands: by length in bands of heads, against both;
-#          ab_ws_by_length_rule: the rule that followed, on rows neither ran),
+#          ab_ws_by_length_rule: the rule that followed, on rows neither ran;
+#          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -315,8 +316,27 @@ ab_ws_by_length_rule() {
     --variant "$by_head" --variant "$bands" --variant 'plain={"GLUON": {}}' \
     --rows '[(12,40,8,1024,128,"bf16",True),(24,16,16,512,128,"bf16",True)]'
 }
+# the shortest causal rows, where the plain kernel or cuDNN still leads: the walk with 128-key
+# blocks (`n128`, each warpgroup to its tile's end) beside the walk as flags() has it; latent
+# attention walked (q and k 192 wide, v as transformers passes it), three stages and two
+ab_ws_shortest() {
+  py_test --junitxml="$cur/pytest-gpu-ws-shortest.xml" tests/test_kernels_flash_attention.py \
+    -k "latent" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_shortest --variant 'plain={"GLUON": {}}' \
+    --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}' \
+    --variant 'n128={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 128, "OWN_BLOCKS": false}}' \
+    --rows '[(128,32,8,256,128,"bf16",True),(64,32,8,256,128,"bf16",True),
+    (60,32,32,384,128,"fp16",True),(80,16,16,384,128,"fp16",True),(40,32,8,384,128,"bf16",True),
+    (32,32,8,512,128,"bf16",True)]' &&
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_shortest_latent --v-dim 128 \
+    --layout latent --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}' \
+    --variant 'wsp2={"GLUON_WS": {"PERSISTENT": true, "STAGES": 2}}' --variant 'triton={}' \
+    --rows '[(16,16,16,256,192,"bf16",True),(4,16,16,512,192,"bf16",True),
+    (8,16,16,384,192,"bf16",True),(32,16,16,256,192,"bf16",True)]'
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
-    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule; do
+    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
+    ab_ws_shortest; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

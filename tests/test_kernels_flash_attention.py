@@ -622,12 +622,14 @@ def _latent_v(t):
                                    (1, 4, 200, 200, 4), (1, 6, 100, 333, 2)])
 @pytest.mark.parametrize("layout", ["contiguous", "tokens first", "transformers' latent v"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_sm90_ws_takes_latent_attention(shape, layout, causal):
+@pytest.mark.parametrize("walk", [False, True])
+def test_flash_attention_sm90_ws_takes_latent_attention(shape, layout, causal, walk):
     """q and k 192 wide, v 128 (latent attention; each Q and K tile comes as two and S is two
     wgmma ops): whole and ragged lengths, fewer queries than keys, GQA; contiguous, in
     transformers' layout, and as DeepSeek-V2 passes them (q and k contiguous, v 128 of each
     head's 256 columns tokens first, read where it lies); every output row written (out
-    starts NaN), none past its head's; routing sends such inputs here."""
+    starts NaN), none past its head's; routing sends such inputs here; walked too
+    (PERSISTENT, 64-key blocks)."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, hkv = shape
 
@@ -638,9 +640,11 @@ def test_flash_attention_sm90_ws_takes_latent_attention(shape, layout, causal):
         elif layout == "transformers' latent v":
             v = _latent_v(v)
             assert F9W.flags(q, k, v, causal)["V_STRIDED"]
-        assert F9W.usable(q, k, v, causal, out=out) is None
+        cfg = {"PERSISTENT": True, "BLOCK_N": 64, "RAGGED": bool(n_q % 128 or n_kv % 64)
+               } if walk else None
+        assert F9W.usable(q, k, v, causal, cfg, out=out) is None
         assert routing.which(q, k, v, causal, out) == "flash_attention_sm90_ws"
-        return F9W.flash_attention_sm90_ws(q, k, v, causal, out=out)
+        return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
 
     e = FA.errors(b, h, n_q, n_kv, 192, hkv, torch.bfloat16, causal, device="cuda", seed=n_kv,
                   kernel=kernel, v_dim=128)

@@ -397,7 +397,7 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
     whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
     where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided);
-    PERSISTENT where walks(), with four stages where it takes 64-key blocks; a causal walk
+    PERSISTENT where walks(), with up to four stages where it takes 64-key blocks; a causal walk
     BY_LENGTH where BY_LENGTH_GROUP heads or more share a KV head."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
@@ -405,8 +405,13 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     c["BY_LENGTH"] = causal and q.shape[1] // k.shape[1] >= BY_LENGTH_GROUP
     c = {**c, **F9.strided(q, k, v), **(cfg or {})}
     if c["PERSISTENT"] and c["OWN_BLOCKS"] and "STAGES" not in (cfg or {}):
-        c["STAGES"] = 4  # 64-key blocks: four stages fit beside the walk's four Q buffers
+        c["STAGES"] = min(4, walk_stages(q.shape[-1], v.shape[-1], c["BLOCK_N"]))
     return c
+
+
+def walk_stages(qk_dim: int, v_dim: int, block_n: int) -> int:
+    """Stages of K and V blocks that fit in shared memory beside a walk's four Q buffers."""
+    return (SMEM_BYTES // 2 - 4 * 64 * qk_dim) // (block_n * (qk_dim + v_dim))
 
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
@@ -416,9 +421,8 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, v, causal, cfg, out)
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
         return "ragged lengths at head dim 256"
-    if c["PERSISTENT"] and (q.shape[-1] != v.shape[-1] or 2 * (
-            4 * 64 * q.shape[-1] + c["STAGES"] * c["BLOCK_N"] * 2 * q.shape[-1]) > SMEM_BYTES):
-        return "PERSISTENT's Q buffers for two tiles do not fit, or q and k are wider than v"
+    if c["PERSISTENT"] and c["STAGES"] > walk_stages(q.shape[-1], v.shape[-1], c["BLOCK_N"]):
+        return "PERSISTENT's Q buffers for two tiles and its stages do not fit"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
 
 
