@@ -37,7 +37,8 @@
 #          ab_ws_by_length: causal walks by tile length against by head;
 #          ab_ws_bands: by length in bands of heads, against both;
 #          ab_ws_by_length_rule: the rule that followed, on rows neither ran;
-#          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked),
+#          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked;
+#          ab_ws_shortest_rule: the rule that followed, on rows neither ran),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -334,9 +335,29 @@ ab_ws_shortest() {
     --rows '[(16,16,16,256,192,"bf16",True),(4,16,16,512,192,"bf16",True),
     (8,16,16,384,192,"bf16",True),(32,16,16,256,192,"bf16",True)]'
 }
+# the rule that followed (causal rows walk past 128 keys by length, past 384 by head; latent
+# attention's causal rows of 128-512 keys walk) on rows neither ran, written before any did,
+# rows it leaves among them: as routed beside the walk forced on and off
+ab_ws_shortest_rule() {
+  py_test --junitxml="$cur/pytest-gpu-ws-shortest-rule.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_persistent or sm90_ws_short_causal or runs_the_gluon or walks or short_rows or \
+    latent" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_shortest_rule \
+    --variant 'plain={"GLUON": {}}' --variant 'wsp={"GLUON_WS": {"PERSISTENT": true}}' \
+    --variant 'nowalk={"GLUON_WS": {"PERSISTENT": false}}' \
+    --rows '[(96,32,8,256,128,"bf16",True),(150,24,8,256,128,"fp16",True),
+    (56,28,4,256,128,"bf16",True),(24,40,8,384,128,"bf16",True),(36,32,16,512,128,"bf16",True),
+    (30,16,16,640,128,"fp16",True),(120,16,16,256,128,"bf16",True),(90,16,8,384,128,"bf16",True),
+    (72,32,16,384,128,"fp16",True),(256,32,8,128,128,"bf16",True)]' &&
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_shortest_rule_latent --v-dim 128 \
+    --layout latent --variant 'nowalk={"GLUON_WS": {"PERSISTENT": false}}' \
+    --variant 'wsp={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}' \
+    --variant 'triton={}' --rows '[(24,16,16,256,192,"bf16",True),(6,16,16,512,192,"bf16",True),
+    (12,16,16,384,192,"bf16",True),(2,16,16,1024,192,"bf16",True),(64,16,16,128,192,"bf16",True)]'
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
     ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
-    ab_ws_shortest; do
+    ab_ws_shortest ab_ws_shortest_rule; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

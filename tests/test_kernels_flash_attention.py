@@ -565,9 +565,12 @@ def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_n
     assert not F9W.walks(700, 700, 128, 128, False)  # 6 tiles of 128 (768 rows), 11 of 64
     assert not F9W.walks(64, 64, 128, 128, False)
     assert F9W.walks(2048, 2048, 128, 128, True) and F9W.walks(512, 1025, 128, 128, True)
-    assert F9W.walks(8192, 8192, 128, 128, True) and F9W.walks(384, 384, 128, 128, True)
-    assert F9W.walks(128, 512, 128, 128, True)
-    assert not F9W.walks(256, 256, 128, 128, True)  # the shortest causal rows: slower walked
+    assert F9W.walks(8192, 8192, 128, 128, True) and F9W.walks(128, 512, 128, 128, True)
+    assert F9W.walks(256, 256, 128, 128, True, 4) and F9W.walks(384, 384, 128, 128, True, 3)
+    assert not F9W.walks(384, 384, 128, 128, True, 2)  # the shortest walked by head: slower
+    assert not F9W.walks(128, 128, 128, 128, True, 8)  # one tile a head
+    assert F9W.walks(256, 256, 192, 128, True) and F9W.walks(512, 512, 192, 128, True)
+    assert not F9W.walks(1024, 1024, 192, 128, True)  # latent: 64-key blocks, short rows
     assert not F9W.walks(8320, 8320, 128, 128, True)  # nor past WALK_CAUSAL_KEYS
     assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
     assert not F9W.walks(512, 512, 64, 64, False) and not F9W.walks(512, 512, 192, 128, False)
@@ -720,7 +723,8 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
     plain Gluon kernel, unless the warp-specialized one walks them (walks(): no mask, or
-    causal past 256 keys); transformers' layout goes where contiguous tensors of its shape go; an
+    causal past 128 keys with 4 heads a KV head, past 384 with 1); transformers' layout goes
+    where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
@@ -732,8 +736,8 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         real = getattr(m, name)
         monkeypatch.setattr(m, name, lambda *a, real=real, name=name, **k:
                             calls.append(name) or real(*a, **k))
-    short = plain if causal else ws  # the warp-specialized kernel's walk, but causal at 256
-    for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, ws), (256, 128, short),
+    short = plain if causal else ws  # the walk, but not causal at 256 keys by head
+    for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, ws), (256, 128, ws),
                          (512, 256, ws), (1000, 64, plain), (1000, 128, ws), (500, 128, ws),
                          (700, 128, plain), (1500, 128, ws), (2048, 128, ws),
                          (1000, 256, None)]:
@@ -959,9 +963,9 @@ def test_the_plain_gluon_kernel_narrows_its_key_blocks_only_where_its_rules_say(
 def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, causal):
     """flash_attention() on short rows runs the plain kernel with the key blocks and stages
     config() names: at head dim 128, causal, 32 keys in two stages on a deep grid, 64 in one on
-    a shallow one (without a mask the warp-specialized kernel walks them); at head dim 64, 64
-    keys causal and 128 not (lengths that are whole 64-key blocks only where causal); in both
-    layouts each matches fp64."""
+    a shallow one (without a mask the warp-specialized kernel walks them; two heads a KV head,
+    so no causal walk by length); at head dim 64, 64 keys causal and 128 not (lengths that are
+    whole 64-key blocks only where causal); in both layouts each matches fp64."""
     from rooflab.kernels import flash_attention_sm90 as F9
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
@@ -974,15 +978,15 @@ def test_short_rows_run_the_narrower_key_blocks_and_match_fp64(monkeypatch, caus
     for b, n, d, tile in [(deep, 256, 128, (32, 2)), (2, 256, 128, (64, 1)),
                           (2, 320 if causal else 256, 64, (64, 2) if causal else (128, 2))]:
         tiles.clear()
-        e = FA.errors(b, 32, n, n, d, 8, torch.bfloat16, causal, device="cuda", seed=b)
+        e = FA.errors(b, 32, n, n, d, 16, torch.bfloat16, causal, device="cuda", seed=b)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
         walked = d == 128 and not causal  # the warp-specialized kernel's walk runs these
         assert tiles == ([] if walked else [tile]), (b, d, tiles)
         q = torch.randn(b, n, 32, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-        kv = torch.randn(b, n, 8, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        kv = torch.randn(b, n, 16, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         o, _ = FA.flash_attention(q, kv, kv, causal)
-        ref = FA.standard_attention(q.double(), kv.double().repeat_interleave(4, 1),
-                                    kv.double().repeat_interleave(4, 1), causal)
+        ref = FA.standard_attention(q.double(), kv.double().repeat_interleave(2, 1),
+                                    kv.double().repeat_interleave(2, 1), causal)
         assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
         assert tiles == ([] if walked else [tile, tile]), (b, d, tiles)
 

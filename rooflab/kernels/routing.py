@@ -13,12 +13,11 @@ from rooflab.kernels.inputs import local
 # inputs each takes (its usable(); both take ragged lengths, transformers' layouts, a longer
 # cache's first rows, k and v in layouts apart): the one of flash_attention_sm90.py at 64, its
 # warp-specialized sibling at 128 and 256 (whole tiles at 256), where each beat the Triton
-# kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel (and
-# cuDNN but on short causal rows). At 128, on rows its short() takes (at most 1,024 keys, or
+# kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel and
+# cuDNN (short causal rows walked). At 128, on rows its short() takes (at most 1,024 keys, or
 # 2,048 causal on a grid deep enough), the plain one goes first: a program per 64 rows, two to
 # four an SM, where the warp-specialized kernel's one an SM exposes each short program's setup;
-# but where the warp-specialized kernel walks the tiles (its walks(): no mask, or causal from
-# 1,025 to 8,192 keys), it runs
+# but where the warp-specialized kernel walks the tiles (its walks()), it runs
 # (docs/kernels/flash_attention_sm90.md).
 GLUON = {(64, 64): ("flash_attention_sm90",), (128, 128): ("flash_attention_sm90_ws",),
          (256, 256): ("flash_attention_sm90_ws",), (192, 128): ("flash_attention_sm90_ws",)}
@@ -37,7 +36,7 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
     ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
     if names and (d, v.shape[-1]) == (128, 128) and plain.short(
             k.shape[2], plain.programs_per_sm(q), causal) and not ws.walks(
-                q.shape[2], k.shape[2], d, v.shape[-1], causal):
+                q.shape[2], k.shape[2], d, v.shape[-1], causal, q.shape[1] // k.shape[1]):
         names = ("flash_attention_sm90", *names)
     for name in names:
         if not importlib.import_module(f"rooflab.kernels.{name}").usable(q, k, v, causal,
