@@ -745,8 +745,8 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e
         assert calls == ([kernel] if kernel else []), (n, d, calls)
-        assert routing.which(*(torch.empty(2, 8, n, d, device="cuda", dtype=torch.bfloat16),) * 3,
-                             causal) == (kernel or "flash_attention")
+        q, kv = (torch.empty(2, h, n, d, device="cuda", dtype=torch.bfloat16) for h in (8, 2))
+        assert routing.which(q, kv, kv, causal) == (kernel or "flash_attention")
     for n, d, kernel in [(256, 128, short), (2560, 128, ws), (1024, 64, plain)]:
         q = torch.randn(1, 2, n, d, device="cuda", dtype=torch.float16)
         calls.clear()
