@@ -367,20 +367,23 @@ def test_the_gpu_tests_row_is_its_files():
 
 
 def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
-    """The H100 sweep's row: its two lowest prefill rows, "the other N a-b" where there are
-    more, its lowest decode row and "the other N c-d"."""
-    said = headline_rows(r"below: .*? ([\d.]+)x, .*? ([\d.]+)x(?:, the other (\d+) "
-                         r"([\d.]+)-([\d.]+)x)?; decode .*? ([\d.]+)x, the other (\d+) "
-                         r"([\d.]+)-([\d.]+)x \| `attention_classes_h100\.json`")[0]
+    """The H100 sweep's row: prefill and decode rows at or past the best peer of how many, then
+    the rows below: the lowest of each phase and "the other N a-b" (a phase with none below
+    goes unnamed)."""
+    said = headline_rows(r"prefill (\d+) of (\d+) .*decode (\d+) of (\d+) .*below: (.*) \| "
+                         r"`attention_classes_h100\.json`")[0]
     rows = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
-    prefill, decode = (sorted(r["rooflab_over_best_peer"] for r in rows
-                              if r["phase"] == p and r["rooflab_over_best_peer"] < 1)
-                       for p in ("prefill", "decode"))
-    others = ((str(len(prefill) - 2), f"{prefill[2]:.3f}", f"{prefill[-1]:.3f}")
-              if len(prefill) > 2 else (None, None, None))
-    assert said.groups() == (f"{prefill[0]:.2f}", f"{prefill[1]:.2f}", *others,
-                             f"{decode[0]:.2f}", str(len(decode) - 1), f"{decode[1]:.3f}",
-                             f"{decode[-1]:.3f}")
+    below = ""
+    for phase in ("prefill", "decode"):
+        ratios = [r["rooflab_over_best_peer"] for r in rows if r["phase"] == phase]
+        low = sorted(x for x in ratios if x < 1)
+        assert said.group(1 if phase == "prefill" else 3) == str(len(ratios) - len(low))
+        assert said.group(2 if phase == "prefill" else 4) == str(len(ratios))
+        if low:
+            below += (f"{'; ' if below else ''}{phase} .*? {low[0]:.2f}x"
+                      + (f", the other {len(low) - 1} {low[1]:.3f}-{low[-1]:.3f}x"
+                         if len(low) > 1 else ""))
+    assert re.fullmatch(below, said.group(5)), (below, said.group(5))
 
 
 def test_the_class_sweep_rows_past_cudnn_are_its_file():
