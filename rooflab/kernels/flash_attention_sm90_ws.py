@@ -384,12 +384,12 @@ def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: i
     """Whether a program an SM walks the tiles (PERSISTENT), where tiles of 128 query rows hold
     no more rows than the plain kernel's 64-row ones (past that the padded rows cost more than
     the walk saves): at head dim 128 without a mask, or causal within WALK_CAUSAL_KEYS (``group``
-    heads a KV head: by length from BY_LENGTH_GROUP); latent attention's causal rows of 64-key
-    blocks. There the next tile's loads run under this one's end, as in cuDNN's kernel. Causal
-    tiles are uneven, and a static walk balances them worse than the GPU's own launch order:
-    that costs more than the walk saves on long rows, where each tile's setup weighs little,
-    and on the shortest walked by head, where the plain kernel's four programs an SM hide each
-    other's setup (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
+    heads a KV head: by length from BY_LENGTH_GROUP); latent attention's causal rows short
+    enough for 64-key blocks (config()). There the next tile's loads run under this one's end,
+    as in cuDNN's kernel. Causal tiles are uneven, and a static walk balances them worse than
+    the GPU's own launch order: that costs more than the walk saves on long rows, where each
+    tile's setup weighs little, and on the shortest walked by head, where the plain kernel's
+    four programs an SM hide each other's setup (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
     whole = 2 * -(-n_q // 128) == -(-n_q // 64)
     by_length, by_head, most = WALK_CAUSAL_KEYS
     if (head_dim, v_dim) == (192, 128):
