@@ -365,6 +365,25 @@ def test_the_warp_specialized_walk_compiles_for_hopper_unserialized(tmp_path):
         assert hand <= r["shared_bytes"] <= hand + 2048 and r["programs_per_sm"] == 1, r
 
 
+def test_the_short_causal_and_latent_walks_compile_for_hopper_unserialized(tmp_path):
+    """The walk at 64-key blocks: short causal rows (OWN_BLOCKS, four stages, by length) at head
+    dim 128, and latent attention's (q and k 192 wide, v 128, two stages), compiled for sm_90
+    with no GPU: no spills, no wgmma serialized, one program an SM; its shared memory the hand
+    count of two tiles' Q and every stage's K and V."""
+    rows = _gluon_compiled(tmp_path, "--gluon-ws", "128", [
+        'short={"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true, "STAGES": 4, '
+        '"BY_LENGTH": true}'])
+    rows += _gluon_compiled(tmp_path, "--gluon-ws", "128", [
+        'walk={"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}'], ("--qk-extra", "64"))
+    walked = [r for r in rows if r["config"]["PERSISTENT"]]
+    assert len(walked) == 4
+    for r in walked:
+        assert "error" not in r and r["spill_bytes"] == 0 and r["serialized"] == [], r
+        c, qk = r["config"], 128 + r["qk_extra"]
+        hand = (4 * c["BLOCK_M"] * qk + c["STAGES"] * c["BLOCK_N"] * (qk + 128)) * 2
+        assert hand <= r["shared_bytes"] <= hand + 2048 and r["programs_per_sm"] == 1, r
+
+
 def test_the_warp_specialized_kernel_compiles_for_latent_attention(tmp_path):
     """flash_attention_sm90_ws with q and k 64 dims wider than v (latent attention's 192 and
     128), whole tiles, RAGGED, transformers' layout, and v alone tokens first (as DeepSeek-V2
