@@ -38,7 +38,8 @@
 #          ab_ws_bands: by length in bands of heads, against both;
 #          ab_ws_by_length_rule: the rule that followed, on rows neither ran;
 #          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked;
-#          ab_ws_shortest_rule: the rule that followed, on rows neither ran),
+#          ab_ws_shortest_rule: the rule that followed, on rows neither ran;
+#          ab_ws_next: where it missed, on new rows: not run yet),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -355,9 +356,28 @@ ab_ws_shortest_rule() {
     --variant 'triton={}' --rows '[(24,16,16,256,192,"bf16",True),(6,16,16,512,192,"bf16",True),
     (12,16,16,384,192,"bf16",True),(2,16,16,1024,192,"bf16",True),(64,16,16,128,192,"bf16",True)]'
 }
+# where the rule above missed, on rows none of these ran (written before any did): two heads a
+# KV head at 256-384 keys walked by head and by length against the plain kernel; latent
+# attention walked past 512 keys with 64-key blocks, causal and not, against as routed
+ab_ws_next() {
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_next_group2 \
+    --variant 'plain={"GLUON": {}}' --variant 'by_head={"GLUON_WS": {"PERSISTENT": true}}' \
+    --variant 'by_length={"GLUON_WS": {"PERSISTENT": true, "BY_LENGTH": true}}' \
+    --rows '[(64,32,16,384,128,"bf16",True),(48,24,12,384,128,"fp16",True),
+    (80,32,16,256,128,"bf16",True),(40,16,8,384,128,"bf16",True),(20,40,20,512,128,"bf16",True)]' &&
+  local walk='{"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
+  local set causal
+  for set in causal plain; do
+    causal=$([[ $set == causal ]] && echo True || echo False)
+    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_ws_next_latent_$set" --v-dim 128 \
+      --layout latent --variant "walk=$walk" --variant 'triton={}' --rows "[(1,16,16,2048,192,
+      \"bf16\",$causal),(4,16,16,768,192,\"bf16\",$causal),(2,16,16,1536,192,\"bf16\",$causal),
+      (1,128,128,1024,192,\"bf16\",$causal),(8,16,16,512,192,\"bf16\",$causal)]" || return
+  done
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
     ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
-    ab_ws_shortest ab_ws_shortest_rule; do
+    ab_ws_shortest ab_ws_shortest_rule ab_ws_next; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
