@@ -242,7 +242,9 @@ ab_ws_walks_bound() {
 }
 # short causal rows walked with the warpgroups taking a tile's two 64-row halves in turn
 # (ALTERNATE: under OWN_BLOCKS the lower half has one block fewer), with two and four stages,
-# beside the walk as it is, on the rows where the walk lost and neighbours of them
+# beside the walk as it is, on the rows where the walk lost and neighbours of them. Ran at
+# 9900120: ALTERNATE was a flag there, since folded into every causal walk (its variants
+# ask for a key the kernel no longer takes)
 ab_ws_alternate() {
   py_test --junitxml="$cur/pytest-gpu-ws-alternate.xml" tests/test_kernels_flash_attention.py \
     -k "sm90_ws_alternate or sm90_ws_persistent" || return
@@ -337,7 +339,7 @@ ab_ws_shortest() {
     (8,16,16,384,192,"bf16",True),(32,16,16,256,192,"bf16",True)]'
 }
 # the rule that followed (causal rows walk past 128 keys by length, past 384 by head; latent
-# attention's causal rows of 128-512 keys walk) on rows neither ran, written before any did,
+# attention's causal rows of 129-512 keys walk) on rows neither ran, written before any did,
 # rows it leaves among them: as routed beside the walk forced on and off
 ab_ws_shortest_rule() {
   py_test --junitxml="$cur/pytest-gpu-ws-shortest-rule.xml" tests/test_kernels_flash_attention.py \
