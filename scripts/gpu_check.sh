@@ -32,7 +32,6 @@
 #          ab_ws_snake: causal walks with every other round reversed;
 #          ab_ws_walks_causal_rule: the rule that followed, on rows neither ran;
 #          ab_ws_walks_bound: its bound at 8,192 keys, on rows neither ran;
-#          ab_ws_alternate: short causal walks, the warpgroups' halves taken in turn;
 #          ab_ws_short_causal_rule: the rule that followed, on rows neither ran;
 #          ab_ws_by_length: causal walks by tile length against by head;
 #          ab_ws_bands: by length in bands of heads, against both;
@@ -240,24 +239,6 @@ ab_ws_walks_bound() {
   walk_ab ws_walks_bound '[(2,32,8,7000,128,"bf16",True),(1,64,8,6144,128,"bf16",True),
     (1,32,8,10240,128,"bf16",True),(1,16,4,16384,128,"bf16",True),(1,40,8,8704,128,"bf16",True)]'
 }
-# short causal rows walked with the warpgroups taking a tile's two 64-row halves in turn
-# (ALTERNATE: under OWN_BLOCKS the lower half has one block fewer), with two and four stages,
-# beside the walk as it is, on the rows where the walk lost and neighbours of them. Ran at
-# 9900120: ALTERNATE was a flag there, since folded into every causal walk (its variants
-# ask for a key the kernel no longer takes)
-ab_ws_alternate() {
-  py_test --junitxml="$cur/pytest-gpu-ws-alternate.xml" tests/test_kernels_flash_attention.py \
-    -k "sm90_ws_alternate or sm90_ws_persistent" || return
-  walk_ab ws_alternate '[(128,32,8,256,128,"bf16",True),(32,32,8,512,128,"bf16",True),
-    (64,32,8,512,128,"bf16",True),(64,32,8,384,128,"bf16",True),(200,16,4,128,128,"fp16",True),
-    (48,32,8,192,128,"fp16",True),(12,32,8,448,128,"bf16",True),(16,32,8,1024,128,"bf16",True),
-    (4,32,8,2048,128,"bf16",True)]' \
-    --variant 'wsp4={"GLUON_WS": {"PERSISTENT": true, "STAGES": 4}}' \
-    --variant 'alt={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true}}' \
-    --variant 'alt4={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true, "STAGES": 4}}' \
-    --variant 'alt4_n64={"GLUON_WS": {"PERSISTENT": true, "ALTERNATE": true, "STAGES": 4,
-      "BLOCK_N": 64, "OWN_BLOCKS": true}}'
-}
 # the rule that followed (causal rows walk past 256 keys; the warpgroups take a tile's halves
 # in turn; four stages at 64-key blocks) on rows neither ran, written before any did, beside
 # the walk of the kernel before it (`old`: WS_BEFORE, that flash_attention_sm90_ws.py from
@@ -378,7 +359,7 @@ ab_ws_next() {
   done
 }
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
-    ab_ws_alternate ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
+    ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
     ab_ws_shortest ab_ws_shortest_rule ab_ws_next; do
   has $p && run $p $p
 done

@@ -375,8 +375,8 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
 WALK_CAUSAL_KEYS = (128, 384, 8192)
 # A causal walk by length reads in a round the K and V of as many heads as programs, each
 # shared only by the heads of its group; a 128-row tile does 128 FLOP a byte of K and V, so a
-# round is compute-bound where GROUP x 128 is past the HBM's ridge (an H100's dense bf16 peak
-# over its bandwidth: about 295 FLOP a byte). Below it, by head: a head's tiles share in L2.
+# round is compute-bound where GROUP x 128 is past the HBM's ridge (the H100-SXM's at bf16 in
+# rooflab.hardware: about 295 FLOP a byte). Below it, by head: a head's tiles share in L2.
 BY_LENGTH_GROUP = 3
 
 
@@ -407,9 +407,9 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     causal walk BY_LENGTH where BY_LENGTH_GROUP heads or more share a KV head."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
-    c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal,
-                            q.shape[1] // k.shape[1])
-    c["BY_LENGTH"] = causal and q.shape[1] // k.shape[1] >= BY_LENGTH_GROUP
+    group = q.shape[1] // k.shape[1]
+    c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal, group)
+    c["BY_LENGTH"] = causal and group >= BY_LENGTH_GROUP
     c = {**c, **F9.strided(q, k, v), **(cfg or {})}
     if c["PERSISTENT"] and c["OWN_BLOCKS"] and q.shape[-1] == 128 and "STAGES" not in (cfg or {}):
         c["STAGES"] = 4  # 64-key blocks: four stages fit beside the walk's four Q buffers
