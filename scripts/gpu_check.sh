@@ -38,7 +38,8 @@
 #          ab_ws_by_length_rule: the rule that followed, on rows neither ran;
 #          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked;
 #          ab_ws_shortest_rule: the rule that followed, on rows neither ran;
-#          ab_ws_next: where it missed, on new rows: not run yet),
+#          ab_ws_next: where it missed, on new rows; ab_ws_next_heldout: rows to check
+#          the rule placed on them),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -358,9 +359,28 @@ ab_ws_next() {
       (1,128,128,1024,192,\"bf16\",$causal),(8,16,16,512,192,\"bf16\",$causal)]" || return
   done
 }
+# ab_ws_next's held-out rows, written with it and before either ran: a rule is placed on
+# ab_ws_next's rows and read here on rows it never saw (the same variants)
+ab_ws_next_heldout() {
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_next_group2_heldout \
+    --variant 'plain={"GLUON": {}}' --variant 'by_head={"GLUON_WS": {"PERSISTENT": true}}' \
+    --variant 'by_length={"GLUON_WS": {"PERSISTENT": true, "BY_LENGTH": true}}' \
+    --rows '[(32,32,16,320,128,"bf16",True),(100,16,8,288,128,"fp16",True),
+    (24,64,32,384,128,"bf16",True),(56,28,14,352,128,"bf16",True),(64,32,16,192,128,"bf16",True),
+    (12,48,24,448,128,"fp16",True)]' &&
+  local walk='{"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
+  local set causal
+  for set in causal plain; do
+    causal=$([[ $set == causal ]] && echo True || echo False)
+    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_ws_next_latent_${set}_heldout" \
+      --v-dim 128 --layout latent --variant "walk=$walk" --variant 'triton={}' --rows "[(2,16,16,
+      1280,192,\"bf16\",$causal),(1,32,32,3072,192,\"bf16\",$causal),(6,16,16,640,192,\"bf16\",
+      $causal),(1,128,128,768,192,\"bf16\",$causal),(3,16,16,4096,192,\"bf16\",$causal)]" || return
+  done
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
     ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
-    ab_ws_shortest ab_ws_shortest_rule ab_ws_next; do
+    ab_ws_shortest ab_ws_shortest_rule ab_ws_next ab_ws_next_heldout; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then
