@@ -53,7 +53,8 @@
 #          ab_decode_short_pairs: short heads a program each past one wave;
 #          ab_decode_per_sm: three programs an SM where the launcher counts two;
 #          ab_decode_d64_wave: four an SM past one wave at head dim 64;
-#          ab_decode_four_rule: the rule that followed, on rows neither ran),
+#          ab_decode_four_rule: the rule that followed, on rows neither ran;
+#          ab_decode_last_merges: a head's last program merges past two runs),
 #          attn_tiles,attn_ratios,attn_sweep,lab,notebook (over 5 min: the triple loop's 60 s
 #          budget), notebook_quick (its small sizes), and on two or more GPUs: collectives,lab6;
 #          kernel_tests and other_tests split tests (kernel_tests alone outlasts one device
@@ -523,6 +524,14 @@ has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.
     (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
     (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
     (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
+# the merge by a head's last program past two runs a head (LAST_MERGES; the H200's A/B at
+# 062100e: 0.981-0.985 at four runs, 1.03-1.47 at 8-32), against the merge kernel, on rows of 3-33
+# runs a head at head dims 64 and 128 (the class sweep's below cuDNN among them), written first
+has ab_decode_last_merges && run ab_decode_last_merges python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_last_merges --variant 'last={"LAST_MERGES": true}' \
+  --rows '[(8,32,8,1,4096,64),(8,32,8,1,4096,128),(8,4,4,1,4096,128),(7,32,8,1,3000,64),
+    (16,16,4,1,2048,64),(9,64,8,1,5000,128),(6,40,8,1,6000,128),(1,32,8,1,32768,128),
+    (8,28,4,1,4096,128),(5,32,8,1,2500,64)]'
 has ab_decode_d64_occupancy && run ab_decode_d64_occupancy python3 benchmarks/ab_decode.py \
   "$cur" --name ab_decode_d64_occupancy --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),
     (4,32,8,1,8192,64),(2,64,8,1,16384,64),(6,32,8,1,5000,64),(4,16,16,1,6000,64)]' \
