@@ -39,7 +39,7 @@
 #          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked;
 #          ab_ws_shortest_rule: the rule that followed, on rows neither ran;
 #          ab_ws_next: where it missed, on new rows; ab_ws_next_heldout: rows to check
-#          the rule placed on them),
+#          the rule placed on them; ab_ws_next_rule: the rules that followed, on new rows),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -379,9 +379,32 @@ ab_ws_next_heldout() {
       $causal),(1,128,128,768,192,\"bf16\",$causal),(3,16,16,4096,192,\"bf16\",$causal)]" || return
   done
 }
+# the rules that followed (two heads a KV head walk by head past 256 keys; latent attention
+# walks up to 1,024 keys, causal past 128, with 64-key blocks) on rows none of these ran, written
+# before any did, rows they leave among them: as routed beside the walk forced on and off
+ab_ws_next_rule() {
+  py_test --junitxml="$cur/pytest-gpu-ws-next-rule.xml" tests/test_kernels_flash_attention.py \
+    -k "sm90_ws_persistent or sm90_ws_short_causal or runs_the_gluon or walks or latent or \
+    flags_follow" || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_next_rule_group2 \
+    --variant 'plain={"GLUON": {}}' --variant 'by_head={"GLUON_WS": {"PERSISTENT": true}}' \
+    --rows '[(40,32,16,336,128,"bf16",True),(96,8,4,384,128,"fp16",True),
+    (16,64,32,360,128,"bf16",True),(28,40,20,384,128,"bf16",True),(120,16,8,256,128,"bf16",True)]' &&
+  local walk='{"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
+  local set causal
+  for set in causal plain; do
+    causal=$([[ $set == causal ]] && echo True || echo False)
+    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_ws_next_rule_latent_$set" \
+      --v-dim 128 --layout latent --variant "walk=$walk" \
+      --variant 'nowalk={"GLUON_WS": {"PERSISTENT": false}}' --rows "[(3,16,16,896,192,
+      \"bf16\",$causal),(1,64,64,1024,192,\"bf16\",$causal),(5,16,16,576,192,\"bf16\",$causal),
+      (2,32,32,1152,192,\"bf16\",$causal),(1,16,16,1792,192,\"bf16\",$causal),(16,16,16,256,
+      192,\"bf16\",$causal),(1,128,128,512,192,\"bf16\",$causal)]" || return
+  done
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
     ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
-    ab_ws_shortest ab_ws_shortest_rule ab_ws_next ab_ws_next_heldout; do
+    ab_ws_shortest ab_ws_shortest_rule ab_ws_next ab_ws_next_heldout ab_ws_next_rule; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

@@ -567,13 +567,18 @@ def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_n
     assert F9W.walks(2048, 2048, 128, 128, True) and F9W.walks(512, 1025, 128, 128, True)
     assert F9W.walks(8192, 8192, 128, 128, True) and F9W.walks(128, 512, 128, 128, True)
     assert F9W.walks(256, 256, 128, 128, True, 4) and F9W.walks(384, 384, 128, 128, True, 3)
-    assert not F9W.walks(384, 384, 128, 128, True, 2)  # the shortest walked by head: slower
+    assert F9W.walks(384, 384, 128, 128, True, 2) and F9W.walks(640, 640, 128, 128, True)
+    assert not F9W.walks(256, 256, 128, 128, True, 2)  # the shortest walked by head: slower
+    assert not F9W.walks(384, 384, 128, 128, True, 1)
     assert not F9W.walks(128, 128, 128, 128, True, 8)  # one tile a head
-    assert F9W.walks(256, 256, 192, 128, True) and F9W.walks(512, 512, 192, 128, True)
-    assert not F9W.walks(1024, 1024, 192, 128, True)  # latent: 64-key blocks, short rows
-    assert not F9W.walks(8320, 8320, 128, 128, True)  # nor past WALK_CAUSAL_KEYS
+    assert F9W.walks(256, 256, 192, 128, True) and F9W.walks(1024, 1024, 192, 128, True)
+    assert F9W.walks(512, 512, 192, 128, False) and F9W.walks(640, 640, 192, 128, False)
+    assert not F9W.walks(128, 128, 192, 128, True)  # latent causal: past 128 keys,
+    assert not F9W.walks(1152, 1152, 192, 128, True)  # up to LATENT_WALK_KEYS
+    assert not F9W.walks(1280, 1280, 192, 128, False)
+    assert not F9W.walks(8320, 8320, 128, 128, True)  # nor past WALK_CAUSAL_MOST
     assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
-    assert not F9W.walks(512, 512, 64, 64, False) and not F9W.walks(512, 512, 192, 128, False)
+    assert not F9W.walks(512, 512, 64, 64, False)
 
 
 @pytest.mark.gpu
@@ -625,14 +630,14 @@ def _latent_v(t):
                                    (1, 4, 200, 200, 4), (1, 6, 100, 333, 2)])
 @pytest.mark.parametrize("layout", ["contiguous", "tokens first", "transformers' latent v"])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("walk", [False, True])
+@pytest.mark.parametrize("walk", [None, False, True])
 def test_flash_attention_sm90_ws_takes_latent_attention(shape, layout, causal, walk):
     """q and k 192 wide, v 128 (latent attention; each Q and K tile comes as two and S is two
     wgmma ops): whole and ragged lengths, fewer queries than keys, GQA; contiguous, in
     transformers' layout, and as DeepSeek-V2 passes them (q and k contiguous, v 128 of each
     head's 256 columns tokens first, read where it lies); every output row written (out
-    starts NaN), none past its head's; routing sends such inputs here; walked too
-    (PERSISTENT, 64-key blocks)."""
+    starts NaN), none past its head's; routing sends such inputs here; as flags() has them
+    (``walk`` None), walked (PERSISTENT, 64-key blocks) and not."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, n_q, n_kv, hkv = shape
 
@@ -643,8 +648,8 @@ def test_flash_attention_sm90_ws_takes_latent_attention(shape, layout, causal, w
         elif layout == "transformers' latent v":
             v = _latent_v(v)
             assert F9W.flags(q, k, v, causal)["V_STRIDED"]
-        cfg = {"PERSISTENT": True, "BLOCK_N": 64, "RAGGED": bool(n_q % 128 or n_kv % 64)
-               } if walk else None
+        cfg = None if walk is None else {"PERSISTENT": False} if not walk else {
+            "PERSISTENT": True, "BLOCK_N": 64, "RAGGED": bool(n_q % 128 or n_kv % 64)}
         assert F9W.usable(q, k, v, causal, cfg, out=out) is None
         assert routing.which(q, k, v, causal, out) == "flash_attention_sm90_ws"
         return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
@@ -808,6 +813,14 @@ def test_the_warp_specialized_kernels_flags_follow_the_inputs():
     latent_v = torch.empty(2, 256, 8, 256).transpose(1, 2)[..., 128:]  # DeepSeek-V2's v
     f = F9W.flags(t(256), t(256), latent_v, False)
     assert (f["Q_STRIDED"], f["K_STRIDED"], f["V_STRIDED"]) == (False, False, True)
+    latent = lambda n, causal: F9W.flags(  # noqa: E731 (q and k 192 wide, v 128)
+        torch.empty(2, 8, n, 192), torch.empty(2, 8, n, 192), t(n), causal)
+    for n, causal in [(640, True), (640, False), (1024, False)]:  # walked: 64-key blocks
+        f = latent(n, causal)
+        assert f["PERSISTENT"] and (f["BLOCK_N"], f["OWN_BLOCKS"], f["RAGGED"]) == (
+            64, causal, False)
+    f = latent(1280, True)
+    assert not f["PERSISTENT"] and (f["BLOCK_N"], f["OWN_BLOCKS"]) == (128, False)
 
 
 def test_the_warp_specialized_kernel_reads_each_layout_by_its_rows():

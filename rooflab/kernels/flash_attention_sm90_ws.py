@@ -371,8 +371,12 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
             "num_warps": 4, "maxnreg": 168}
 
 
-# causal rows walk past the first by length (BY_LENGTH), past the second by head, up to the third
-WALK_CAUSAL_KEYS = (128, 384, 8192)
+# causal rows walk past WALK_CAUSAL_FROM[group - 1] keys (its last entry from BY_LENGTH_GROUP
+# heads a KV head on, walked by length; by head below) up to WALK_CAUSAL_MOST
+WALK_CAUSAL_FROM = (384, 256, 128)
+WALK_CAUSAL_MOST = 8192
+# latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
+LATENT_WALK_KEYS = 1024
 # A causal walk by length reads in a round the K and V of as many heads as programs, each
 # shared only by the heads of its group; a 128-row tile does 128 FLOP a byte of K and V, so a
 # round is compute-bound where GROUP x 128 is past the HBM's ridge (the H100-SXM's at bf16 in
@@ -383,33 +387,35 @@ BY_LENGTH_GROUP = 3
 def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: int = 1) -> bool:
     """Whether a program an SM walks the tiles (PERSISTENT), where tiles of 128 query rows hold
     no more rows than the plain kernel's 64-row ones (past that the padded rows cost more than
-    the walk saves): at head dim 128 without a mask, or causal within WALK_CAUSAL_KEYS (``group``
-    heads a KV head: by length from BY_LENGTH_GROUP); latent attention's causal rows short
-    enough for 64-key blocks (config()). There the next tile's loads run under this one's end,
+    the walk saves): at head dim 128 without a mask, or causal from WALK_CAUSAL_FROM (``group``
+    heads a KV head) to WALK_CAUSAL_MOST keys; latent attention's rows up to LATENT_WALK_KEYS,
+    with 64-key blocks (flags()). There the next tile's loads run under this one's end,
     as in cuDNN's kernel. Causal tiles are uneven, and a static walk balances them worse than
     the GPU's own launch order: that costs more than the walk saves on long rows, where each
     tile's setup weighs little, and on the shortest walked by head, where the plain kernel's
     four programs an SM hide each other's setup (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
     whole = 2 * -(-n_q // 128) == -(-n_q // 64)
-    by_length, by_head, most = WALK_CAUSAL_KEYS
     if (head_dim, v_dim) == (192, 128):
-        return causal and by_length < n_kv <= 512 and whole
-    shortest = by_length if group >= BY_LENGTH_GROUP else by_head
+        return (not causal or n_kv > 128) and n_kv <= LATENT_WALK_KEYS and whole
+    shortest = WALK_CAUSAL_FROM[min(group, len(WALK_CAUSAL_FROM)) - 1]
     return (head_dim, v_dim) == (128, 128) and (
-        not causal or shortest < n_kv <= most) and whole
+        not causal or shortest < n_kv <= WALK_CAUSAL_MOST) and whole
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
-    """config() with the inputs' flags and ``cfg`` over it: RAGGED where a length is not
-    whole tiles (a masked key tail; a tile past the last row stores without TMA); Q_STRIDED
-    where q and out, K_STRIDED where k, V_STRIDED where v come tokens first (strided);
-    PERSISTENT where walks(), with four stages where it takes 64-key blocks at head dim 128; a
-    causal walk BY_LENGTH where BY_LENGTH_GROUP heads or more share a KV head."""
+    """config() with the inputs' flags and ``cfg`` over it: PERSISTENT where walks(), with four
+    stages where it takes 64-key blocks at head dim 128, and 64-key blocks for latent
+    attention; a causal walk BY_LENGTH where BY_LENGTH_GROUP heads or more share a KV head;
+    RAGGED where a length is not whole tiles (a masked key tail; a tile past the last row
+    stores without TMA); Q_STRIDED where q and out, K_STRIDED where k, V_STRIDED where v come
+    tokens first (strided)."""
     c = config(q.shape[-1], causal, k.shape[2], v.shape[-1])
-    c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
     group = q.shape[1] // k.shape[1]
     c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal, group)
     c["BY_LENGTH"] = causal and group >= BY_LENGTH_GROUP
+    if c["PERSISTENT"] and (q.shape[-1], v.shape[-1]) == (192, 128):
+        c.update(BLOCK_N=64, OWN_BLOCKS=causal)  # two stages fit beside the walk's Q buffers
+    c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
     c = {**c, **F9.strided(q, k, v), **(cfg or {})}
     if c["PERSISTENT"] and c["OWN_BLOCKS"] and q.shape[-1] == 128 and "STAGES" not in (cfg or {}):
         c["STAGES"] = 4  # 64-key blocks: four stages fit beside the walk's four Q buffers

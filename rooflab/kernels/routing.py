@@ -14,7 +14,7 @@ from rooflab.kernels.inputs import local
 # cache's first rows, k and v in layouts apart): the one of flash_attention_sm90.py at 64, its
 # warp-specialized sibling at 128 and 256 (whole tiles at 256), where each beat the Triton
 # kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel and
-# cuDNN (short causal rows walked). At 128, on rows its short() takes (at most 1,024 keys, or
+# cuDNN (rows up to 1,024 keys walked). At 128, on rows its short() takes (at most 1,024 keys, or
 # 2,048 causal on a grid deep enough), the plain one goes first: a program per 64 rows, two to
 # four an SM, where the warp-specialized kernel's one an SM exposes each short program's setup;
 # but where the warp-specialized kernel walks the tiles (its walks()), it runs
