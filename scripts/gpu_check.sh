@@ -341,6 +341,16 @@ ab_ws_shortest_rule() {
     --variant 'triton={}' --rows '[(24,16,16,256,192,"bf16",True),(6,16,16,512,192,"bf16",True),
     (12,16,16,384,192,"bf16",True),(2,16,16,1024,192,"bf16",True),(64,16,16,128,192,"bf16",True)]'
 }
+# ab_flash.py on latent attention rows (transformers' v), causal and then not: latent_both NAME
+# ROWS [ab_flash.py's options]; NAME's @ becomes causal or plain, ROWS's C True or False
+latent_both() {
+  local name=$1 rows=$2 set; shift 2
+  for set in causal plain; do
+    python3 benchmarks/ab_flash.py "$cur" --name "${name/@/$set}" --v-dim 128 --layout latent \
+      --rows "${rows//C/$([[ $set == causal ]] && echo True || echo False)}" "$@" || return
+  done
+}
+latent_walk='walk={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
 # where the rule above missed, on rows none of these ran (written before any did): two heads a
 # KV head at 256-384 keys walked by head and by length against the plain kernel; latent
 # attention walked past 512 keys with 64-key blocks, causal and not, against as routed
@@ -350,15 +360,9 @@ ab_ws_next() {
     --variant 'by_length={"GLUON_WS": {"PERSISTENT": true, "BY_LENGTH": true}}' \
     --rows '[(64,32,16,384,128,"bf16",True),(48,24,12,384,128,"fp16",True),
     (80,32,16,256,128,"bf16",True),(40,16,8,384,128,"bf16",True),(20,40,20,512,128,"bf16",True)]' &&
-  local walk='{"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
-  local set causal
-  for set in causal plain; do
-    causal=$([[ $set == causal ]] && echo True || echo False)
-    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_ws_next_latent_$set" --v-dim 128 \
-      --layout latent --variant "walk=$walk" --variant 'triton={}' --rows "[(1,16,16,2048,192,
-      \"bf16\",$causal),(4,16,16,768,192,\"bf16\",$causal),(2,16,16,1536,192,\"bf16\",$causal),
-      (1,128,128,1024,192,\"bf16\",$causal),(8,16,16,512,192,\"bf16\",$causal)]" || return
-  done
+  latent_both ab_flash_ws_next_latent_@ '[(1,16,16,2048,192,"bf16",C),(4,16,16,768,192,"bf16",C),
+    (2,16,16,1536,192,"bf16",C),(1,128,128,1024,192,"bf16",C),(8,16,16,512,192,"bf16",C)]' \
+    --variant "$latent_walk" --variant 'triton={}'
 }
 # ab_ws_next's held-out rows, written with it and before either ran: a rule is placed on
 # ab_ws_next's rows and read here on rows it never saw (the same variants)
@@ -369,15 +373,9 @@ ab_ws_next_heldout() {
     --rows '[(32,32,16,320,128,"bf16",True),(100,16,8,288,128,"fp16",True),
     (24,64,32,384,128,"bf16",True),(56,28,14,352,128,"bf16",True),(64,32,16,192,128,"bf16",True),
     (12,48,24,448,128,"fp16",True)]' &&
-  local walk='{"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
-  local set causal
-  for set in causal plain; do
-    causal=$([[ $set == causal ]] && echo True || echo False)
-    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_ws_next_latent_${set}_heldout" \
-      --v-dim 128 --layout latent --variant "walk=$walk" --variant 'triton={}' --rows "[(2,16,16,
-      1280,192,\"bf16\",$causal),(1,32,32,3072,192,\"bf16\",$causal),(6,16,16,640,192,\"bf16\",
-      $causal),(1,128,128,768,192,\"bf16\",$causal),(3,16,16,4096,192,\"bf16\",$causal)]" || return
-  done
+  latent_both ab_flash_ws_next_latent_@_heldout '[(2,16,16,1280,192,"bf16",C),
+    (1,32,32,3072,192,"bf16",C),(6,16,16,640,192,"bf16",C),(1,128,128,768,192,"bf16",C),
+    (3,16,16,4096,192,"bf16",C)]' --variant "$latent_walk" --variant 'triton={}'
 }
 # the rules that followed (two heads a KV head walk by head past 256 keys; latent attention
 # walks up to 1,024 keys, causal past 128, with 64-key blocks) on rows none of these ran, written
@@ -390,17 +388,10 @@ ab_ws_next_rule() {
     --variant 'plain={"GLUON": {}}' --variant 'by_head={"GLUON_WS": {"PERSISTENT": true}}' \
     --rows '[(40,32,16,336,128,"bf16",True),(96,8,4,384,128,"fp16",True),
     (16,64,32,360,128,"bf16",True),(28,40,20,384,128,"bf16",True),(120,16,8,256,128,"bf16",True)]' &&
-  local walk='{"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
-  local set causal
-  for set in causal plain; do
-    causal=$([[ $set == causal ]] && echo True || echo False)
-    python3 benchmarks/ab_flash.py "$cur" --name "ab_flash_ws_next_rule_latent_$set" \
-      --v-dim 128 --layout latent --variant "walk=$walk" \
-      --variant 'nowalk={"GLUON_WS": {"PERSISTENT": false}}' --rows "[(3,16,16,896,192,
-      \"bf16\",$causal),(1,64,64,1024,192,\"bf16\",$causal),(5,16,16,576,192,\"bf16\",$causal),
-      (2,32,32,1152,192,\"bf16\",$causal),(1,16,16,1792,192,\"bf16\",$causal),(16,16,16,256,
-      192,\"bf16\",$causal),(1,128,128,512,192,\"bf16\",$causal)]" || return
-  done
+  latent_both ab_flash_ws_next_rule_latent_@ '[(3,16,16,896,192,"bf16",C),
+    (1,64,64,1024,192,"bf16",C),(5,16,16,576,192,"bf16",C),(2,32,32,1152,192,"bf16",C),
+    (1,16,16,1792,192,"bf16",C),(16,16,16,256,192,"bf16",C),(1,128,128,512,192,"bf16",C)]' \
+    --variant "$latent_walk" --variant 'nowalk={"GLUON_WS": {"PERSISTENT": false}}'
 }
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
     ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \

@@ -414,7 +414,7 @@ def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
     c["PERSISTENT"] = walks(q.shape[2], k.shape[2], q.shape[-1], v.shape[-1], causal, group)
     c["BY_LENGTH"] = causal and group >= BY_LENGTH_GROUP
     if c["PERSISTENT"] and (q.shape[-1], v.shape[-1]) == (192, 128):
-        c.update(BLOCK_N=64, OWN_BLOCKS=causal)  # two stages fit beside the walk's Q buffers
+        c.update(BLOCK_N=64, OWN_BLOCKS=causal)  # latent's walk: 64-key blocks, config's stages
     c["RAGGED"] = bool(q.shape[2] % (2 * c["BLOCK_M"]) or k.shape[2] % c["BLOCK_N"])
     c = {**c, **F9.strided(q, k, v), **(cfg or {})}
     if c["PERSISTENT"] and c["OWN_BLOCKS"] and q.shape[-1] == 128 and "STAGES" not in (cfg or {}):
