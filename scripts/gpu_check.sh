@@ -39,7 +39,8 @@
 #          ab_ws_shortest: 128-key blocks walked on the shortest causal rows, latent walked;
 #          ab_ws_shortest_rule: the rule that followed, on rows neither ran;
 #          ab_ws_next: where it missed, on new rows; ab_ws_next_heldout: rows to check
-#          the rule placed on them; ab_ws_next_rule: the rules that followed, on new rows),
+#          the rule placed on them; ab_ws_next_rule: the rules that followed, on new rows;
+#          ab_latent_blocks: latent attention's walk and key blocks apart),
 #          ab_latent_v (transformers' latent v and fused projections read where they lie:
 #          tests, then A/B against copying them), ab_before (BEFORE=REV: the Triton
 #          FlashAttention kernel and flash-decoding against their files at REV),
@@ -393,9 +394,21 @@ ab_ws_next_rule() {
     (1,16,16,1792,192,"bf16",C),(16,16,16,256,192,"bf16",C),(1,128,128,512,192,"bf16",C)]' \
     --variant "$latent_walk" --variant 'nowalk={"GLUON_WS": {"PERSISTENT": false}}'
 }
+# latent attention's walk apart from its 64-key blocks (ab_ws_next_rule could not tell them
+# apart past 1,024 keys): walk and no walk at 64- and 128-key blocks, on rows none of these ran,
+# written before any did (batch 1 and 2-4, 640-4,096 keys, whole tiles)
+ab_latent_blocks() {
+  latent_both ab_flash_latent_blocks_@ '[(1,16,16,1536,192,"bf16",C),(1,32,32,2560,192,"bf16",C),
+    (2,16,16,1024,192,"bf16",C),(2,16,16,2048,192,"bf16",C),(3,32,32,768,192,"bf16",C),
+    (4,16,16,1408,192,"bf16",C),(1,16,16,4096,192,"bf16",C),(2,64,64,640,192,"bf16",C)]' \
+    --variant "$latent_walk" \
+    --variant 'nowalk64={"GLUON_WS": {"PERSISTENT": false, "BLOCK_N": 64, "OWN_BLOCKS": true}}' \
+    --variant 'nowalk128={"GLUON_WS": {"PERSISTENT": false, "BLOCK_N": 128, "OWN_BLOCKS": false}}'
+}
 for p in ab_ws_persistent ab_ws_walks ab_ws_snake ab_ws_walks_causal_rule ab_ws_walks_bound \
     ab_ws_short_causal_rule ab_ws_by_length ab_ws_bands ab_ws_by_length_rule \
-    ab_ws_shortest ab_ws_shortest_rule ab_ws_next ab_ws_next_heldout ab_ws_next_rule; do
+    ab_ws_shortest ab_ws_shortest_rule ab_ws_next ab_ws_next_heldout ab_ws_next_rule \
+    ab_latent_blocks; do
   has $p && run $p $p
 done
 # latent attention (q and k 192 wide, v 128) on the warp-specialized kernel: its GPU tests, then

@@ -137,6 +137,34 @@ def test_the_models_table_reads_its_files():
             f"{max(eager_x):.1f}x eager's TTFT") in text
 
 
+def test_the_h100_models_row_is_its_files():
+    """The H100 row of rooflab's kernels inside models: TPOT and TTFT as a graph against SDPA and
+    how far apart the logits are, from the newest run of each model and shape in its folders."""
+    said = headline_rows(r"^\| the same on an H100 \((\w+)\): .*?\| (TPOT as a graph .*) \| (`.+`) \|$")[0]
+    newest = {}
+    runs = sorted((json.loads((CURRENT / f / "generate_attn.json").read_text())
+                   for f in re.findall(r"`([^`]+)/`", said[3])), key=lambda d: d["meta"]["date"])
+    for d in runs:
+        assert d["meta"]["commit"] == said[1]
+        newest |= {(r["model"], r["batch"], r["seq"], r["attn"]): r for r in d["rows"]}
+    pairs = [(r, newest[k[:3] + ("sdpa",)]) for k, r in newest.items() if k[3] == "rooflab"]
+    tpot = [peer["tpot_s"] / ours["tpot_s"] for ours, peer in pairs]
+    apart = max(abs(ours["ttft_graph_s"] / peer["ttft_graph_s"] - 1) for ours, peer in pairs)
+    def of(models, key):
+        return sorted(ours[key] for ours, _ in pairs if ours["model"].startswith(models))
+    dense, dense_peers = of(("Llama", "Qwen3"), "logits_rel_err_vs_sdpa"), of(
+        ("Llama", "Qwen3"), "logits_rel_diff_sdpa_flash_vs_cudnn")
+    latent, latent_peers = of("DeepSeek", "logits_rel_err_vs_sdpa"), of(
+        "DeepSeek", "logits_rel_diff_sdpa_efficient_vs_cudnn")
+    assert len(pairs) == 8 and len(latent) == 2
+    assert said[2] == (
+        f"TPOT as a graph {min(tpot):.2f}-{max(tpot):.2f}x faster, TTFT as a graph within "
+        f"{apart:.1%} of SDPA's; logits {dense[0]*100:.1f}-{dense[-1]:.1%} apart for Llama and Qwen3 "
+        f"(SDPA's flash and cuDNN backends {dense_peers[0]*100:.1f}-{dense_peers[-1]:.1%}), "
+        f"{latent[0]:.1%} and {latent[1]:.1%} for DeepSeek-V2-Lite (SDPA's efficient and cuDNN "
+        f"backends {latent_peers[0]:.1%} and {latent_peers[1]:.1%})")
+
+
 def headline_rows(pattern: str) -> list[re.Match]:
     """The README lines that ``pattern`` finds, as its matches."""
     found = (re.search(pattern, line) for line in (ROOT / "README.md").read_text().splitlines())
@@ -368,8 +396,8 @@ def test_the_gpu_tests_row_is_its_files():
 
 def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
     """The H100 sweep's row: prefill and decode rows at or past the best peer of how many, then
-    the rows below: the lowest of each phase and "the other N a-b" (a phase with none below
-    goes unnamed)."""
+    the rows below: the lowest of each phase (to three places where two would read 1.00) and
+    "the other N a-b" (a phase with none below goes unnamed)."""
     said = headline_rows(r"prefill (\d+) of (\d+) .*decode (\d+) of (\d+) .*below: (.*) \| "
                          r"`attention_classes_h100\.json`")[0]
     rows = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
@@ -380,7 +408,8 @@ def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
         assert said.group(1 if phase == "prefill" else 3) == str(len(ratios) - len(low))
         assert said.group(2 if phase == "prefill" else 4) == str(len(ratios))
         if low:
-            below += (f"{'; ' if below else ''}{phase} .*? {low[0]:.2f}x"
+            lowest = f"{low[0]:.2f}" if f"{low[0]:.2f}" != "1.00" else f"{low[0]:.3f}"
+            below += (f"{'; ' if below else ''}{phase} .*? {lowest}x"
                       + (f", the other {len(low) - 1} {low[1]:.3f}-{low[-1]:.3f}x"
                          if len(low) > 1 else ""))
     assert re.fullmatch(below, said.group(5)), (below, said.group(5))
