@@ -19,6 +19,11 @@ Softcapped scores (Gemma 2) and attention sinks (gpt-oss), which no SDPA backend
 is the model's eager attention (matmul, cap, softmax, matmul in the row's dtype), what a model
 runs without rooflab's kernels; SDPA's backends without the cap or the sinks are timed beside it
 as a floor, not as peers.
+Each row is also placed on this run's roof (copy bandwidth and the dtype's matmul peak, measured
+first): its count (rooflab.cost.attention: the causal or windowed pairs, a padded batch's
+padding counted; bytes fused, each tensor once), whether that bounds it by memory or by compute,
+and each implementation's time against the roof's, so that a row below its peer says what
+limits both.
 Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
 """
 from __future__ import annotations
@@ -28,10 +33,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from rooflab import cost as C
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
+from rooflab.measure.ceilings import copy_bandwidth, device_name, matmul_rate
 from rooflab.measure.op_classes import DECODE_MAX_Q
 from rooflab.measure.timer import time_call
+from rooflab.roofline import Roof, bound, intensity, time_floor_s
 from rooflab.studies import attention as A
 
 from common import write
@@ -157,7 +165,29 @@ def ours(q, k, v, s, keep, sinks=None):
                               softcap=s["softcap"])[0]
 
 
-def row(cls: str, change: dict) -> dict:
+def roofs() -> dict[str, Roof]:
+    """This run's roof for each dtype: copy bandwidth (1 GiB, the best of three) and the dtype's
+    matmul peak (8,192 cubed, the best of two)."""
+    copy = max(copy_bandwidth(DEVICE, 1 << 30)["value"] for _ in range(3))
+    name = device_name(DEVICE)
+    return {dt: Roof(f"{name} {dt}", max(matmul_rate(DEVICE, dt, 8192)["value"] for _ in range(2)),
+                     copy, dt, True, name) for dt in DT}
+
+
+def placed(s: dict, times: dict, roof: Roof) -> dict:
+    """The class's count on ``roof``: FLOPs, bytes, what bounds it, the roof's time and each
+    implementation's time over it (1: at the roof)."""
+    c = C.attention(s["b"], s["h"], s["lq"], s["lkv"], s["d"], s["hkv"], s["dt"],
+                    causal=s["causal"], window=s["window"], v_dim=s["dv"])
+    floor = time_floor_s(roof, c.flops, c.bytes_fused)
+    return {"flops": c.flops, "bytes": c.bytes_fused, "roof": roof.label,
+            "bound": bound(roof, intensity(c.flops, c.bytes_fused)), "roof_s": floor,
+            "of_roof": {n: floor / t for n, t in times.items()}}
+
+
+def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
+    """One class's row: each implementation's time, error and refusal; placed on ``roof``
+    (this run's, by dtype) where given."""
     s = {**BASE, **change}
     q, k, v, keep = inputs(s)
     mask = mask_of(s, keep)
@@ -193,22 +223,48 @@ def row(cls: str, change: dict) -> dict:
     if "rooflab" in r["times_s"] and peers:
         r["best_peer"] = min(peers, key=peers.get)
         r["rooflab_over_best_peer"] = peers[r["best_peer"]] / r["times_s"]["rooflab"]  # >1: ahead
+    if roof:
+        r["placed"] = placed(s, r["times_s"], roof[s["dt"]])
     print(f"{cls:26s} {str(change)[:60]:60s}", {n: round(t * 1e6, 1) for n, t in
                                                  r["times_s"].items()},
           "x%.3f" % r.get("rooflab_over_best_peer", 0), r.get("best_peer"),
-          {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "", flush=True)
+          {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "",
+          *([f"{r['placed']['bound']}-bound, of its roof:",
+             {n: round(x, 2) for n, x in r["placed"]["of_roof"].items()}] if roof else []),
+          flush=True)
     return r
 
 
+def below(rows: list[dict]) -> list[dict]:
+    """The rows below their best peer, each with what bounds it and how near rooflab and the
+    peer come to this run's roof."""
+    out = []
+    for r in rows:
+        if r.get("rooflab_over_best_peer", 1) < 1:
+            p = r.get("placed")
+            out.append({"phase": r["phase"], "class": r["class"],
+                        "rooflab_over_best_peer": round(r["rooflab_over_best_peer"], 3),
+                        **({"bound": p["bound"],
+                            "rooflab_of_roof": round(p["of_roof"]["rooflab"], 3),
+                            "best_peer_of_roof": round(p["of_roof"][r["best_peer"]], 3)}
+                           if p else {})})
+    return out
+
+
 def main(out_dir: str, what: str = "prefill,decode") -> None:
+    roof = roofs()
+    print({dt: f"{r.peak_flops_per_s / 1e12:.0f} TFLOP/s, {r.mem_bandwidth_bytes_per_s / 1e12:.2f} "
+           "TB/s" for dt, r in roof.items()}, flush=True)
+    ceilings = {dt: {"peak_flops_per_s": r.peak_flops_per_s,
+                     "mem_bandwidth_bytes_per_s": r.mem_bandwidth_bytes_per_s}
+                for dt, r in roof.items()}
     rows = []
     for phase, grid in (("prefill", PREFILL), ("decode", DECODE)):
         if phase in what.split(","):
             for cls, change in grid:
-                rows.append({"phase": phase, **row(cls, change)})
-                write(out_dir, "attention_classes", {"rows": rows, "below_best_peer": [
-                    (r["phase"], r["class"], round(r["rooflab_over_best_peer"], 3))
-                    for r in rows if r.get("rooflab_over_best_peer", 1) < 1]})
+                rows.append({"phase": phase, **row(cls, change, roof)})
+                write(out_dir, "attention_classes", {"ceilings": ceilings, "rows": rows,
+                                                     "below_best_peer": below(rows)})
 
 
 if __name__ == "__main__":

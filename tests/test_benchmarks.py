@@ -9,6 +9,8 @@ import sys
 import pytest
 import torch
 
+from rooflab.roofline import Roof
+
 pytestmark = pytest.mark.slow  # run by CI's second command: pytest -m slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -444,6 +446,32 @@ def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase,
         assert v.stride() == (37 * 3 * 2 * 32, 32, 3 * 2 * 32, 1)
     if device == "cuda":  # SDPA's backends are GPU-only: each timed or its refusal recorded
         assert set(r["times_s"]) | set(r["errors"]) == ours | sdpa
+
+
+@pytest.mark.parametrize("roof,bound", [(Roof("slow memory", 1e30, 1.0), "memory"),
+                                        (Roof("slow compute", 1.0, 1e30), "compute")])
+def test_attention_classes_rows_are_placed_on_the_run_roof(monkeypatch, roof, bound):
+    """A row on the run's roof: its count is rooflab.cost.attention's (the causal pairs of
+    queries last), the bound follows the roof, each time is read against the roof's; a row below
+    its peer lists both figures."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import attention_classes as AC
+    from rooflab import cost as C
+    monkeypatch.setattr(AC, "DEVICE", "cpu")
+    change = {"b": 2, "h": 4, "hkv": 2, "d": 32, "lq": 40, "lkv": 70}
+    r = AC.row("prefill", change, {"bf16": roof, "fp16": roof})
+    c = C.attention(2, 4, 40, 70, 32, 2, "bf16", causal=True)
+    p = r["placed"]
+    assert (p["flops"], p["bytes"], p["bound"]) == (c.flops, c.bytes_fused, bound)
+    floor = c.bytes_fused if bound == "memory" else c.flops  # at a rate of 1 a second
+    assert p["roof_s"] == pytest.approx(floor)
+    assert p["of_roof"] == pytest.approx({n: floor / t for n, t in r["times_s"].items()})
+    ahead = {**r, "phase": "prefill", "rooflab_over_best_peer": 1.2}
+    behind = {**ahead, "rooflab_over_best_peer": 0.9, "best_peer": "rooflab, Triton",
+              "placed": {**p, "of_roof": {"rooflab": 0.5, "rooflab, Triton": 0.6}}}
+    assert AC.below([ahead, behind]) == [{
+        "phase": "prefill", "class": "prefill", "rooflab_over_best_peer": 0.9, "bound": bound,
+        "rooflab_of_roof": 0.5, "best_peer_of_roof": 0.6}]
 
 
 def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):
