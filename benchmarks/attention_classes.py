@@ -5,8 +5,8 @@ Classes (a grid of its own, wider than any tuning row): ragged lengths; HF's lay
 seen as (B, H, L, D), not contiguous), and such a q with k, v contiguous (what transformers
 passes at prefill with a dynamic cache) or the first rows of a static cache twice as long (with a
 static one); fewer queries than keys, causal (the queries last, as a chunked prefill: SDPA takes
-it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two; batch 1-256;
-fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
+it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two (two heads a
+KV head also on a short causal row of many heads); batch 1-256; fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
 192 and 128, as transformers expands them: contiguous, and with transformers' v, 128 of each
 head's 256 columns tokens first; rooflab's Triton kernel on them timed beside, as "rooflab,
 Triton", not a peer); q, k and v slices of fused projections (GPT-2's c_attn: a token's q, k
@@ -58,6 +58,7 @@ PREFILL = [  # class, changes from BASE
     ("fewer queries, causal", {"lq": 512, "lkv": 4096}),
     ("fewer queries", {"lq": 512, "lkv": 4096, "causal": False}),
     *[("gqa group", {"h": 4 * g, "hkv": 4}) for g in (1, 3, 5, 7, 16)],
+    ("gqa group, short", {"h": 16, "hkv": 8, "b": 64, "lq": 384, "lkv": 384}),
     *[("batch", {"b": b, "lq": n, "lkv": n})
       for b, n in ((1, 4096), (16, 1024), (32, 512), (128, 256))],
     ("batch, no mask", {"b": 16, "lq": 512, "lkv": 512, "causal": False}),
