@@ -6,10 +6,11 @@ seen as (B, H, L, D), not contiguous), and such a q with k, v contiguous (what t
 passes at prefill with a dynamic cache) or the first rows of a static cache twice as long (with a
 static one); fewer queries than keys, causal (the queries last, as a chunked prefill: SDPA takes
 it as the explicit mask HF builds) and not; GQA groups 1-16, some not powers of two (two heads a
-KV head also on a short causal row of many heads); batch 1-256; fp16 and bf16; head dims 64, 128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's
-192 and 128, as transformers expands them: contiguous, and with transformers' v, 128 of each
-head's 256 columns tokens first; rooflab's Triton kernel on them timed beside, as "rooflab,
-Triton", not a peer); q, k and v slices of fused projections (GPT-2's c_attn: a token's q, k
+KV head also on a short causal row of many heads); batch 1-256; fp16 and bf16; head dims 64,
+128, 256; latent attention's q and k wider than v (DeepSeek-V2-Lite's 192 and 128, as
+transformers expands them: contiguous, and with transformers' v, 128 of each head's 256
+columns tokens first; rooflab's Triton kernel on them timed beside, as "rooflab, Triton", not a
+peer); q, k and v slices of fused projections (GPT-2's c_attn: a token's q, k
 and v side by side in one row); a sliding window (SDPA takes it as the mask HF builds;
 gemma-3-270m-it's heads at 8 x 4,096 among them); a padded batch's prefill (left padding of
 each row its own length: kept keys, SDPA given the mask HF builds); a decode's cache with a

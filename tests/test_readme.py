@@ -140,7 +140,8 @@ def test_the_models_table_reads_its_files():
 def test_the_h100_models_row_is_its_files():
     """The H100 row of rooflab's kernels inside models: TPOT and TTFT as a graph against SDPA and
     how far apart the logits are, from the newest run of each model and shape in its folders."""
-    said = headline_rows(r"^\| the same on an H100 \((\w+)\): .*?\| (TPOT as a graph .*) \| (`.+`) \|$")[0]
+    said = headline_rows(r"^\| the same on an H100 \((\w+)\): .*?\| (TPOT as a graph .*) \| "
+                         r"(`.+`) \|$")[0]
     newest = {}
     runs = sorted((json.loads((CURRENT / f / "generate_attn.json").read_text())
                    for f in re.findall(r"`([^`]+)/`", said[3])), key=lambda d: d["meta"]["date"])
@@ -159,8 +160,8 @@ def test_the_h100_models_row_is_its_files():
     assert len(pairs) == 8 and len(latent) == 2
     assert said[2] == (
         f"TPOT as a graph {min(tpot):.2f}-{max(tpot):.2f}x faster, TTFT as a graph within "
-        f"{apart:.1%} of SDPA's; logits {dense[0]*100:.1f}-{dense[-1]:.1%} apart for Llama and Qwen3 "
-        f"(SDPA's flash and cuDNN backends {dense_peers[0]*100:.1f}-{dense_peers[-1]:.1%}), "
+        f"{apart:.1%} of SDPA's; logits {dense[0] * 100:.1f}-{dense[-1]:.1%} apart for Llama and "
+        f"Qwen3 (SDPA's flash and cuDNN backends {dense_peers[0] * 100:.1f}-{dense_peers[-1]:.1%}), "
         f"{latent[0]:.1%} and {latent[1]:.1%} for DeepSeek-V2-Lite (SDPA's efficient and cuDNN "
         f"backends {latent_peers[0]:.1%} and {latent_peers[1]:.1%})")
 
