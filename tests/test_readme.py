@@ -161,7 +161,8 @@ def test_the_h100_models_row_is_its_files():
     assert said[2] == (
         f"TPOT as a graph {min(tpot):.2f}-{max(tpot):.2f}x faster, TTFT as a graph within "
         f"{apart:.1%} of SDPA's; logits {dense[0] * 100:.1f}-{dense[-1]:.1%} apart for Llama and "
-        f"Qwen3 (SDPA's flash and cuDNN backends {dense_peers[0] * 100:.1f}-{dense_peers[-1]:.1%}), "
+        f"Qwen3 (SDPA's flash and cuDNN backends "
+        f"{dense_peers[0] * 100:.1f}-{dense_peers[-1]:.1%}), "
         f"{latent[0]:.1%} and {latent[1]:.1%} for DeepSeek-V2-Lite (SDPA's efficient and cuDNN "
         f"backends {latent_peers[0]:.1%} and {latent_peers[1]:.1%})")
 
