@@ -225,14 +225,15 @@ def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
     if "rooflab" in r["times_s"] and peers:
         r["best_peer"] = min(peers, key=peers.get)
         r["rooflab_over_best_peer"] = peers[r["best_peer"]] / r["times_s"]["rooflab"]  # >1: ahead
+    on_roof = ""
     if roof:
-        r["placed"] = placed(s, r["times_s"], roof[s["dt"]])
+        r["placed"] = p = placed(s, r["times_s"], roof[s["dt"]])
+        on_roof = f"{p['bound']}-bound, of its roof: " + str(
+            {n: round(x, 2) for n, x in p["of_roof"].items()})
     print(f"{cls:26s} {str(change)[:60]:60s}", {n: round(t * 1e6, 1) for n, t in
                                                  r["times_s"].items()},
           "x%.3f" % r.get("rooflab_over_best_peer", 0), r.get("best_peer"),
-          {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "",
-          *([f"{r['placed']['bound']}-bound, of its roof:",
-             {n: round(x, 2) for n, x in r["placed"]["of_roof"].items()}] if roof else []),
+          {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "", on_roof,
           flush=True)
     return r
 
