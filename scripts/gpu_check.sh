@@ -168,9 +168,8 @@ files = {f: {"part": p["part"], "command": p["command"]} for p in parts for f in
 files["nvidia-smi.txt"] = {"part": "setup", "command": "nvidia-smi --query-gpu=..."}
 name = "manifest-" + "-".join(p["part"] for p in parts) + ".json"  # one a call: calls merge
 knobs = {k: v for k, v in os.environ.items() if k in (  # what narrowed the call's parts
-    "AB_SETS AB_TESTS AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES "
-    "HELDOUT_SHAPES LATENT_SETS MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K "
-    "TESTS_WORKERS").split()}
+    "AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES HELDOUT_SHAPES "
+    "MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K TESTS_WORKERS").split()}
 json.dump({**provenance.record(), "knobs": knobs, "parts": parts, "files": files},
           open(os.path.join(cur, name), "w"), indent=1)
 PY
