@@ -21,10 +21,10 @@ is the model's eager attention (matmul, cap, softmax, matmul in the row's dtype)
 runs without rooflab's kernels; SDPA's backends without the cap or the sinks are timed beside it
 as a floor, not as peers.
 Each row is also placed on this run's roof (copy bandwidth and the dtype's matmul peak, measured
-first): its count (rooflab.cost.attention: the causal or windowed pairs, a padded batch's
-padding counted; bytes fused, each tensor once), whether that bounds it by memory or by compute,
-and each implementation's time against the roof's, so that a row below its peer says what
-limits both.
+first, measure_ceilings()): its count (rooflab.cost.attention: the causal or windowed pairs, a
+padded batch's padding counted; bytes fused, each tensor once), whether that bounds it by
+memory or by compute, and each implementation's time against the roof's, so that a row below its
+peer says what limits both.
 Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
 """
 from __future__ import annotations
@@ -37,10 +37,10 @@ import torch.nn.functional as F
 from rooflab import cost as C
 from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
-from rooflab.measure.ceilings import copy_bandwidth, device_name, matmul_rate
+from rooflab.measure.ceilings import measure_ceilings
 from rooflab.measure.op_classes import DECODE_MAX_Q
 from rooflab.measure.timer import time_call
-from rooflab.roofline import Roof, bound, intensity, time_floor_s
+from rooflab.roofline import Roof, place
 from rooflab.studies import attention as A
 
 from common import write
@@ -168,23 +168,19 @@ def ours(q, k, v, s, keep, sinks=None):
 
 
 def roofs() -> dict[str, Roof]:
-    """This run's roof for each dtype: copy bandwidth (1 GiB, the best of three) and the dtype's
-    matmul peak (8,192 cubed, the best of two)."""
-    copy = max(copy_bandwidth(DEVICE, 1 << 30)["value"] for _ in range(3))
-    name = device_name(DEVICE)
-    return {dt: Roof(f"{name} {dt}", max(matmul_rate(DEVICE, dt, 8192)["value"] for _ in range(2)),
-                     copy, dt, True, name) for dt in DT}
+    """This run's roof for each dtype, measured now (copy bandwidth and matmul peaks), not read
+    from the cache."""
+    c = measure_ceilings(DEVICE)
+    return {dt: Roof.from_ceilings(c, dt) for dt in DT}
 
 
 def placed(s: dict, times: dict, roof: Roof) -> dict:
     """The class's count on ``roof``: FLOPs, bytes, what bounds it, the roof's time and each
     implementation's time over it (1: at the roof)."""
-    c = C.attention(s["b"], s["h"], s["lq"], s["lkv"], s["d"], s["hkv"], s["dt"],
-                    causal=s["causal"], window=s["window"], v_dim=s["dv"])
-    floor = time_floor_s(roof, c.flops, c.bytes_fused)
-    return {"flops": c.flops, "bytes": c.bytes_fused, "roof": roof.label,
-            "bound": bound(roof, intensity(c.flops, c.bytes_fused)), "roof_s": floor,
-            "of_roof": {n: floor / t for n, t in times.items()}}
+    p = place(roof, C.attention(s["b"], s["h"], s["lq"], s["lkv"], s["d"], s["hkv"], s["dt"],
+                                causal=s["causal"], window=s["window"], v_dim=s["dv"]), fused=True)
+    return {"flops": p.flops, "bytes": p.bytes, "roof": roof.label, "bound": p.bound,
+            "roof_s": p.time_floor_s, "of_roof": {n: p.time_floor_s / t for n, t in times.items()}}
 
 
 def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
