@@ -399,8 +399,10 @@ def test_the_gpu_tests_row_is_its_files():
 
 def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
     """The H100 sweep's row: prefill and decode rows at or past the best peer of how many, then
-    the rows below: the lowest of each phase (to three places where two would read 1.00) and
-    "the other N a-b" (a phase with none below goes unnamed)."""
+    the rows below: the lowest of each phase (to as many places as it takes to read below 1) and
+    "the other N a-b" (a phase with none below goes unnamed); the decode rows below, each placed
+    on the run's roof: their bound and how near rooflab and the peer come to it; and the row of
+    two heads a KV head."""
     said = headline_rows(r"prefill (\d+) of (\d+) .*decode (\d+) of (\d+) .*below: (.*) \| "
                          r"`attention_classes_h100\.json`")[0]
     rows = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
@@ -411,11 +413,20 @@ def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
         assert said.group(1 if phase == "prefill" else 3) == str(len(ratios) - len(low))
         assert said.group(2 if phase == "prefill" else 4) == str(len(ratios))
         if low:
-            lowest = f"{low[0]:.2f}" if f"{low[0]:.2f}" != "1.00" else f"{low[0]:.3f}"
+            lowest = next(f"{low[0]:.{n}f}" for n in (2, 3, 4, 5) if f"{low[0]:.{n}f}" < "1")
             below += (f"{'; ' if below else ''}{phase} .*? {lowest}x"
                       + (f", the other {len(low) - 1} {low[1]:.3f}-{low[-1]:.3f}x"
                          if len(low) > 1 else ""))
     assert re.fullmatch(below, said.group(5)), (below, said.group(5))
+    below = [r for r in rows if r["phase"] == "decode" and r["rooflab_over_best_peer"] < 1]
+    assert {r["placed"]["bound"] for r in below} == {"memory"}
+    mine = [r["placed"]["of_roof"]["rooflab"] for r in below]
+    peer = [r["placed"]["of_roof"][r["best_peer"]] for r in below]
+    assert (f"every decode row below the peer is memory-bound, rooflab at {min(mine):.0%}-"
+            f"{max(mine):.0%} of the roof against the peer's {min(peer):.0%}-{max(peer):.0%}"
+            .replace("%-", "-")) in said.group(0)
+    [short] = [r["rooflab_over_best_peer"] for r in rows if r["class"] == "gqa group, short"]
+    assert f"two heads a KV head, 64 x 16/8 x 384 causal, {short:.2f}x" in said.group(0)
 
 
 def test_the_class_sweep_rows_past_cudnn_are_its_file():
