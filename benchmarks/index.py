@@ -17,8 +17,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 HEAD = """# Benchmarks
 
 Scripts that measure rooflab on a GPU. `scripts/gpu_check.sh OUT` runs the tests and every
-benchmark in one go and writes `OUT/current/`; that folder, unpacked here as
-`results/current/`, is what the README's figures quote. Each JSON opens with its `meta`: the
+benchmark in one go and writes `OUT/current.tar.gz`; `python benchmarks/ingest.py
+OUT/current.tar.gz h100` unpacks it into `results/current/`, each name marked with the device,
+and that folder is what the README's figures quote. Each JSON opens with its `meta`: the
 commit, date, device, versions and the command that made it. A/Bs and one-off studies live in
 `results/ab/`; the kernels' decision logs (`docs/kernels/`) say what each one decided.
 This page is generated: `python benchmarks/index.py`.

@@ -1,10 +1,13 @@
 """benchmarks/index.py: benchmarks/README.md names, for every current result, the command, commit,
 date and device that made it (a JSON's own meta first, else the manifest of the call that made
 it, with the settings that narrowed that call), and every A/B says whether its commit was
-recorded."""
+recorded; benchmarks/ingest.py unpacks a device call into results/current/."""
 import importlib.util
 import json
 import pathlib
+import tarfile
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -49,3 +52,47 @@ def test_the_committed_index_is_current(tmp_path):
     committed = (ROOT / "benchmarks" / "README.md").read_text()
     path = index().main(str(ROOT / "benchmarks" / "results"), str(tmp_path / "README.md"))
     assert pathlib.Path(path).read_text() == committed, "run python benchmarks/index.py"
+
+
+def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
+    """A device call's archive unpacked: names marked as each joins its words, the manifest
+    rewritten to them, and the older manifest that made one of the files says what replaced it."""
+    spec = importlib.util.spec_from_file_location("ingest", ROOT / "benchmarks" / "ingest.py")
+    ingest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ingest)
+    assert ingest.marked("attention_classes.json", "h100") == "attention_classes_h100.json"
+    assert ingest.marked("pytest-gpu-kernels.xml", "h100") == "pytest-gpu-kernels-h100.xml"
+    assert ingest.marked("h200_small.trace.json.gz", "h100") == "h200_small_h100.trace.json.gz"
+    assert ingest.marked("attn.d", "h100", is_dir=True) == "attn.d_h100"
+    cur, results = tmp_path / "out" / "current", tmp_path / "results"
+    (cur / "attn").mkdir(parents=True), results.mkdir()
+    (cur / "attn" / "generate.json").write_text("{}")
+    (cur / "attention_classes.json").write_text("{}")
+    (cur / "nvidia-smi.txt").write_text("H100")
+    part = lambda name, files: {"part": name, "rc": 0, "seconds": 1, "command": name,
+                                "files": files}
+    (cur / "manifest-attn_classes-generate_attn.json").write_text(json.dumps({
+        "commit": "abc1234", "parts": [part("attn_classes", ["attention_classes.json"]),
+                                       part("generate_attn", ["attn"])],
+        "files": {"attention_classes.json": {"part": "attn_classes", "command": "c"},
+                  "attn": {"part": "generate_attn", "command": "g"},
+                  "nvidia-smi.txt": {"part": "setup", "command": "n"}}}))
+    (results / "manifest-attn_classes-h100.json").write_text(json.dumps({
+        "commit": "0000000", "parts": [part("attn_classes", ["attention_classes_h100.json"])],
+        "files": {"attention_classes_h100.json": {"part": "attn_classes", "command": "c"}}}))
+    with tarfile.open(tmp_path / "out" / "current.tar.gz", "w:gz") as tar:
+        tar.add(cur, "current")
+    name = ingest.ingest(str(tmp_path / "out" / "current.tar.gz"), "h100",
+                         {"attn": "attn_llama_h100"}, str(results))
+    assert name == "manifest-attn_classes-generate_attn-h100.json"
+    assert sorted(p.name for p in results.iterdir()) == [
+        "attention_classes_h100.json", "attn_llama_h100", name, "manifest-attn_classes-h100.json"]
+    m = json.loads((results / name).read_text())
+    assert set(m["files"]) == {"attention_classes_h100.json", "attn_llama_h100"}
+    assert [p["files"] for p in m["parts"]] == [["attention_classes_h100.json"],
+                                               ["attn_llama_h100"]]
+    old = json.loads((results / "manifest-attn_classes-h100.json").read_text())
+    assert old["files"] == {} and old["parts"][0]["files"] == []
+    assert old["parts"][0]["superseded"] == [f"attention_classes_h100.json: by {name} (abc1234)"]
+    with pytest.raises(SystemExit, match="exists"):  # a second unpacking names its files apart
+        ingest.ingest(str(tmp_path / "out" / "current.tar.gz"), "h100", {}, str(results))
