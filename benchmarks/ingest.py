@@ -5,7 +5,8 @@ their part's "superseded" (so the index names one maker a file).
 Usage: python benchmarks/ingest.py OUT/current.tar.gz DEVICE [OLD=NEW ...] [--results DIR]
   DEVICE: the mark, e.g. h100 ("attention_classes.json" -> "attention_classes_h100.json",
   "pytest-gpu-kernels.xml" -> "pytest-gpu-kernels-h100.xml": a name's own separator);
-  OLD=NEW: a name of the call's own choosing (a folder of a second run of one part, say).
+  OLD=NEW: a name of the call's own choosing (a folder of a second run of one part, or the
+  manifest of a call whose parts an earlier call ran too).
 Then `python benchmarks/index.py` writes the index.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ def ingest(tar_path: str, device: str, renames: dict[str, str], results: str) ->
             tar.extractall(tmp, filter="data")
         src = os.path.join(tmp, "current")
         [manifest_name] = [f for f in os.listdir(src) if f.startswith("manifest-")]
-        name = f"{manifest_name[:-len('.json')]}-{device}.json"
+        name = renames.get(manifest_name) or f"{manifest_name[:-len('.json')]}-{device}.json"
         if os.path.exists(os.path.join(results, name)):
             raise SystemExit(f"{name} exists: name this call's files apart (OLD=NEW)")
         with open(os.path.join(src, manifest_name)) as f:

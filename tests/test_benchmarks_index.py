@@ -96,3 +96,7 @@ def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
     assert old["parts"][0]["superseded"] == [f"attention_classes_h100.json: by {name} (abc1234)"]
     with pytest.raises(SystemExit, match="exists"):  # a second unpacking names its files apart
         ingest.ingest(str(tmp_path / "out" / "current.tar.gz"), "h100", {}, str(results))
+    again = "manifest-attn_classes-generate_attn-again-h100.json"
+    assert ingest.ingest(str(tmp_path / "out" / "current.tar.gz"), "h100", {
+        "manifest-attn_classes-generate_attn.json": again}, str(results)) == again
+    assert set(json.loads((results / name).read_text())["files"]) == {"attn_llama_h100"}
