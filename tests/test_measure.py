@@ -351,6 +351,22 @@ def test_a_dtype_runs_as_the_device_runs_it(monkeypatch):
     assert runnable("bf16", "cuda") == "bf16"
 
 
+def test_the_t4_path_shows_a_t4_to_all_but_torch(monkeypatch):
+    """scripts/t4_path (gpu_check.sh notebook_t4) makes rooflab and the notebook take a T4's
+    path on any GPU, while torch's compiler, asking from inside torch, still builds for the
+    GPU it runs on (a T4's kernels do not load on an H100)."""
+    import runpy
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "scripts", "t4_path",
+                                "sitecustomize.py"))
+    from rooflab.measure.dtypes import runnable
+    assert torch.cuda.get_device_capability() == (7, 5) and runnable("bf16", "cuda") == "fp16"
+    inside_torch = {"__name__": "torch._inductor.codecache", "torch": torch}
+    exec("cap = torch.cuda.get_device_capability(); bf16 = torch.cuda.is_bf16_supported()",
+         inside_torch)
+    assert (inside_torch["cap"], inside_torch["bf16"]) == ((9, 0), True)
+
 def test_an_unstable_refresh_that_beats_the_cache_drops_it(tmp_path, monkeypatch):
     """The busy machine's --refresh: faster than the cache but unstable. It is not cached, and
     the beaten cache is not kept to be believed either."""

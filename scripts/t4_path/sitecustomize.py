@@ -1,6 +1,20 @@
-"""On the PYTHONPATH, makes this GPU report no native bf16, as a T4 does: the T4 code path
-(fp16 for bf16, no bf16 peak) runs on any GPU. Used by scripts/gpu_check.sh notebook_t4."""
+"""On the PYTHONPATH, makes this GPU look like a T4 to everything but torch: no native bf16 and
+compute capability 7.5, so the T4 code path (fp16 for bf16, no bf16 or tf32 peak) runs on any GPU.
+torch itself still sees the real GPU: its compiler builds kernels for the capability it is told,
+and this GPU cannot load a T4's. Used by scripts/gpu_check.sh notebook_t4."""
+import sys
+
 import torch
 
-torch.cuda.is_bf16_supported = lambda including_emulation=True: False
-torch.cuda.get_device_capability = lambda device=None: (7, 5)  # a T4's: no bf16 or tf32 peak
+
+def _as_a_t4(real, t4_answer):
+    def ask(*args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "torch" or caller.startswith("torch."):
+            return real(*args, **kwargs)
+        return t4_answer
+    return ask
+
+
+torch.cuda.is_bf16_supported = _as_a_t4(torch.cuda.is_bf16_supported, False)
+torch.cuda.get_device_capability = _as_a_t4(torch.cuda.get_device_capability, (7, 5))
