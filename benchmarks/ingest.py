@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if not all("=" in r for r in a.renames):
         ap.error("renames are OLD=NEW")
+    if not (os.path.isfile(a.tar) and tarfile.is_tarfile(a.tar)):
+        ap.error(f"{a.tar} is not a device call's archive (OUT/current.tar.gz)")
     print(ingest(a.tar, a.device, dict(r.split("=", 1) for r in a.renames), a.results))
 
 
