@@ -28,13 +28,13 @@
 #          attn_ratios, attn_sweep
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
-#          files at REV), ab_latent_blocks (latent attention's walk and key blocks apart)
+#          files at REV)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
-# figures are in the kernel's decision log, docs/kernels/). The ones before ab_latent_blocks
-# (ab_short, ab_latent, ab_latent_v, ab_ws_*, ab_decode_*) are as they ran in
-# `git show 3936aee:scripts/gpu_check.sh`.
+# figures are in the kernel's decision log, docs/kernels/): ab_short, ab_latent, ab_latent_v,
+# ab_ws_* and ab_decode_* are as they ran in `git show 3936aee:scripts/gpu_check.sh`,
+# ab_latent_blocks in `git show 8259403:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -99,28 +99,6 @@ ncu_targets() {  # ncu_targets NAMES: each kernel's launch, occupancy and memory
 }
 has ncu && run ncu ncu_targets "${NCU_TARGETS:-decode_d64,cudnn_d64,decode_b64,cudnn_b64}"
 has gelu_any && run gelu_any python3 benchmarks/kernels.py "$cur/gelu_any" gelu_any
-# ab_flash.py on latent attention rows (transformers' v), causal and then not: latent_both NAME
-# ROWS [ab_flash.py's options]; NAME's @ becomes causal or plain, ROWS's C True or False
-latent_both() {
-  local name=$1 rows=$2 set; shift 2
-  for set in causal plain; do
-    python3 benchmarks/ab_flash.py "$cur" --name "${name/@/$set}" --v-dim 128 --layout latent \
-      --rows "${rows//C/$([[ $set == causal ]] && echo True || echo False)}" "$@" || return
-  done
-}
-latent_walk='walk={"GLUON_WS": {"PERSISTENT": true, "BLOCK_N": 64, "OWN_BLOCKS": true}}'
-# latent attention's walk apart from its 64-key blocks (ab_ws_next_rule could not tell them
-# apart past 1,024 keys): walk and no walk at 64- and 128-key blocks, on rows none of these ran,
-# written before any did (batch 1 and 2-4, 640-4,096 keys, whole tiles)
-ab_latent_blocks() {
-  latent_both ab_flash_latent_blocks_@ '[(1,16,16,1536,192,"bf16",C),(1,32,32,2560,192,"bf16",C),
-    (2,16,16,1024,192,"bf16",C),(2,16,16,2048,192,"bf16",C),(3,32,32,768,192,"bf16",C),
-    (4,16,16,1408,192,"bf16",C),(1,16,16,4096,192,"bf16",C),(2,64,64,640,192,"bf16",C)]' \
-    --variant "$latent_walk" \
-    --variant 'nowalk64={"GLUON_WS": {"PERSISTENT": false, "BLOCK_N": 64, "OWN_BLOCKS": true}}' \
-    --variant 'nowalk128={"GLUON_WS": {"PERSISTENT": false, "BLOCK_N": 128, "OWN_BLOCKS": false}}'
-}
-has ab_latent_blocks && run ab_latent_blocks ab_latent_blocks
 # the Triton FlashAttention kernel and flash-decoding against themselves at git revision BEFORE
 # (each file as it was there, its own defaults; flash_resources.py --before first, on a CPU)
 ab_before() {
