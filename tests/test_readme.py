@@ -418,10 +418,11 @@ def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
                       + (f", the other {len(low) - 1} {low[1]:.3f}-{low[-1]:.3f}x"
                          if len(low) > 1 else ""))
     assert re.fullmatch(below, said.group(5)), (below, said.group(5))
-    below = [r for r in rows if r["phase"] == "decode" and r["rooflab_over_best_peer"] < 1]
-    assert {r["placed"]["bound"] for r in below} == {"memory"}
-    mine = [r["placed"]["of_roof"]["rooflab"] for r in below]
-    peer = [r["placed"]["of_roof"][r["best_peer"]] for r in below]
+    decode_below = [r for r in rows
+                    if r["phase"] == "decode" and r["rooflab_over_best_peer"] < 1]
+    assert {r["placed"]["bound"] for r in decode_below} == {"memory"}
+    mine = [r["placed"]["of_roof"]["rooflab"] for r in decode_below]
+    peer = [r["placed"]["of_roof"][r["best_peer"]] for r in decode_below]
     assert (f"every decode row below the peer is memory-bound, rooflab at {min(mine):.0%}-"
             f"{max(mine):.0%} of the roof against the peer's {min(peer):.0%}-{max(peer):.0%}"
             .replace("%-", "-")) in said.group(0)
