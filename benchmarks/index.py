@@ -97,14 +97,14 @@ def _manifests(folder: str) -> dict:
 
 
 def ab(folder: str) -> list[str]:
-    lines = ["| file | script | commit | date |", "| --- | --- | --- | --- |"]
+    lines = ["| file | script | commit | date | device |", "| --- | --- | --- | --- | --- |"]
     for f in _files(folder):
         if _inside_a_report(f):
             continue
         m = _meta(os.path.join(folder, f)) if f.endswith(".json") else {}
         script = (m.get("command") or "").split(" ")[1:2]
         lines.append(_row([f"`{f}`", script[0] if script else "", m.get("commit") or
-                           "not recorded", m.get("date")]))
+                           "not recorded", m.get("date"), m.get("device")]))
     return lines
 
 

@@ -1,6 +1,7 @@
 """Unpack a device call's results into results/current/: every name marked with the device, the
 call's manifest rewritten to those names, and older manifests' entries for the same files moved to
-their part's "superseded" (so the index names one maker a file).
+their part's "superseded" (so the index names one maker a file). What an A/B part (ab_*) made goes
+to results/ab/ beside it, named in the manifest as ../ab/NAME.
 
 Usage: python benchmarks/ingest.py OUT/current.tar.gz DEVICE [OLD=NEW ...] [--results DIR]
   DEVICE: the mark, e.g. h100 ("attention_classes.json" -> "attention_classes_h100.json",
@@ -46,7 +47,10 @@ def ingest(tar_path: str, device: str, renames: dict[str, str], results: str) ->
                 continue
             is_dir = os.path.isdir(os.path.join(src, f))
             names[f] = renames.get(f) or marked(f, device, is_dir)
+            if m["files"].get(f, {}).get("part", "").startswith("ab_"):
+                names[f] = os.path.join("..", "ab", names[f])
             dest = os.path.join(results, names[f])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
             if os.path.isdir(dest):
                 shutil.rmtree(dest)
             (shutil.copytree if is_dir else shutil.copy2)(os.path.join(src, f), dest)

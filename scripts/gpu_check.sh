@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GPU tests + benchmarks in one go, into OUT/current/ (packed as OUT/current.tar.gz), with a
 # manifest-PARTS.json of each part's command, exit code and time; unpacked into
-# benchmarks/results/current/ by benchmarks/ingest.py (each name marked with the device) and
-# indexed by benchmarks/index.py. On a remote GPU, whose copy's .git can be older than its
-# files, pass the commit from here: ROOFLAB_COMMIT=<git rev-parse --short HEAD run locally>.
+# benchmarks/results/current/ by benchmarks/ingest.py (each name marked with the device; an A/B
+# part's files into results/ab/) and indexed by benchmarks/index.py. On a remote GPU, whose
+# copy's .git can be older than its files, pass the commit from here:
+# ROOFLAB_COMMIT=<git rev-parse --short HEAD run locally>.
 # PART_TIMEOUT=SECONDS stops a part that runs longer (exit code 124 in the manifest).
 # Usage: scripts/gpu_check.sh OUT [parts]   (no parts: a full run, the tests and every benchmark;
 # far longer than one device call's 10 minutes, so a remote run names a few parts a call)

@@ -37,6 +37,7 @@ def test_the_index_names_each_results_provenance(tmp_path):
             "files": {f: {"part": f"p{n}", "command": f"cmd {n}"} for f in files}}))
     (ab / "old.json").write_text(json.dumps({"meta": {"argv": ["benchmarks/ab_flash.py", "x"],
                                                       "date": "2026-12-01T00:00:00"}}))
+    (ab / "ab_new.json").write_text(json.dumps({"meta": {**meta, "device_name": "NVIDIA H100"}}))
     text = pathlib.Path(index().main(str(tmp_path / "results"))).read_text()
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
     assert "abc1234" in rows["`kernels.json`"] and "2026-12-03" in rows["`kernels.json`"]
@@ -44,6 +45,7 @@ def test_the_index_names_each_results_provenance(tmp_path):
     assert "`TESTS_K='not slow' cmd 0`" in rows["`pytest-gpu.xml`"]  # not the time limit
     assert "`report/results.json`" in rows and "`report/figures/p1.png`" not in rows
     assert "not recorded" in rows["`old.json`"] and "benchmarks/ab_flash.py" in rows["`old.json`"]
+    assert "| abc1234 | 2026-12-03 | NVIDIA H100 |" in rows["`ab_new.json`"]  # an A/B's device
     assert "| p1 | 1 | 5 | `cmd 1` |" in text  # a part that failed shows its exit code
 
 
@@ -64,18 +66,21 @@ def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
     assert ingest.marked("pytest-gpu-kernels.xml", "h100") == "pytest-gpu-kernels-h100.xml"
     assert ingest.marked("h200_small.trace.json.gz", "h100") == "h200_small_h100.trace.json.gz"
     assert ingest.marked("attn.d", "h100", is_dir=True) == "attn.d_h100"
-    cur, results = tmp_path / "out" / "current", tmp_path / "results"
-    (cur / "attn").mkdir(parents=True), results.mkdir()
+    cur, results = tmp_path / "out" / "current", tmp_path / "results" / "current"
+    (cur / "attn").mkdir(parents=True), results.mkdir(parents=True)
     (cur / "attn" / "generate.json").write_text("{}")
     (cur / "attention_classes.json").write_text("{}")
+    (cur / "ab_flash_x.json").write_text("{}")  # an A/B's rows go to results/ab/
     (cur / "nvidia-smi.txt").write_text("H100")
     part = lambda name, files: {"part": name, "rc": 0, "seconds": 1, "command": name,
                                 "files": files}
     (cur / "manifest-attn_classes-generate_attn.json").write_text(json.dumps({
         "commit": "abc1234", "parts": [part("attn_classes", ["attention_classes.json"]),
-                                       part("generate_attn", ["attn"])],
+                                       part("generate_attn", ["attn"]),
+                                       part("ab_x", ["ab_flash_x.json"])],
         "files": {"attention_classes.json": {"part": "attn_classes", "command": "c"},
                   "attn": {"part": "generate_attn", "command": "g"},
+                  "ab_flash_x.json": {"part": "ab_x", "command": "a"},
                   "nvidia-smi.txt": {"part": "setup", "command": "n"}}}))
     (results / "manifest-attn_classes-h100.json").write_text(json.dumps({
         "commit": "0000000", "parts": [part("attn_classes", ["attention_classes_h100.json"])],
@@ -87,10 +92,12 @@ def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
     assert name == "manifest-attn_classes-generate_attn-h100.json"
     assert sorted(p.name for p in results.iterdir()) == [
         "attention_classes_h100.json", "attn_llama_h100", name, "manifest-attn_classes-h100.json"]
+    assert [p.name for p in (results.parent / "ab").iterdir()] == ["ab_flash_x_h100.json"]
     m = json.loads((results / name).read_text())
-    assert set(m["files"]) == {"attention_classes_h100.json", "attn_llama_h100"}
+    assert set(m["files"]) == {"attention_classes_h100.json", "attn_llama_h100",
+                               "../ab/ab_flash_x_h100.json"}
     assert [p["files"] for p in m["parts"]] == [["attention_classes_h100.json"],
-                                               ["attn_llama_h100"]]
+                                               ["attn_llama_h100"], ["../ab/ab_flash_x_h100.json"]]
     old = json.loads((results / "manifest-attn_classes-h100.json").read_text())
     assert old["files"] == {} and old["parts"][0]["files"] == []
     assert old["parts"][0]["superseded"] == [f"attention_classes_h100.json: by {name} (abc1234)"]
@@ -100,3 +107,4 @@ def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
     assert ingest.ingest(str(tmp_path / "out" / "current.tar.gz"), "h100", {
         "manifest-attn_classes-generate_attn.json": again}, str(results)) == again
     assert set(json.loads((results / name).read_text())["files"]) == {"attn_llama_h100"}
+    assert len(list((results.parent / "ab").iterdir())) == 1  # the second run's rows replace the first's

@@ -268,7 +268,7 @@ def test_the_kernel_rows_are_their_files():
 def test_the_in_place_row_is_its_files():
     """transformers' latent v read in place against a contiguous copy: "in place faster at N of
     M (the copy takes a-bx its time); cuDNN c-dx its time, below at B x L (r) ..."."""
-    rows = [r for f in sorted(CURRENT.glob("ab_flash_*_in_place_h200.json"))
+    rows = [r for f in sorted((CURRENT.parent / "ab").glob("ab_flash_*_in_place_h200.json"))
             for r in json.loads(f.read_text())["rows"]]
     copy, cudnn = ([r["median_s"][k] / r["median_s"]["after"] for r in rows]
                    for k in ("copy", "cudnn"))
