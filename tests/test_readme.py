@@ -397,6 +397,20 @@ def test_the_gpu_tests_row_is_its_files():
         assert (int(passed), int(skipped or 0), 0) in runs.get(commit, set()), (passed, commit)
 
 
+def test_the_gpu_tests_rows_notebooks_are_their_files():
+    """"N checks NOT YET ... (commit)" and "N checks OK (commit)": the notebook's printed checks,
+    counted in the file its manifest at that commit names, whose part exited 0."""
+    row = headline_rows(r"^\| GPU tests \| (.*) \|")[0][1]
+    said = re.findall(r"(\d+) checks (OK|NOT YET)[^;]*\(([0-9a-f]{7})\)", row)
+    assert {w for _, w, _ in said} == {"OK", "NOT YET"}
+    for n, word, commit in said:
+        [(m, part)] = [(m, p) for m in map(json.loads, map(pathlib.Path.read_text, CURRENT.glob(
+            "manifest-*.json"))) if m["commit"] == commit for p in m["parts"]
+            if p["part"].startswith("notebook")]
+        lines = (CURRENT / part["files"][0]).read_text().splitlines()
+        assert part["rc"] == 0 and sum(x.startswith(word + ":") for x in lines) == int(n)
+
+
 def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
     """The H100 sweep's row: prefill and decode rows at or past the best peer of how many, then
     the rows below: the lowest of each phase (to as many places as it takes to read below 1) and
