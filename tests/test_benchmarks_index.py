@@ -107,4 +107,4 @@ def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
     assert ingest.ingest(str(tmp_path / "out" / "current.tar.gz"), "h100", {
         "manifest-attn_classes-generate_attn.json": again}, str(results)) == again
     assert set(json.loads((results / name).read_text())["files"]) == {"attn_llama_h100"}
-    assert len(list((results.parent / "ab").iterdir())) == 1  # the second run's rows replace the first's
+    assert len(list((results.parent / "ab").iterdir())) == 1  # the second run's rows replace it
