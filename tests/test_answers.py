@@ -157,3 +157,17 @@ def test_the_profiled_matmul_is_held_against_the_timed_one(profiled, says):
     quote), shorter (what the kernel time leaves out)."""
     text = p4_fusion.against_timed(profiled, 2e-6 if profiled < 1e-3 else 2e-5, 0.01)
     assert says in text and ("the one to quote" in text) == (profiled > 1e-3)
+
+
+@pytest.mark.parametrize("rows,skipped,says", [
+    ([{"impl": "triton", "seq": 512, "status": "ok", "tflops_per_s": 192.0},
+      {"impl": "cudnn", "seq": 512, "status": "ok", "tflops_per_s": 203.0}], {},
+     "rooflab's Triton FlashAttention against SDPA's fused backends (TFLOP/s): N=512 triton 192, "
+     "cudnn 203."),
+    ([], {"triton": "rooflab's Triton kernel needs a GPU"}, "Not run here: rooflab's Triton kernel "
+     "needs a GPU."),
+    ([{"impl": "triton", "seq": 256, "status": "unsupported", "error": "out of resource"},
+      {"impl": "cudnn", "seq": 256, "status": "ok", "tflops_per_s": 70.0}], {},
+     "rooflab's Triton kernel failed here at N=256: out of resource.")])
+def test_flash_vs_sdpa_says_the_figures_or_why_there_are_none(rows, skipped, says):
+    assert p5_attention.flash_vs_sdpa({"rows": rows, "skipped": skipped})["text"] == says

@@ -153,19 +153,7 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
         + noise([r for r in ok if r["impl"] in fused or r["impl"] == "standard"],
                 lambda r: f"{r['impl']} at {r['seq']:,}"),
         speedups=speedups, fused=fused)
-    tri = {r["seq"]: r for r in ok if r["impl"] == "triton"}
-    peers = [i for i in ("flash", "cudnn", "efficient") if any(r["impl"] == i for r in ok)]
-    if tri:
-        out["B.flash_vs_sdpa"] = answer(
-            "rooflab's Triton FlashAttention against SDPA's fused backends (TFLOP/s): " + "; ".join(
-                f"N={n:,} triton {r['tflops_per_s']:.0f}, " + ", ".join(
-                    f"{p} {q['tflops_per_s']:.0f}" for p in peers
-                    for q in ok if q["impl"] == p and q["seq"] == n)
-                for n, r in sorted(tri.items())) + ".",
-            **{f"triton_N{n}_tflops_per_s": r["tflops_per_s"] for n, r in tri.items()})
-    else:
-        out["B.flash_vs_sdpa"] = answer("Not run here: " + sw["skipped"].get(
-            "triton", "rooflab's Triton kernel did not run") + ".")
+    out["B.flash_vs_sdpa"] = flash_vs_sdpa(sw)
     prof = [v for v in view if "kernels" in v]
     out["B.flash_analysis"] = answer(
         ("Kernels" if sw["device"] == "cuda" else "Ops (a CPU runs no CUDA kernels)") +
@@ -177,6 +165,28 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
             f"{k} {v:.2f}" for k, v in sorted(slope.items()) if k in fused and v is not None)
         + ".", **{f"{v['impl']}_kernels": v["kernels_per_call"] for v in prof})
     return out
+
+
+def flash_vs_sdpa(sw: dict) -> dict:
+    """rooflab's Triton kernel beside SDPA's fused backends, or why it has no figures here."""
+    ok = [r for r in sw["rows"] if r["status"] == "ok"]
+    tri = {r["seq"]: r for r in ok if r["impl"] == "triton"}
+    peers = [i for i in ("flash", "cudnn", "efficient") if any(r["impl"] == i for r in ok)]
+    failed = [r for r in sw["rows"] if r["impl"] == "triton" and r.get("error")]
+    if tri:
+        return answer(
+            "rooflab's Triton FlashAttention against SDPA's fused backends (TFLOP/s): " + "; ".join(
+                f"N={n:,} triton {r['tflops_per_s']:.0f}, " + ", ".join(
+                    f"{p} {q['tflops_per_s']:.0f}" for p in peers
+                    for q in ok if q["impl"] == p and q["seq"] == n)
+                for n, r in sorted(tri.items())) + ".",
+            **{f"triton_N{n}_tflops_per_s": r["tflops_per_s"] for n, r in tri.items()})
+    if "triton" in sw["skipped"]:
+        return answer(f"Not run here: {sw['skipped']['triton']}.")
+    if failed:
+        return answer(f"rooflab's Triton kernel failed here at N={failed[0]['seq']:,}: "
+                      f"{failed[0]['error']}.")
+    return answer("Not run here: no length was swept.")
 
 
 def claim_text(speedups: list[float], lo_claim: float = 2, hi_claim: float = 4) -> str:
