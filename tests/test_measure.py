@@ -351,10 +351,10 @@ def test_a_dtype_runs_as_the_device_runs_it(monkeypatch):
     assert runnable("bf16", "cuda") == "bf16"
 
 
-def test_the_t4_path_shows_a_t4_to_all_but_torch(monkeypatch):
+def test_the_t4_path_shows_a_t4_to_all_but_the_compilers(monkeypatch):
     """scripts/t4_path (gpu_check.sh notebook_t4) makes rooflab and the notebook take a T4's
-    path on any GPU, while torch's compiler, asking from inside torch, still builds for the
-    GPU it runs on (a T4's kernels do not load on an H100)."""
+    path on any GPU, while torch's and Triton's compilers, asking from inside, still build for
+    the GPU it runs on (a T4's kernels do not load on an H100)."""
     import runpy
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
@@ -366,6 +366,12 @@ def test_the_t4_path_shows_a_t4_to_all_but_torch(monkeypatch):
     exec("cap = torch.cuda.get_device_capability(); bf16 = torch.cuda.is_bf16_supported()",
          inside_torch)
     assert (inside_torch["cap"], inside_torch["bf16"]) == ((9, 0), True)
+    # Triton's driver keeps torch's function and calls it from its own module
+    inside_triton = {"__name__": "triton.backends.nvidia.driver",
+                     "ask": torch.cuda.get_device_capability}
+    exec("cap = ask(0)", inside_triton)
+    assert inside_triton["cap"] == (9, 0)
+
 
 def test_an_unstable_refresh_that_beats_the_cache_drops_it(tmp_path, monkeypatch):
     """The busy machine's --refresh: faster than the cache but unstable. It is not cached, and
