@@ -171,3 +171,18 @@ def test_the_profiled_matmul_is_held_against_the_timed_one(profiled, says):
      "rooflab's Triton kernel failed here at N=256: out of resource.")])
 def test_flash_vs_sdpa_says_the_figures_or_why_there_are_none(rows, skipped, says):
     assert p5_attention.flash_vs_sdpa({"rows": rows, "skipped": skipped})["text"] == says
+
+
+def test_against_standard_lists_the_first_and_ranges_the_others():
+    std = {n: {"device_s": t, "extra_peak_bytes": 100.0} for n, t in ((256, 1.0), (512, 4.0))}
+    ok = [{"impl": "flash", "seq": 256, "device_s": 0.5, "extra_peak_bytes": 50.0},
+          {"impl": "flash", "seq": 512, "device_s": 1.0, "extra_peak_bytes": 25.0},
+          {"impl": "triton", "seq": 256, "device_s": 2.0, "extra_peak_bytes": 1.0},  # slower
+          {"impl": "triton", "seq": 512, "device_s": 0.5, "extra_peak_bytes": 1.0},
+          {"impl": "cudnn", "seq": 512, "device_s": 2.0, "extra_peak_bytes": 1.0}]
+    lines, speedups = p5_attention.against_standard(std, ok, ["flash", "triton", "cudnn"],
+                                                    {256, 512})
+    assert lines == ["flash at 256: 2x faster, 2x less extra memory",
+                     "flash at 512: 4x faster, 4x less extra memory",
+                     "triton from 2x slower at 256 to 8x faster at 512", "cudnn at 512: 2x faster"]
+    assert sorted(speedups) == [0.5, 2.0, 2.0, 4.0, 8.0]
