@@ -406,3 +406,9 @@ def test_lab_dtype_reaches_the_layer_analytic_and_measured(tmp_path):
     assert {m["dtype"] for m in data["measured"]} == {"fp32"}
     again = LR.run_lab("cpu", parts=[3], quick=True, out_dir=str(tmp_path), resume=True)
     assert "dtype='fp16'" in again["parts"]["3"].get("recomputed", "")
+
+
+def test_an_implementation_not_profiled_says_why(cpu_report):
+    _, res = cpu_report
+    assert "triton not profiled (rooflab's Triton kernel needs a GPU" in \
+        res["answers"]["B.flash_analysis"]["text"]
