@@ -176,10 +176,9 @@ def against_standard(std: dict, ok: list[dict], fused: list[str],
         if k == 0:
             lines += [f"{i} at {n:,}: {speed(x)}, {m:.0f}x less extra memory" for n, x, m in rows]
         else:
-            (n_lo, lo, _), (n_hi, hi, _) = min(rows, key=lambda t: t[1]), max(rows,
-                                                                             key=lambda t: t[1])
-            lines.append(f"{i} from {speed(lo)} at {n_lo:,} to {speed(hi)} at {n_hi:,}" if
-                         len(rows) > 1 else f"{i} at {n_lo:,}: {speed(lo)}")
+            lo, hi = min(rows, key=lambda t: t[1]), max(rows, key=lambda t: t[1])
+            lines.append(f"{i} at {lo[0]:,}: {speed(lo[1])}" if len(rows) == 1 else
+                         f"{i} from {speed(lo[1])} at {lo[0]:,} to {speed(hi[1])} at {hi[0]:,}")
     return lines, [x for rows in ratios.values() for _, x, _ in rows]
 
 
