@@ -410,5 +410,5 @@ def test_lab_dtype_reaches_the_layer_analytic_and_measured(tmp_path):
 
 def test_an_implementation_not_profiled_says_why(cpu_report):
     _, res = cpu_report
-    assert "triton not profiled (rooflab's Triton kernel needs a GPU" in \
+    assert "triton not profiled: rooflab's Triton kernel needs a GPU" in \
         res["answers"]["B.flash_analysis"]["text"]

@@ -150,7 +150,7 @@ def questions(sw: dict, view: list[dict], kw: dict, roof_notes: list[str]) -> di
         " per call at one length: " + "; ".join(
             f"{v['impl']} at N={v['seq']:,}: {v['kernels_per_call']:.0f} "
             f"({names(v['kernels'], 4)})" for v in prof) + "".join(
-            f"; {v['impl']} not profiled ({v['skipped']})" for v in view if "skipped" in v)
+            f"; {v['impl']} not profiled: {v['skipped']}" for v in view if "skipped" in v)
         + ". The fused kernels never write the "
         "N x N matrix: they stream K and V blocks through on-chip memory with an online softmax, "
         "which is why their memory slope is " + ", ".join(
