@@ -403,10 +403,10 @@ def test_the_gpu_tests_rows_notebooks_are_their_files():
     row = headline_rows(r"^\| GPU tests \| (.*) \|")[0][1]
     said = re.findall(r"(\d+) checks (OK|NOT YET)[^;]*\(([0-9a-f]{7})\)", row)
     assert {w for _, w, _ in said} == {"OK", "NOT YET"}
+    manifests = [json.loads(f.read_text()) for f in CURRENT.glob("manifest-*.json")]
     for n, word, commit in said:
-        [(m, part)] = [(m, p) for m in map(json.loads, map(pathlib.Path.read_text, CURRENT.glob(
-            "manifest-*.json"))) if m["commit"] == commit for p in m["parts"]
-            if p["part"].startswith("notebook")]
+        [part] = [p for m in manifests if m["commit"] == commit for p in m["parts"]
+                  if p["part"].startswith("notebook")]
         lines = (CURRENT / part["files"][0]).read_text().splitlines()
         assert part["rc"] == 0 and sum(x.startswith(word + ":") for x in lines) == int(n)
 
