@@ -186,3 +186,6 @@ def test_against_standard_lists_the_first_and_ranges_the_others():
                      "flash at 512: 4x faster, 4x less extra memory",
                      "triton from 2x slower at 256 to 8x faster at 512", "cudnn at 512: 2x faster"]
     assert sorted(speedups) == [0.5, 2.0, 2.0, 4.0, 8.0]
+    more = [{**ok[0], "extra_peak_bytes": 250.0}]  # a fused call that took more memory
+    assert p5_attention.against_standard(std, more, ["flash"], {256})[0] == [
+        "flash at 256: 2x faster, 2.5x more extra memory"]

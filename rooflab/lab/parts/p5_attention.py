@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rooflab import roofline as R
 from rooflab.studies import attention as ATT
-from rooflab.lab.answers import answer, names, speed
+from rooflab.lab.answers import answer, names, speed, times
 from rooflab.lab.context import Context, hold_roofline, pt, result, roof_spec, table
 from rooflab.measure.dtypes import runnable
 from rooflab.units import noise, secs
@@ -174,7 +174,9 @@ def against_standard(std: dict, ok: list[dict], fused: list[str],
     lines = []
     for k, (i, rows) in enumerate(ratios.items()):
         if k == 0:
-            lines += [f"{i} at {n:,}: {speed(x)}, {m:.0f}x less extra memory" for n, x, m in rows]
+            lines += [f"{i} at {n:,}: {speed(x)}, " + (f"{times(m)} less" if m >= 1 else
+                                                       f"{times(1 / m)} more") + " extra memory"
+                      for n, x, m in rows]
         else:
             lo, hi = min(rows, key=lambda t: t[1]), max(rows, key=lambda t: t[1])
             lines.append(f"{i} at {lo[0]:,}: {speed(lo[1])}" if len(rows) == 1 else
