@@ -174,9 +174,9 @@ def against_standard(std: dict, ok: list[dict], fused: list[str],
     lines = []
     for k, (i, rows) in enumerate(ratios.items()):
         if k == 0:
-            lines += [f"{i} at {n:,}: {speed(x)}, " + (f"{times(m)} less" if m >= 1 else
-                                                       f"{times(1 / m)} more") + " extra memory"
-                      for n, x, m in rows]
+            lines += [f"{i} at {n:,}: {speed(x)}" + (
+                f", {times(m)} less extra memory" if m >= 1 else
+                f", {times(1 / m)} more extra memory" if m > 0 else "") for n, x, m in rows]
         else:
             lo, hi = min(rows, key=lambda t: t[1]), max(rows, key=lambda t: t[1])
             lines.append(f"{i} at {lo[0]:,}: {speed(lo[1])}" if len(rows) == 1 else
