@@ -189,3 +189,6 @@ def test_against_standard_lists_the_first_and_ranges_the_others():
     more = [{**ok[0], "extra_peak_bytes": 250.0}]  # a fused call that took more memory
     assert p5_attention.against_standard(std, more, ["flash"], {256})[0] == [
         "flash at 256: 2x faster, 2.5x more extra memory"]
+    none = {256: {**std[256], "extra_peak_bytes": 0.0}}  # standard measured no extra memory
+    assert p5_attention.against_standard(none, ok, ["flash"], {256})[0] == [
+        "flash at 256: 2x faster"]
