@@ -29,7 +29,7 @@
 #          attn_ratios, attn_sweep
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
-#          files at REV)
+#          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -111,6 +111,13 @@ ab_before() {
 from kernels import DECODE_SHAPES; print(DECODE_SHAPES)')"
 }
 has ab_before && run ab_before ab_before
+# the head-dim-64 rule of four programs an SM (27732e4), set and checked on an H100, owed on an
+# H200: its check's rows as they ran there (results/ab/ab_decode_four_rule_h100.json)
+has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_four_rule --variant 'two={"programs": "2 an SM"}' --rows '[(67,64,8,1,2000,64),
+    (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
+    (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
+    (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
