@@ -6,6 +6,8 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CURRENT = ROOT / "benchmarks" / "results" / "current"  # the files the headline figures name
 
@@ -299,24 +301,6 @@ def test_the_gelu_any_and_gpt_oss_rows_are_their_files():
     assert f"under rooflab's kernels (never tuned on) | {said} | `attn_deepseek_gptoss/` |" in text
 
 
-def test_the_class_sweep_rows_below_cudnn_are_its_file():
-    """The H200 sweep's row names every prefill row below cuDNN, lowest first, each figure to
-    the places it is given, and the decode rows below as "the rest a at ..., b at ..., c-d"."""
-    said = headline_rows(r"below: (.*?); decode \d+ of \d+ \(.*?\), the rest (.*?); .*"
-                         r"`attention_classes\.json`")[0]
-    rows = json.loads((CURRENT / "attention_classes.json").read_text())["rows"]
-    below = {p: sorted(r["rooflab_over_best_peer"] for r in rows
-                       if r["phase"] == p and r["rooflab_over_best_peer"] < 1)
-             for p in ("prefill", "decode")}
-    figures = re.findall(r"(\d\.\d+)x", said[1])
-    assert len(figures) == len(below["prefill"])
-    for fig, got in zip(figures, below["prefill"]):
-        assert fig == f"{got:.{len(fig) - 2}f}", said[1]
-    low, second, *rest = below["decode"]
-    assert re.match(rf"{low:.2f}x at .*, {second:.2f}x at .*, {rest[0]:.3f}-{rest[-1]:.3f}x$",
-                    said[2])
-
-
 def test_the_lab_row_is_its_run():
     """"the lab on the H200 | parts a-b ok in N min; ceilings X copy, Y bf16": the report's parts
     and ceilings, the time its manifest gives the part."""
@@ -411,15 +395,16 @@ def test_the_gpu_tests_rows_notebooks_are_their_files():
         assert part["rc"] == 0 and sum(x.startswith(word + ":") for x in lines) == int(n)
 
 
-def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
-    """The H100 sweep's row: prefill and decode rows at or past the best peer of how many, then
-    the rows below: the lowest of each phase (to as many places as it takes to read below 1) and
-    "the other N a-b" (a phase with none below goes unnamed); the decode rows below, each placed
-    on the run's roof: their bound and how near rooflab and the peer come to it; and the row of
-    two heads a KV head."""
+@pytest.mark.parametrize("name", ["attention_classes.json", "attention_classes_h100.json"])
+def test_the_sweep_rows_below_the_best_peer_are_their_files(name):
+    """Each sweep's row (the H200's, the H100's): prefill and decode rows at or past the best
+    peer of how many, then the rows below: the lowest of each phase (to as many places as it
+    takes to read below 1), then the second ("and ... x") or "the other N a-b" (a phase with
+    none below goes unnamed); the decode rows below, each placed on the run's roof: their bound
+    and how near rooflab and the peer come to it; and the row of two heads a KV head."""
     said = headline_rows(r"prefill (\d+) of (\d+) .*decode (\d+) of (\d+) .*below: (.*) \| "
-                         r"`attention_classes_h100\.json`")[0]
-    rows = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
+                         rf"`{re.escape(name)}`")[0]
+    rows = json.loads((CURRENT / name).read_text())["rows"]
     below = ""
     for phase in ("prefill", "decode"):
         ratios = [r["rooflab_over_best_peer"] for r in rows if r["phase"] == phase]
@@ -429,8 +414,9 @@ def test_the_h100_sweep_rows_below_the_best_peer_are_its_file():
         if low:
             lowest = next(f"{low[0]:.{n}f}" for n in (2, 3, 4, 5) if f"{low[0]:.{n}f}" < "1")
             below += (f"{'; ' if below else ''}{phase} .*? {lowest}x"
-                      + (f", the other {len(low) - 1} {low[1]:.3f}-{low[-1]:.3f}x"
-                         if len(low) > 1 else ""))
+                      + (f" and .*? {low[1]:.3f}x" if len(low) == 2 else
+                         f", the other {len(low) - 1} {low[1]:.3f}-{low[-1]:.3f}x"
+                         if len(low) > 2 else ""))
     assert re.fullmatch(below, said.group(5)), (below, said.group(5))
     decode_below = [r for r in rows
                     if r["phase"] == "decode" and r["rooflab_over_best_peer"] < 1]
