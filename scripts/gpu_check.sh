@@ -29,7 +29,8 @@
 #          attn_ratios, attn_sweep
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
-#          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200)
+#          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_ws_pad (the
+#          walk on half-empty last tiles: tests, then its rows)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -118,6 +119,26 @@ has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.
     (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
     (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
     (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
+# the walk where a head's last 128-row tile is half empty, from 961 query rows (WALK_PAD_SHARE),
+# that half computing one block: the warp-specialized kernel's GPU tests, then the rule's rows
+# (written before they ran; the last four it leaves) against the plain kernel, the
+# warp-specialized one a program a tile and, where it leaves them, walked
+ab_ws_pad() {
+  py_test --junitxml="$cur/pytest-gpu-ws-pad.xml" tests/test_kernels_flash_attention.py -k \
+    "sm90_ws or walk or runs_the_gluon" || return
+  local v=(--variant 'plain={"GLUON": {}}' --variant 'tile={"GLUON_WS": {"PERSISTENT": false}}'
+           --variant 'walk={"GLUON_WS": {"PERSISTENT": true}}')
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad "${v[@]}" --rows '[
+    (2,32,8,3001,128,"bf16",True),(1,32,8,5000,128,"bf16",True),(3,32,8,2200,128,"bf16",True),
+    (2,16,4,4000,128,"bf16",True),(2,32,8,1800,128,"bf16",True),(6,28,4,1300,128,"bf16",True),
+    (1,40,8,2600,128,"fp16",True),(2,48,8,1200,128,"bf16",True),(4,20,4,1600,128,"fp16",True),
+    (10,32,8,1088,128,"bf16",True),(2,12,4,3000,128,"bf16",False),(3,32,8,1600,128,"bf16",False),
+    (6,32,8,1300,128,"bf16",False),(4,32,8,700,128,"bf16",False),(8,32,8,900,128,"bf16",False),
+    (3,32,8,900,128,"bf16",True),(16,32,8,550,128,"bf16",True)]' || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad_blhd --layout blhd "${v[@]}" \
+    --rows '[(2,32,8,3001,128,"bf16",True),(1,32,8,2050,128,"bf16",True)]'
+}
+has ab_ws_pad && run ab_ws_pad ab_ws_pad
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

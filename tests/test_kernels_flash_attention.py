@@ -558,7 +558,27 @@ def test_flash_attention_sm90_ws_persistent_takes_transformers_layout(n):
                              seed=n, kernel=kernel))
 
 
-def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_no_more():
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,causal", [(3001, True), (1300, False)])
+def test_the_walk_takes_a_half_empty_last_tile_by_default(n, causal):
+    """From 961 query rows a head whose last 128-row tile is half empty is walked by default;
+    that half's warpgroup computes one block and stores nothing: every row as fp64's."""
+    from rooflab.kernels import flash_attention_sm90_ws as F9W
+    b, h, d, hkv = 2, 4, 128, 2
+
+    def kernel(q, k, v, causal):
+        assert F9W.flags(q, k, v, causal)["PERSISTENT"] and F9W.flags(q, k, v, causal)["RAGGED"]
+        assert routing.which(q, k, v, causal) == "flash_attention_sm90_ws"
+        out = torch.full_like(q, float("nan"))
+        return FA.flash_attention(q, k, v, causal, out=out)
+
+    _holds_to_fp64(FA.errors(b, h, n, n, d, hkv, torch.bfloat16, causal, device="cuda",
+                             seed=n, kernel=kernel))
+
+
+def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_at_most_a_sixteenth_more():
+    """A head whose last 128-row tile is half empty pads 64 rows more than 64-row tiles: walked
+    from 961 query rows (16 tiles of 64), never for latent attention."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     assert F9W.walks(512, 512, 128, 128, False) and F9W.walks(1000, 1000, 128, 128, False)
     assert F9W.walks(65, 65, 128, 128, False)        # one tile of 128 rows, two of 64
@@ -577,7 +597,11 @@ def test_the_warp_specialized_kernel_walks_tiles_without_a_mask_where_they_pad_n
     assert not F9W.walks(1152, 1152, 192, 128, True)  # up to LATENT_WALK_KEYS
     assert not F9W.walks(1280, 1280, 192, 128, False)
     assert not F9W.walks(8320, 8320, 128, 128, True)  # nor past WALK_CAUSAL_MOST
-    assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
+    assert F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64: 1/47 more
+    assert F9W.walks(961, 961, 128, 128, False) and F9W.walks(1088, 1088, 128, 128, True)
+    assert not F9W.walks(960, 960, 128, 128, False)  # 8 tiles of 128, 15 of 64: 1/15 more
+    assert not F9W.walks(900, 900, 128, 128, True) and not F9W.walks(130, 130, 128, 128, False)
+    assert not F9W.walks(576, 576, 192, 128, False)  # latent: 5 tiles of 128, 9 of 64
     assert not F9W.walks(512, 512, 64, 64, False)
 
 

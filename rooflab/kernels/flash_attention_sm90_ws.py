@@ -233,6 +233,9 @@ if F9.gluon is not None:
             mask_from = n_blocks
         elif OWN_BLOCKS:  # only the blocks up to these rows' diagonal (warpgroup 0 stops first)
             mine = gl.cdiv(gl.minimum(first + BLOCK_M + delta, n_kv), BLOCK_N)
+        if RAGGED:  # a ragged last tile's half past the last query row: block 0 alone (its
+            if first >= n_q:  # rows are never stored), the rest released unread
+                mine = mine * 0 + 1
         qb = (i % 2) * 2 + W
         q, q2 = q_smem.index(qb), q2_smem.index(qb)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
@@ -375,6 +378,9 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
 # heads a KV head on, walked by length; by head below) up to WALK_CAUSAL_MOST
 WALK_CAUSAL_FROM = (384, 256, 128)
 WALK_CAUSAL_MOST = 8192
+# a walk's 128-row tiles may hold this share more rows than 64-row tiles (from 961 query rows:
+# a half-empty last tile's warpgroup computes one block, _consume)
+WALK_PAD_SHARE = 1 / 16
 # latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
 LATENT_WALK_KEYS = 1024
 # A causal walk by length reads in a round the K and V of as many heads as programs, each
@@ -386,20 +392,23 @@ BY_LENGTH_GROUP = 3
 
 def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: int = 1) -> bool:
     """Whether a program an SM walks the tiles (PERSISTENT), where tiles of 128 query rows hold
-    no more rows than the plain kernel's 64-row ones (past that the padded rows cost more than
-    the walk saves): at head dim 128 without a mask, or causal from WALK_CAUSAL_FROM (``group``
-    heads a KV head) to WALK_CAUSAL_MOST keys; latent attention's rows up to LATENT_WALK_KEYS,
-    with 64-key blocks (flags()). There the next tile's loads run under this one's end,
+    at most WALK_PAD_SHARE more rows than the plain kernel's 64-row ones (64 a head where a
+    head's last tile is half empty; past that the padded rows cost more than the walk saves;
+    latent attention: none more): at head dim 128 without a mask, or causal from
+    WALK_CAUSAL_FROM (``group`` heads a KV head) to WALK_CAUSAL_MOST keys; latent attention's
+    rows up to LATENT_WALK_KEYS, with 64-key blocks (flags()). There the next tile's loads run
+    under this one's end,
     as in cuDNN's kernel. Causal tiles are uneven, and a static walk balances them worse than
     the GPU's own launch order: that costs more than the walk saves on long rows, where each
     tile's setup weighs little, and on the shortest walked by head, where the plain kernel's
     four programs an SM hide each other's setup (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
-    whole = 2 * -(-n_q // 128) == -(-n_q // 64)
+    tiles_64 = -(-n_q // 64)
+    padded = 2 * -(-n_q // 128) - tiles_64  # 64-row halves a head past the last query row
     if (head_dim, v_dim) == (192, 128):
-        return (not causal or n_kv > 128) and n_kv <= LATENT_WALK_KEYS and whole
+        return (not causal or n_kv > 128) and n_kv <= LATENT_WALK_KEYS and not padded
     shortest = WALK_CAUSAL_FROM[min(group, len(WALK_CAUSAL_FROM)) - 1]
     return (head_dim, v_dim) == (128, 128) and (
-        not causal or shortest < n_kv <= WALK_CAUSAL_MOST) and whole
+        not causal or shortest < n_kv <= WALK_CAUSAL_MOST) and padded <= WALK_PAD_SHARE * tiles_64
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:
