@@ -30,7 +30,8 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_ws_pad (the
-#          walk on half-empty last tiles: tests, then its rows)
+#          walk on half-empty last tiles: tests, then its rows), ab_decode_p1 (head dim 64:
+#          one program an SM, more stages)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -139,6 +140,16 @@ ab_ws_pad() {
     --rows '[(2,32,8,3001,128,"bf16",True),(1,32,8,2050,128,"bf16",True)]'
 }
 has ab_ws_pad && run ab_ws_pad ab_ws_pad
+# head dim 64 below the whole-heads bound: one program an SM (two runs a head, merged by the
+# last) with more stages in flight, and the last program's merge at the default cut; the
+# class sweep's d64 row, rows of the H100's occupancy A/B, four held out, two GQA rows at 128
+has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_p1 --variant 'p1={"programs": "1 an SM"}' \
+  --variant 'p1_s4={"programs": "1 an SM", "num_stages": 4}' \
+  --variant 'p1_s5={"programs": "1 an SM", "num_stages": 5}' --variant 'last={"LAST_MERGES": 1}' \
+  --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
+    (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
+    (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
