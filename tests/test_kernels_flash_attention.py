@@ -560,26 +560,30 @@ def test_flash_attention_sm90_ws_persistent_takes_transformers_layout(n):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,causal", [(3001, True), (1300, False)])
-def test_the_walk_takes_a_half_empty_last_tile_by_default(n, causal):
-    """From 961 query rows a head whose last 128-row tile is half empty is walked by default;
-    that half's warpgroup computes one block and stores nothing: every row as fp64's."""
+@pytest.mark.parametrize("persistent", [False, True])
+def test_the_warp_specialized_kernel_takes_a_half_empty_last_tile(n, causal, persistent):
+    """A head whose last 128-row tile is half empty, a program a tile and walked: that half's
+    warpgroup computes one block and stores nothing; every row as fp64's."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
     b, h, d, hkv = 2, 4, 128, 2
 
     def kernel(q, k, v, causal):
-        assert F9W.flags(q, k, v, causal)["PERSISTENT"] and F9W.flags(q, k, v, causal)["RAGGED"]
-        assert routing.which(q, k, v, causal) == "flash_attention_sm90_ws"
+        cfg = F9W.flags(q, k, v, causal, {"PERSISTENT": persistent})
+        assert cfg["RAGGED"] and F9W.usable(q, k, v, causal, cfg) is None
         out = torch.full_like(q, float("nan"))
-        return FA.flash_attention(q, k, v, causal, out=out)
+        return F9W.flash_attention_sm90_ws(q, k, v, causal, cfg=cfg, out=out)
 
     _holds_to_fp64(FA.errors(b, h, n, n, d, hkv, torch.bfloat16, causal, device="cuda",
                              seed=n, kernel=kernel))
 
 
-def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_at_most_a_sixteenth_more():
+def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_no_more(monkeypatch):
     """A head whose last 128-row tile is half empty pads 64 rows more than 64-row tiles: walked
-    from 961 query rows (16 tiles of 64), never for latent attention."""
+    where that is at most WALK_PAD_SHARE of them (0 until its A/B; at 1/16, from 961 query
+    rows), never for latent attention."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
+    assert not F9W.walks(3000, 3000, 128, 128, True)  # 24 tiles of 128, 47 of 64
+    monkeypatch.setattr(F9W, "WALK_PAD_SHARE", 1 / 16)
     assert F9W.walks(512, 512, 128, 128, False) and F9W.walks(1000, 1000, 128, 128, False)
     assert F9W.walks(65, 65, 128, 128, False)        # one tile of 128 rows, two of 64
     assert not F9W.walks(700, 700, 128, 128, False)  # 6 tiles of 128 (768 rows), 11 of 64
