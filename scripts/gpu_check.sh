@@ -120,10 +120,10 @@ has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.
     (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
     (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
     (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
-# the walk where a head's last 128-row tile is half empty, from 961 query rows (WALK_PAD_SHARE),
-# that half computing one block: the warp-specialized kernel's GPU tests, then the rule's rows
-# (written before they ran; the last four it leaves) against the plain kernel, the
-# warp-specialized one a program a tile and, where it leaves them, walked
+# the walk where a head's last 128-row tile is half empty (WALK_PAD_SHARE 1/16: from 961 query
+# rows), that half computing one block: the warp-specialized kernel's GPU tests, then rows
+# written before they ran (1/16 leaves the last four), as routed, on the plain kernel, the
+# warp-specialized one a program a tile, and walked
 ab_ws_pad() {
   py_test --junitxml="$cur/pytest-gpu-ws-pad.xml" tests/test_kernels_flash_attention.py -k \
     "sm90_ws or walk or runs_the_gluon" || return

@@ -378,9 +378,10 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
 # heads a KV head on, walked by length; by head below) up to WALK_CAUSAL_MOST
 WALK_CAUSAL_FROM = (384, 256, 128)
 WALK_CAUSAL_MOST = 8192
-# a walk's 128-row tiles may hold this share more rows than 64-row tiles (from 961 query rows:
-# a half-empty last tile's warpgroup computes one block, _consume)
-WALK_PAD_SHARE = 1 / 16
+# a walk's 128-row tiles may hold this share more rows than 64-row tiles: 0 until its A/B has
+# run (gpu_check.sh ab_ws_pad times 1/16: from 961 query rows, where a half-empty last tile's
+# warpgroup computes one block, _consume)
+WALK_PAD_SHARE = 0
 # latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
 LATENT_WALK_KEYS = 1024
 # A causal walk by length reads in a round the K and V of as many heads as programs, each
