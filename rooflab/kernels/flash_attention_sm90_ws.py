@@ -398,11 +398,11 @@ def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: i
     latent attention: none more): at head dim 128 without a mask, or causal from
     WALK_CAUSAL_FROM (``group`` heads a KV head) to WALK_CAUSAL_MOST keys; latent attention's
     rows up to LATENT_WALK_KEYS, with 64-key blocks (flags()). There the next tile's loads run
-    under this one's end,
-    as in cuDNN's kernel. Causal tiles are uneven, and a static walk balances them worse than
-    the GPU's own launch order: that costs more than the walk saves on long rows, where each
-    tile's setup weighs little, and on the shortest walked by head, where the plain kernel's
-    four programs an SM hide each other's setup (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
+    under this one's end, as in cuDNN's kernel. Causal tiles are uneven, and a static walk
+    balances them worse than the GPU's own launch order: that costs more than the walk saves on
+    long rows, where each tile's setup weighs little, and on the shortest walked by head, where
+    the plain kernel's four programs an SM hide each other's setup (the A/Bs:
+    docs/kernels/flash_attention_sm90.md)."""
     tiles_64 = -(-n_q // 64)
     padded = 2 * -(-n_q // 128) - tiles_64  # 64-row halves a head past the last query row
     if (head_dim, v_dim) == (192, 128):
