@@ -582,6 +582,7 @@ def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_no_more(monkeypa
     where that is at most WALK_PAD_SHARE of them (0 until its A/B; at 1/16, from 961 query
     rows), never for latent attention."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
+    assert not F9W.walks(3000, 3000, 128, 128, True)  # by default (0): 24 tiles of 128, 47 of 64
     monkeypatch.setattr(F9W, "WALK_PAD_SHARE", 1 / 16)
     assert F9W.walks(512, 512, 128, 128, False) and F9W.walks(1000, 1000, 128, 128, False)
     assert F9W.walks(65, 65, 128, 128, False)        # one tile of 128 rows, two of 64

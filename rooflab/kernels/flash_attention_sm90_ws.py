@@ -234,8 +234,8 @@ if F9.gluon is not None:
         elif OWN_BLOCKS:  # only the blocks up to these rows' diagonal (warpgroup 0 stops first)
             mine = gl.cdiv(gl.minimum(first + BLOCK_M + delta, n_kv), BLOCK_N)
         if RAGGED:  # a ragged last tile's half past the last query row: block 0 alone (its
-            if first >= n_q:  # rows are never stored), the rest released unread
-                mine = mine * 0 + 1
+            if first >= n_q:  # rows are never stored), the rest released unread; 1 in
+                mine = mine * 0 + 1  # mine's type, as both branches of the if must give it
         qb = (i % 2) * 2 + W
         q, q2 = q_smem.index(qb), q2_smem.index(qb)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
