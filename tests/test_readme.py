@@ -221,7 +221,7 @@ def test_the_generation_rows_are_their_files():
         for got, lo, hi in ((first, said[3], said[4]), (tpot, said[5], said[6]),
                             (mem, said[7], said[8])):
             assert span(got) == (lo, hi), said[9]
-    assert len(rows_said) == 4  # gemma/, the 8B models under two attentions, heldout*/, moe/
+    assert len(rows_said) == 5  # gemma/, the 8B models (two attentions), heldout (2 GPUs), moe/
 
 
 def test_the_decoder_layer_rows_are_their_files():
