@@ -29,15 +29,16 @@
 #          attn_ratios, attn_sweep
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
-#          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_ws_pad (the
-#          walk on half-empty last tiles: tests, then its rows), ab_decode_p1 (head dim 64:
-#          one program an SM, more stages)
+#          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200),
+#          ab_ws_pad_heldout (the walk on half-empty last tiles, rows never run), ab_decode_p1
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
 # figures are in the kernel's decision log, docs/kernels/): ab_short, ab_latent, ab_latent_v,
 # ab_ws_* and ab_decode_* are as they ran in `git show 3936aee:scripts/gpu_check.sh`,
-# ab_latent_blocks in `git show 8259403:scripts/gpu_check.sh`.
+# ab_latent_blocks in `git show 8259403:scripts/gpu_check.sh`, ab_ws_pad in
+# `git show e84045d:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -120,29 +121,26 @@ has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.
     (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
     (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
     (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
-# the walk where a head's last 128-row tile is half empty (WALK_PAD_SHARE 1/16: from 961 query
-# rows), that half computing one block: the warp-specialized kernel's GPU tests, then rows
-# written before they ran (1/16 leaves the last four), as routed, on the plain kernel, the
-# warp-specialized one a program a tile, and walked
-ab_ws_pad() {
-  py_test --junitxml="$cur/pytest-gpu-ws-pad.xml" tests/test_kernels_flash_attention.py -k \
-    "sm90_ws or walk or runs_the_gluon" || return
+# the walk where a head's last 128-row tile is half empty, on rows none of its A/Bs ran (written
+# before they ran: ten it walks, two it leaves to the plain kernel, one in transformers' layout),
+# as routed, on the plain kernel, the warp-specialized one a program a tile, and walked
+ab_ws_pad_heldout() {
   local v=(--variant 'plain={"GLUON": {}}' --variant 'tile={"GLUON_WS": {"PERSISTENT": false}}'
            --variant 'walk={"GLUON_WS": {"PERSISTENT": true}}')
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad "${v[@]}" --rows '[
-    (2,32,8,3001,128,"bf16",True),(1,32,8,5000,128,"bf16",True),(3,32,8,2200,128,"bf16",True),
-    (2,16,4,4000,128,"bf16",True),(2,32,8,1800,128,"bf16",True),(6,28,4,1300,128,"bf16",True),
-    (1,40,8,2600,128,"fp16",True),(2,48,8,1200,128,"bf16",True),(4,20,4,1600,128,"fp16",True),
-    (10,32,8,1088,128,"bf16",True),(2,12,4,3000,128,"bf16",False),(3,32,8,1600,128,"bf16",False),
-    (6,32,8,1300,128,"bf16",False),(4,32,8,700,128,"bf16",False),(8,32,8,900,128,"bf16",False),
-    (3,32,8,900,128,"bf16",True),(16,32,8,550,128,"bf16",True)]' || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad_blhd --layout blhd "${v[@]}" \
-    --rows '[(2,32,8,3001,128,"bf16",True),(1,32,8,2050,128,"bf16",True)]'
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad_heldout "${v[@]}" --rows '[
+    (1,16,4,1050,128,"bf16",True),(1,32,8,2100,128,"bf16",True),(4,32,8,2850,128,"fp16",True),
+    (1,64,8,4100,128,"bf16",True),(2,24,8,6200,128,"bf16",True),(2,32,8,8000,128,"bf16",True),
+    (2,32,8,1050,128,"bf16",False),(1,8,8,4100,128,"fp16",False),(3,28,4,2850,128,"bf16",False),
+    (1,40,8,8000,128,"bf16",False),(8,32,8,1200,128,"bf16",True),(2,16,4,1980,128,"bf16",True)]' \
+    || return
+  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad_heldout_blhd --layout blhd \
+    "${v[@]}" --rows '[(1,32,8,2100,128,"bf16",True)]'
 }
-has ab_ws_pad && run ab_ws_pad ab_ws_pad
+has ab_ws_pad_heldout && run ab_ws_pad_heldout ab_ws_pad_heldout
 # head dim 64 below the whole-heads bound: one program an SM (two runs a head, merged by the
 # last) with more stages in flight, and the last program's merge at the default cut; the
 # class sweep's d64 row, rows of the H100's occupancy A/B, four held out, two GQA rows at 128
+# (on an H100 no rule, flash_decoding.md; owed on an H200, about 150 s)
 has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --name ab_decode_p1 --variant 'p1={"programs": "1 an SM"}' \
   --variant 'p1_s4={"programs": "1 an SM", "num_stages": 4}' \

@@ -577,13 +577,12 @@ def test_flash_attention_sm90_ws_takes_a_half_empty_last_tile(n, causal, persist
                              seed=n, kernel=kernel))
 
 
-def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_no_more(monkeypatch):
+def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_no_more():
     """A head whose last 128-row tile is half empty pads 64 rows more than 64-row tiles: walked
-    where that is at most WALK_PAD_SHARE of them (0 until its A/B; at 1/16, from 961 query
-    rows), never for latent attention."""
+    where that is at most WALK_PAD_SHARE (1/16) of them, from 961 query rows, or a share
+    given; never for latent attention."""
     from rooflab.kernels import flash_attention_sm90_ws as F9W
-    assert not F9W.walks(3000, 3000, 128, 128, True)  # by default (0): 24 tiles of 128, 47 of 64
-    monkeypatch.setattr(F9W, "WALK_PAD_SHARE", 1 / 16)
+    assert not F9W.walks(3000, 3000, 128, 128, True, pad_share=0)  # whole tiles only
     assert F9W.walks(512, 512, 128, 128, False) and F9W.walks(1000, 1000, 128, 128, False)
     assert F9W.walks(65, 65, 128, 128, False)        # one tile of 128 rows, two of 64
     assert not F9W.walks(700, 700, 128, 128, False)  # 6 tiles of 128 (768 rows), 11 of 64
@@ -607,6 +606,20 @@ def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_no_more(monkeypa
     assert not F9W.walks(900, 900, 128, 128, True) and not F9W.walks(130, 130, 128, 128, False)
     assert not F9W.walks(576, 576, 192, 128, False)  # latent: 5 tiles of 128, 9 of 64
     assert not F9W.walks(512, 512, 64, 64, False)
+
+
+def test_the_plain_kernel_goes_first_on_short_rows_not_walked_in_whole_tiles():
+    """At head dim 128 the plain Gluon kernel goes first on the rows its short() takes, unless
+    the warp-specialized kernel walks them in whole tiles; a half-empty last tile is walked
+    only where a program a tile was the other choice."""
+    deep, shallow = 14.0, 2.0  # programs an SM: causal rows up to 2,048 keys are short on 3+
+    assert routing.plain_first(700, 700, False, 4, deep)      # short, its last tile half empty
+    assert not routing.plain_first(1024, 1024, False, 4, deep)  # short, walked in whole tiles
+    assert routing.plain_first(1088, 1088, True, 4, deep)     # its half-empty walk lost
+    assert routing.plain_first(1800, 1800, True, 4, deep)
+    assert not routing.plain_first(1088, 1088, True, 4, shallow)  # not short: walked
+    assert not routing.plain_first(3001, 3001, True, 4, deep)     # past 2,048 keys: walked
+    assert not routing.plain_first(1300, 1300, False, 4, deep)    # past 1,024: walked
 
 
 @pytest.mark.gpu
@@ -755,7 +768,7 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
-    plain Gluon kernel, unless the warp-specialized one walks them (walks(): no mask, or
+    plain Gluon kernel, unless the warp-specialized one walks them in whole tiles (no mask, or
     causal past 128 keys with 4 heads a KV head, past 384 with 1); transformers' layout goes
     where contiguous tensors of its shape go; an
     explicit config goes to the Triton kernel; every answer matches fp64."""

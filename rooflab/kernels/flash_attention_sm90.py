@@ -248,10 +248,10 @@ SHORT_KEYS, CAUSAL_KEYS, CAUSAL_WAVE = 1024, 2048, 3
 
 def short(n_kv: int, per_sm: float, causal: bool) -> bool:
     """Whether a row at head dim 128 is short enough for this kernel to go before the
-    warp-specialized one (routing.which(), unless that one walks the row): at most SHORT_KEYS
-    keys, or causal at most CAUSAL_KEYS on a grid of at least CAUSAL_WAVE programs an SM
-    (``per_sm``). On a shallower one an SM holds one or two 64-row programs, which cannot keep
-    it busy over that many keys (docs/kernels/flash_attention_sm90.md)."""
+    warp-specialized one (routing.plain_first(): unless that one walks the row): at most
+    SHORT_KEYS keys, or causal at most CAUSAL_KEYS on a grid of at least CAUSAL_WAVE programs
+    an SM (``per_sm``). On a shallower one an SM holds one or two 64-row programs, which cannot
+    keep it busy over that many keys (docs/kernels/flash_attention_sm90.md)."""
     return 0 < n_kv and (n_kv <= SHORT_KEYS or
                          causal and n_kv <= CAUSAL_KEYS and per_sm >= CAUSAL_WAVE)
 

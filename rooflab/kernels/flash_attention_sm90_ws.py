@@ -378,10 +378,10 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
 # heads a KV head on, walked by length; by head below) up to WALK_CAUSAL_MOST
 WALK_CAUSAL_FROM = (384, 256, 128)
 WALK_CAUSAL_MOST = 8192
-# a walk's 128-row tiles may hold this share more rows than 64-row tiles: 0 until its A/B has
-# run (gpu_check.sh ab_ws_pad times 1/16: from 961 query rows, where a half-empty last tile's
-# warpgroup computes one block, _consume)
-WALK_PAD_SHARE = 0
+# a walk's 128-row tiles may hold this share more rows than 64-row tiles (from 961 query rows;
+# a half-empty last tile's empty warpgroup computes one block, _consume): faster than a program
+# a tile at 8 of 8 rows, slower than the plain kernel at 2 of its 5 (routing.plain_first)
+WALK_PAD_SHARE = 1 / 16
 # latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
 LATENT_WALK_KEYS = 1024
 # A causal walk by length reads in a round the K and V of as many heads as programs, each
@@ -391,11 +391,12 @@ LATENT_WALK_KEYS = 1024
 BY_LENGTH_GROUP = 3
 
 
-def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: int = 1) -> bool:
+def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: int = 1,
+          pad_share: float | None = None) -> bool:
     """Whether a program an SM walks the tiles (PERSISTENT), where tiles of 128 query rows hold
-    at most WALK_PAD_SHARE more rows than the plain kernel's 64-row ones (64 a head where a
-    head's last tile is half empty; past that the padded rows cost more than the walk saves;
-    latent attention: none more): at head dim 128 without a mask, or causal from
+    at most ``pad_share`` (WALK_PAD_SHARE) more rows than the plain kernel's 64-row ones (64 a
+    head where a head's last tile is half empty; past that the padded rows cost more than the
+    walk saves; latent attention: none more): at head dim 128 without a mask, or causal from
     WALK_CAUSAL_FROM (``group`` heads a KV head) to WALK_CAUSAL_MOST keys; latent attention's
     rows up to LATENT_WALK_KEYS, with 64-key blocks (flags()). There the next tile's loads run
     under this one's end, as in cuDNN's kernel. Causal tiles are uneven, and a static walk
@@ -408,8 +409,9 @@ def walks(n_q: int, n_kv: int, head_dim: int, v_dim: int, causal: bool, group: i
     if (head_dim, v_dim) == (192, 128):
         return (not causal or n_kv > 128) and n_kv <= LATENT_WALK_KEYS and not padded
     shortest = WALK_CAUSAL_FROM[min(group, len(WALK_CAUSAL_FROM)) - 1]
+    share = WALK_PAD_SHARE if pad_share is None else pad_share
     return (head_dim, v_dim) == (128, 128) and (
-        not causal or shortest < n_kv <= WALK_CAUSAL_MOST) and padded <= WALK_PAD_SHARE * tiles_64
+        not causal or shortest < n_kv <= WALK_CAUSAL_MOST) and padded <= share * tiles_64
 
 
 def flags(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> dict:

@@ -14,11 +14,7 @@ from rooflab.kernels.inputs import local
 # cache's first rows, k and v in layouts apart): the one of flash_attention_sm90.py at 64, its
 # warp-specialized sibling at 128 and 256 (whole tiles at 256), where each beat the Triton
 # kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel and
-# cuDNN (rows up to 1,024 keys walked). At 128, on rows its short() takes (at most 1,024 keys, or
-# 2,048 causal on a grid deep enough), the plain one goes first: a program per 64 rows, two to
-# four an SM, where the warp-specialized kernel's one an SM exposes each short program's setup;
-# but where the warp-specialized kernel walks the tiles (its walks()), it runs
-# (docs/kernels/flash_attention_sm90.md).
+# cuDNN (rows up to 1,024 keys walked). At 128 the plain one may go first (plain_first()).
 GLUON = {(64, 64): ("flash_attention_sm90",), (128, 128): ("flash_attention_sm90_ws",),
          (256, 256): ("flash_attention_sm90_ws",), (192, 128): ("flash_attention_sm90_ws",)}
 
@@ -33,16 +29,27 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
         q.is_cuda and local(window, k.shape[2]) is None and keep is None and sinks is None
         and not softcap) else ()
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
-    ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
-    if names and (d, v.shape[-1]) == (128, 128) and plain.short(
-            k.shape[2], plain.programs_per_sm(q), causal) and not ws.walks(
-                q.shape[2], k.shape[2], d, v.shape[-1], causal, q.shape[1] // k.shape[1]):
+    if names and (d, v.shape[-1]) == (128, 128) and plain_first(
+            q.shape[2], k.shape[2], causal, q.shape[1] // k.shape[1], plain.programs_per_sm(q)):
         names = ("flash_attention_sm90", *names)
     for name in names:
         if not importlib.import_module(f"rooflab.kernels.{name}").usable(q, k, v, causal,
                                                                           out=out):
             return name
     return "flash_attention"
+
+
+def plain_first(n_q: int, n_kv: int, causal: bool, group: int, per_sm: float) -> bool:
+    """At head dim 128, whether the plain Gluon kernel goes before the warp-specialized one: on
+    rows its short() takes (at most 1,024 keys, or 2,048 causal on a grid of ``per_sm`` programs
+    an SM deep enough), where a program per 64 rows, two to four an SM, hides each short
+    program's setup that the warp-specialized kernel's one an SM exposes; unless that one walks
+    the row in whole tiles. A half-empty last tile walked lost to the plain kernel at 2 of 5
+    such rows (docs/kernels/flash_attention_sm90.md)."""
+    plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
+    ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
+    return plain.short(n_kv, per_sm, causal) and not ws.walks(n_q, n_kv, 128, 128, causal,
+                                                              group, pad_share=0)
 
 
 def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
