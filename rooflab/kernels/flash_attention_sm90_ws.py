@@ -380,7 +380,7 @@ WALK_CAUSAL_FROM = (384, 256, 128)
 WALK_CAUSAL_MOST = 8192
 # a walk's 128-row tiles may hold this share more rows than 64-row tiles (from 961 query rows;
 # a half-empty last tile's empty warpgroup computes one block, _consume): faster than a program
-# a tile at 8 of 8 rows, slower than the plain kernel at 2 of its 5 (routing.plain_first)
+# a tile at 8 of 8 rows on an H100, slower than the plain kernel at 2 of its 5 (plain_first)
 WALK_PAD_SHARE = 1 / 16
 # latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
 LATENT_WALK_KEYS = 1024
