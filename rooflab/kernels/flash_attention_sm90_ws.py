@@ -379,8 +379,8 @@ def config(head_dim: int, causal: bool = False, n_kv: int = 0, v_dim: int = 0) -
 WALK_CAUSAL_FROM = (384, 256, 128)
 WALK_CAUSAL_MOST = 8192
 # a walk's 128-row tiles may hold this share more rows than 64-row tiles (from 961 query rows;
-# a half-empty last tile's empty warpgroup computes one block, _consume): faster than a program
-# a tile at 8 of 8 rows on an H100, slower than the plain kernel at 2 of its 5 (plain_first)
+# a half-empty last tile's empty warpgroup computes one block, _consume); on short rows the
+# plain kernel's unpadded 64-row tiles go first instead (routing.plain_first)
 WALK_PAD_SHARE = 1 / 16
 # latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
 LATENT_WALK_KEYS = 1024

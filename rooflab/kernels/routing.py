@@ -44,8 +44,8 @@ def plain_first(n_q: int, n_kv: int, causal: bool, group: int, per_sm: float) ->
     rows its short() takes (at most 1,024 keys, or 2,048 causal on a grid of ``per_sm`` programs
     an SM deep enough), where a program per 64 rows, two to four an SM, hides each short
     program's setup that the warp-specialized kernel's one an SM exposes; unless that one walks
-    the row in whole tiles. A half-empty last tile walked lost to the plain kernel at 2 of 5
-    such rows (docs/kernels/flash_attention_sm90.md)."""
+    the row in whole tiles (a half-empty last tile's padded rows cost the walk what it saves
+    there: docs/kernels/flash_attention_sm90.md)."""
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
     return plain.short(n_kv, per_sm, causal) and not ws.walks(n_q, n_kv, 128, 128, causal,
