@@ -232,8 +232,22 @@ def test_a_cache_measured_under_load_is_measured_again(tmp_path, monkeypatch):
     if c.stable:  # the new figures replace the beaten ones
         on_disk = json.loads(open(ceilings.cache_path("cpu", True)).read())
         assert on_disk["mem_bandwidth_bytes_per_s"] == c.mem_bandwidth_bytes_per_s
+        assert "remeasured" not in on_disk["details"]  # a later run confirming it says nothing
     else:  # nothing better to keep: the beaten cache is gone, not believed next time
         assert not os.path.exists(ceilings.cache_path("cpu", True))
+
+
+def test_the_reason_to_measure_again_is_the_runs_not_the_caches(tmp_path, monkeypatch):
+    """A measurement taken because the cache was doubted says why, but the cache it writes does
+    not: a later run that a probe confirms shows no "measured again"."""
+    _cache(tmp_path, monkeypatch, copy=1e6, fp32=1e6, fp64=1e6)
+    fresh = _cache(tmp_path / "fresh", monkeypatch)  # stable figures, as a measurement gives
+    monkeypatch.setenv("ROOFLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(ceilings, "measure_ceilings", lambda *a, **k: fresh)
+    c = ceilings.get("cpu", quick=True)
+    assert "measured under load" in c.details["remeasured"]
+    on_disk = json.loads(open(ceilings.cache_path("cpu", True)).read())
+    assert "remeasured" not in on_disk["details"]
 
 
 def test_a_cache_is_doubted_when_old_inverted_or_beaten():

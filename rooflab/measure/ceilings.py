@@ -251,8 +251,6 @@ def get(device: str | None = None, refresh: bool = False, quick: bool = False,
             break
         note("some figures were unstable: measuring them again")
         c = merge(c, measure_ceilings(dev, quick=quick, note=note))
-    if why:
-        c.details["remeasured"] = why
     if c.stable:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
@@ -263,6 +261,8 @@ def get(device: str | None = None, refresh: bool = False, quick: bool = False,
                                 doubt(old, {"copy": c.mem_bandwidth_bytes_per_s,
                                             **c.peak_flops_per_s})):
         os.remove(path)  # shown wrong, and nothing better to keep: the next run measures
+    if why:  # this run's reason, not the figures': kept out of the cache a later run confirms
+        c.details["remeasured"] = why
     return c
 
 
