@@ -114,11 +114,12 @@ def test_bad_answers_files_are_one_line(tmp_path, capsys, content, needle):
 
 
 def test_compare_two_runs(tmp_path, capsys):
-    def res(name, bw, crossover):
+    def res(name, bw, crossover, macs=0):
         return {"meta": {"device_name": name, "date": "d", "gpu": "g", "ceilings": {
             "mem_bandwidth_bytes_per_s": bw, "peak_flops_per_s": {"fp32": 10 * bw}}},
             "answers": {"2.1.2": {"text": "", "figures": {"crossover_n": crossover,
-                                                        "gpu": "not a number"}}}, "parts": {}}
+                                                        "gpu": "not a number"}},
+                        "B": {"text": "", "figures": {"rope_macs": macs}}}, "parts": {}}
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "results.json").write_text(json.dumps(res("T4", 3e11, 40)))
     (tmp_path / "b.json").write_text(json.dumps(res("H200", 4.8e12, 14)))
@@ -127,6 +128,10 @@ def test_compare_two_runs(tmp_path, capsys):
     rows = {r["figure"]: r for r in d["rows"]}
     assert code == 0 and rows["copy bandwidth (B/s)"]["b_over_a"] == pytest.approx(16)
     assert rows["2.1.2: crossover_n"]["b"] == 14 and "2.1.2: gpu" not in rows
+    assert not rows["B: rope_macs"]["changed"]  # zero in both runs: no change
+    (tmp_path / "c.json").write_text(json.dumps(res("H200", 4.8e12, 14, macs=5)))
+    code, out, _ = run(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "c.json"), "--json")
+    assert {r["figure"]: r for r in json.loads(out)["rows"]}["B: rope_macs"]["changed"]
     code, out, _ = run(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "b.json"))
     assert code == 0 and "B / A" in out
     (tmp_path / "old.json").write_text(json.dumps({"meta": {}, "parts": {}}))

@@ -51,9 +51,9 @@ def compare(a: dict, b: dict) -> dict:
             for k in fa]
     rows += [{"figure": k, "a": None, "b": v, "b_over_a": None} for k, v in fb.items()
              if k not in fa]
-    for r in rows:
+    for r in rows:  # equal figures (zero in both runs too) are unchanged
         q = r["b_over_a"]
-        r["changed"] = q is None or abs(q - 1) > CHANGED
+        r["changed"] = r["a"] != r["b"] and (q is None or abs(q - 1) > CHANGED)
     rows.sort(key=lambda r: (not r["changed"], r["b_over_a"] is None,
                              -abs(math.log(r["b_over_a"])) if r["b_over_a"] and r["b_over_a"] > 0
                              else 0))
