@@ -134,6 +134,8 @@ def test_compare_two_runs(tmp_path, capsys):
     assert {r["figure"]: r for r in json.loads(out)["rows"]}["B: rope_macs"]["changed"]
     code, out, _ = run(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "b.json"))
     assert code == 0 and "B / A" in out
+    code, out, _ = run(capsys, "compare", str(tmp_path / "b.json"), str(tmp_path / "b.json"))
+    assert code == 0 and "all 5 figures agree within 5%" in out and "B / A" not in out
     (tmp_path / "old.json").write_text(json.dumps({"meta": {}, "parts": {}}))
     code, _, err = run(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "old.json"))
     assert code == 2 and "run `rooflab lab` again" in err

@@ -417,8 +417,11 @@ def compare(d: dict) -> None:
     rows = [[r["figure"], _figure(r["figure"], r["a"]), _figure(r["figure"], r["b"]),
              "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3g}x"] for r in changed]
     side = lambda k: f"{d[k]['device']}, --gpu {d[k]['gpu']} ({d[k]['date']})"  # noqa: E731
+    same = len(d["rows"]) - len(changed)
+    if not changed:
+        out.print(f"A: {side('a')}  B: {side('b')}: all {same} figures agree within 5%.")
+        return
     table(f"A: {side('a')}  B: {side('b')}: the figures that changed by more than 5%, most "
           "first", ["figure", "A", "B", "B / A"], rows)
-    same = len(d["rows"]) - len(changed)
     if same:
         out.print(f"{same} more figures agree within 5% (--json lists every one).")
