@@ -31,7 +31,8 @@
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200),
 #          ab_ws_pad_heldout (the walk on half-empty last tiles, rows never run), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
+#          ab_decode_trim (a static cache's kept keys: each run reads only the span it keeps)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -148,6 +149,21 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
+# a static cache's kept keys (row b's first slots), each run reading only the span it keeps
+# (TRIM_KEPT, lost at one row on an H100 at 5566c43 where runs were 256 keys), on rows no A/B
+# ran but the class sweep's first: seven with runs of 1,024 keys or more (three of whole heads,
+# one of several a run), two shorter; half to three quarters written, then every slot
+# (criterion in flash_decoding.md, written before the run; about 180 s on an H200)
+ab_decode_trim() {
+  local kept rows='[(8,32,8,1,4096,128),(16,32,8,1,3000,128),(12,40,8,1,5000,128),
+    (20,32,8,1,3500,64),(48,32,8,1,1500,128),(3,32,8,1,10000,64),(1,64,8,1,32768,128),
+    (4,32,8,1,6000,128),(2,16,2,1,9000,128)]'
+  for kept in 0.5,0.75 1,1; do
+    python3 benchmarks/ab_decode.py "$cur" --name "ab_decode_trim_${kept/,/_}" --rows "$rows" \
+      --kept "$kept" --variant 'trim={"TRIM_KEPT": true}' || return
+  done
+}
+has ab_decode_trim && run ab_decode_trim ab_decode_trim
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
