@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -23,10 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def marked(name: str, device: str, is_dir: bool = False) -> str:
-    """``name`` with the device's mark before its extension, joined as the name joins its words."""
-    stem, ext = (name, "") if is_dir else (name.split(".", 1) + [""])[:2]
+    """``name`` with the device's mark before its extension (its last parts that begin with a
+    letter: a number's dot, 0.75, is the stem's), joined as the name joins its words."""
+    stem, ext = (name, "") if is_dir else re.fullmatch(r"(.*?)((?:\.[A-Za-z]\w*)*)", name).groups()
     sep = "-" if "-" in stem and "_" not in stem else "_"
-    return f"{stem}{sep}{device}" + (f".{ext}" if ext else "")
+    return f"{stem}{sep}{device}{ext}"
 
 
 def ingest(tar_path: str, device: str, renames: dict[str, str], results: str) -> str:

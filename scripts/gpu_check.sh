@@ -30,16 +30,17 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200),
-#          ab_ws_pad_heldout (the walk on half-empty last tiles, rows never run), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_decode_trim (a static cache's kept keys: each run reads only the span it keeps)
+#          ab_plain_first (short causal rows with a half-empty last tile: the plain kernel first
+#          only on deep grids), ab_decode_p1
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
 # figures are in the kernel's decision log, docs/kernels/): ab_short, ab_latent, ab_latent_v,
 # ab_ws_* and ab_decode_* are as they ran in `git show 3936aee:scripts/gpu_check.sh`,
 # ab_latent_blocks in `git show 8259403:scripts/gpu_check.sh`, ab_ws_pad in
-# `git show e84045d:scripts/gpu_check.sh`.
+# `git show e84045d:scripts/gpu_check.sh`, ab_ws_pad_heldout and ab_decode_trim in
+# `git show a132983:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -122,22 +123,15 @@ has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.
     (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
     (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
     (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
-# the walk where a head's last 128-row tile is half empty, on rows none of its A/Bs ran (written
-# before they ran: ten it walks, two it leaves to the plain kernel, one in transformers' layout),
-# as routed, on the plain kernel, the warp-specialized one a program a tile, and walked
-ab_ws_pad_heldout() {
-  local v=(--variant 'plain={"GLUON": {}}' --variant 'tile={"GLUON_WS": {"PERSISTENT": false}}'
-           --variant 'walk={"GLUON_WS": {"PERSISTENT": true}}')
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad_heldout "${v[@]}" --rows '[
-    (1,16,4,1050,128,"bf16",True),(1,32,8,2100,128,"bf16",True),(4,32,8,2850,128,"fp16",True),
-    (1,64,8,4100,128,"bf16",True),(2,24,8,6200,128,"bf16",True),(2,32,8,8000,128,"bf16",True),
-    (2,32,8,1050,128,"bf16",False),(1,8,8,4100,128,"fp16",False),(3,28,4,2850,128,"bf16",False),
-    (1,40,8,8000,128,"bf16",False),(8,32,8,1200,128,"bf16",True),(2,16,4,1980,128,"bf16",True)]' \
-    || return
-  python3 benchmarks/ab_flash.py "$cur" --name ab_flash_ws_pad_heldout_blhd --layout blhd \
-    "${v[@]}" --rows '[(1,32,8,2100,128,"bf16",True)]'
-}
-has ab_ws_pad_heldout && run ab_ws_pad_heldout ab_ws_pad_heldout
+# short causal rows whose last 128-row tile is half empty: the plain kernel first only from
+# routing.DEEP_CAUSAL programs an SM (set after ab_ws_pad_heldout), on rows none of its A/Bs
+# ran: as routed, on the plain kernel, walked (criterion in flash_attention_sm90.md)
+has ab_plain_first && run ab_plain_first python3 benchmarks/ab_flash.py "$cur" \
+  --name ab_flash_plain_first --variant 'plain={"GLUON": {}}' \
+  --variant 'walk={"GLUON_WS": {"PERSISTENT": true}}' --rows '[
+    (4,16,4,1050,128,"bf16",True),(2,32,8,1420,128,"bf16",True),(3,32,8,1700,128,"bf16",True),
+    (4,32,8,1300,128,"bf16",True),(8,28,4,1600,128,"bf16",True),(1,40,8,1940,128,"bf16",True),
+    (12,32,8,1050,128,"bf16",True),(5,24,8,1830,128,"bf16",True),(1,64,8,1600,128,"fp16",True)]'
 # head dim 64 below the whole-heads bound: one program an SM (two runs a head, merged by the
 # last) with more stages in flight, and the last program's merge at the default cut; the
 # class sweep's d64 row, rows of the H100's occupancy A/B, four held out, two GQA rows at 128
@@ -149,21 +143,6 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
-# a static cache's kept keys (row b's first slots), each run reading only the span it keeps
-# (TRIM_KEPT, lost at one row on an H100 at 5566c43 where runs were 256 keys), on rows no A/B
-# ran but the class sweep's first: seven with runs of 1,024 keys or more (three of whole heads,
-# one of several a run), two shorter; half to three quarters written, then every slot
-# (criterion in flash_decoding.md, written before the run; about 180 s on an H200)
-ab_decode_trim() {
-  local kept rows='[(8,32,8,1,4096,128),(16,32,8,1,3000,128),(12,40,8,1,5000,128),
-    (20,32,8,1,3500,64),(48,32,8,1,1500,128),(3,32,8,1,10000,64),(1,64,8,1,32768,128),
-    (4,32,8,1,6000,128),(2,16,2,1,9000,128)]'
-  for kept in 0.5,0.75 1,1; do
-    python3 benchmarks/ab_decode.py "$cur" --name "ab_decode_trim_${kept/,/_}" --rows "$rows" \
-      --kept "$kept" --variant 'trim={"TRIM_KEPT": true}' || return
-  done
-}
-has ab_decode_trim && run ab_decode_trim ab_decode_trim
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

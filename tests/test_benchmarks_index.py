@@ -65,6 +65,7 @@ def test_ingest_marks_names_rewrites_the_manifest_and_supersedes(tmp_path):
     assert ingest.marked("attention_classes.json", "h100") == "attention_classes_h100.json"
     assert ingest.marked("pytest-gpu-kernels.xml", "h100") == "pytest-gpu-kernels-h100.xml"
     assert ingest.marked("h200_small.trace.json.gz", "h100") == "h200_small_h100.trace.json.gz"
+    assert ingest.marked("ab_kept_0.5_0.75.json", "h100") == "ab_kept_0.5_0.75_h100.json"
     assert ingest.marked("attn.d", "h100", is_dir=True) == "attn.d_h100"
     cur, results = tmp_path / "out" / "current", tmp_path / "results" / "current"
     (cur / "attn").mkdir(parents=True), results.mkdir(parents=True)

@@ -610,13 +610,15 @@ def test_the_warp_specialized_kernel_walks_tiles_where_they_pad_no_more():
 
 def test_the_plain_kernel_goes_first_on_short_rows_not_walked_in_whole_tiles():
     """At head dim 128 the plain Gluon kernel goes first on the rows its short() takes, unless
-    the warp-specialized kernel walks them in whole tiles; a half-empty last tile is walked
-    only where a program a tile was the other choice."""
-    deep, shallow = 14.0, 2.0  # programs an SM: causal rows up to 2,048 keys are short on 3+
-    assert routing.plain_first(700, 700, False, 4, deep)      # short, its last tile half empty
-    assert not routing.plain_first(1024, 1024, False, 4, deep)  # short, walked in whole tiles
-    assert routing.plain_first(1088, 1088, True, 4, deep)     # its half-empty walk lost
-    assert routing.plain_first(1800, 1800, True, 4, deep)
+    the warp-specialized kernel walks them in whole tiles, or walks a causal row with a
+    half-empty last tile on a grid shallower than DEEP_CAUSAL programs an SM."""
+    deep, mid, shallow = 30.0, 14.0, 2.0  # programs an SM: causal rows up to 2,048 keys are
+    assert routing.DEEP_CAUSAL == 20          # short on 3 or more
+    assert routing.plain_first(700, 700, False, 4, mid)      # short, its last tile half empty
+    assert not routing.plain_first(1024, 1024, False, 4, mid)  # short, walked in whole tiles
+    assert routing.plain_first(1088, 1088, True, 4, deep)    # half empty, deep: plain first
+    assert not routing.plain_first(1800, 1800, True, 4, mid)   # half empty, shallower: walked
+    assert routing.plain_first(900, 900, True, 4, mid)       # 1 of 15 tiles padded: not walked
     assert not routing.plain_first(1088, 1088, True, 4, shallow)  # not short: walked
     assert not routing.plain_first(3001, 3001, True, 4, deep)     # past 2,048 keys: walked
     assert not routing.plain_first(1300, 1300, False, 4, deep)    # past 1,024: walked

@@ -65,8 +65,8 @@ def test_flash_decode_every_merge_and_load(device, shape, merge_rows, tma, last)
 def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
     """keep (B, Lkv): a static cache's unused slots, a left-padded row, holes; the same answer
     as fp64 attention with that mask (and the causal one), whichever runs and merges cut it;
-    with TRIM_KEPT too, each run reading only the span of the keys it keeps (a run whose keys
-    are all unused reads none)."""
+    trimmed too, each run reading only the span of the keys it keeps (a run whose keys are all
+    unused reads none)."""
     b, h, lq, lkv, d, hkv, programs = shape
     g = torch.Generator(device="cpu").manual_seed(lkv)
     mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
@@ -77,8 +77,8 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
     keep[:, lkv // 2 - 1] = True    # every row attends somewhere
     if lq > 1:
         keep[:, -lq:] = True        # causal rows see their own key
-    cfg = {**FD.config(d, lkv, h // hkv * lq, b * hkv), "TRIM_KEPT": trim}
-    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device), cfg=cfg)
+    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device),
+                             trim_kept=trim)
     allowed = keep[:, None, None, :].expand(b, h, lq, lkv).clone()
     if causal:
         allowed &= torch.arange(lkv)[None, :] <= lkv - lq + torch.arange(lq)[:, None]
@@ -94,7 +94,7 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
 
 @pytest.mark.parametrize("programs", [None, 3, 6, 40])
 def test_a_trimmed_run_reads_no_block_outside_the_span_it_keeps(device, programs):
-    """TRIM_KEPT: V is NaN in every whole block before a row's first kept key (left padding)
+    """trim_kept: V is NaN in every whole block before a row's first kept key (left padding)
     and past its last (a static cache's unwritten end); read, it would reach the output
     (0 x NaN), as it does without the trim. Runs cut in two, of two whole heads (a loop a head
     then, not one across their seam), of one, cut fine."""
@@ -110,8 +110,8 @@ def test_a_trimmed_run_reads_no_block_outside_the_span_it_keeps(device, programs
     for r in range(b):  # the whole blocks before the first kept key, after the last
         v[r, :, :first[r] // n * n] = float("nan")
         v[r, :, -(-last[r] // n) * n:] = float("nan")
-    run = lambda trim: FD.flash_decode(q, k, v, False, programs=programs,  # noqa: E731
-                                       keep=keep.to(device), cfg={**cfg, "TRIM_KEPT": trim})[0]
+    run = lambda trim: FD.flash_decode(q, k, v, False, programs=programs, cfg=cfg,  # noqa: E731
+                                       keep=keep.to(device), trim_kept=trim)[0]
     assert not run(False).isfinite().all()
     o = run(True).double().cpu()
     s = (q.double().cpu() @ k.double().cpu().repeat_interleave(h // hkv, 1).transpose(-1, -2))

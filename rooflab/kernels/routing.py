@@ -39,17 +39,25 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
     return "flash_attention"
 
 
+# from this many of the plain kernel's programs an SM, causal short rows whose last tile is
+# half empty go to it first, not to the walk
+DEEP_CAUSAL = 20
+
+
 def plain_first(n_q: int, n_kv: int, causal: bool, group: int, per_sm: float) -> bool:
     """At head dim 128, whether the plain Gluon kernel goes before the warp-specialized one: on
     rows its short() takes (at most 1,024 keys, or 2,048 causal on a grid of ``per_sm`` programs
     an SM deep enough), where a program per 64 rows, two to four an SM, hides each short
     program's setup that the warp-specialized kernel's one an SM exposes; unless that one walks
-    the row in whole tiles (a half-empty last tile's padded rows cost the walk what it saves
-    there: docs/kernels/flash_attention_sm90.md)."""
+    the row in whole tiles, or walks a causal row with a half-empty last tile on a grid
+    shallower than DEEP_CAUSAL (on a deeper one the padded rows cost the walk what it saves;
+    docs/kernels/flash_attention_sm90.md)."""
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
-    return plain.short(n_kv, per_sm, causal) and not ws.walks(n_q, n_kv, 128, 128, causal,
-                                                              group, pad_share=0)
+    walks = lambda share=None: ws.walks(n_q, n_kv, 128, 128, causal, group,  # noqa: E731
+                                        pad_share=share)
+    return plain.short(n_kv, per_sm, causal) and not (
+        walks(0) or causal and per_sm < DEEP_CAUSAL and walks())
 
 
 def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
