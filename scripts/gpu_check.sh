@@ -30,8 +30,7 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_deep_causal (short causal rows, half-empty last tile, 20-35 programs an SM)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -40,7 +39,7 @@
 # ab_latent_blocks in `git show 8259403:scripts/gpu_check.sh`, ab_ws_pad in
 # `git show e84045d:scripts/gpu_check.sh`, ab_ws_pad_heldout and ab_decode_trim in
 # `git show a132983:scripts/gpu_check.sh`, ab_plain_first in
-# `git show ee86308:scripts/gpu_check.sh`.
+# `git show ee86308:scripts/gpu_check.sh`, ab_deep_causal in `git show 70f746c:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -123,16 +122,6 @@ has ab_decode_four_rule && run ab_decode_four_rule python3 benchmarks/ab_decode.
     (144,16,4,1,1500,64),(40,32,16,1,3000,64),(96,64,8,1,777,64),(1000,8,1,1,400,64),
     (128,64,8,1,2048,64),(128,16,8,4,2048,64),(60,16,16,1,5000,64),(550,4,1,1,3000,64),
     (64,64,8,1,1024,128),(200,32,8,1,700,128)]'
-# short causal rows with a half-empty last tile between routing.DEEP_CAUSAL (20) and 35 of the
-# plain kernel's programs an SM, two of each group 2, 3, 4, 7 and 8, rows no A/B ran: as routed
-# (the plain kernel), on it, walked (criterion in flash_attention_sm90.md; about 70 s)
-has ab_deep_causal && run ab_deep_causal python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_flash_deep_causal --variant 'plain={"GLUON": {}}' \
-  --variant 'walk={"GLUON_WS": {"PERSISTENT": true}}' --rows '[
-    (8,16,8,1300,128,"bf16",True),(9,16,8,1300,128,"bf16",True),(7,24,8,1310,128,"bf16",True),
-    (9,24,8,1330,128,"bf16",True),(4,32,8,1290,128,"bf16",True),(4,32,8,1420,128,"bf16",True),
-    (4,28,4,1980,128,"bf16",True),(8,28,4,1160,128,"bf16",True),(6,16,2,1850,128,"bf16",True),
-    (9,16,2,1580,128,"bf16",True)]'
 # head dim 64 below the whole-heads bound: one program an SM (two runs a head, merged by the
 # last) with more stages in flight, and the last program's merge at the default cut; the
 # class sweep's d64 row, rows of the H100's occupancy A/B, four held out, two GQA rows at 128
