@@ -39,7 +39,8 @@
 # ab_latent_blocks in `git show 8259403:scripts/gpu_check.sh`, ab_ws_pad in
 # `git show e84045d:scripts/gpu_check.sh`, ab_ws_pad_heldout and ab_decode_trim in
 # `git show a132983:scripts/gpu_check.sh`, ab_plain_first in
-# `git show ee86308:scripts/gpu_check.sh`, ab_deep_causal in `git show 70f746c:scripts/gpu_check.sh`.
+# `git show ee86308:scripts/gpu_check.sh`, ab_deep_causal in
+# `git show 70f746c:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
