@@ -26,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def marked(name: str, device: str, is_dir: bool = False) -> str:
     """``name`` with the device's mark before its extension (its last parts that begin with a
     letter: a number's dot, 0.75, is the stem's), joined as the name joins its words."""
-    stem, ext = (name, "") if is_dir else re.fullmatch(r"(.*?)((?:\.[A-Za-z]\w*)*)", name).groups()
+    stem, ext = (name, "") if is_dir else re.fullmatch(r"(.*?)((?:\.[A-Za-z]\w*)*)",
+                                                       name).groups()
     sep = "-" if "-" in stem and "_" not in stem else "_"
     return f"{stem}{sep}{device}{ext}"
 

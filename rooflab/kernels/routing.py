@@ -40,7 +40,7 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
 
 
 # from this many of the plain kernel's programs an SM, causal short rows whose last tile is
-# half empty go to it first, not to the walk
+# half empty go to it first, not to the walk (the bound's A/Bs: flash_attention_sm90.md)
 DEEP_CAUSAL = 20
 
 
@@ -50,8 +50,9 @@ def plain_first(n_q: int, n_kv: int, causal: bool, group: int, per_sm: float) ->
     an SM deep enough), where a program per 64 rows, two to four an SM, hides each short
     program's setup that the warp-specialized kernel's one an SM exposes; unless that one walks
     the row in whole tiles, or walks a causal row with a half-empty last tile on a grid
-    shallower than DEEP_CAUSAL (on a deeper one the padded rows cost the walk what it saves;
-    docs/kernels/flash_attention_sm90.md)."""
+    shallower than DEEP_CAUSAL. On a deeper one the plain kernel's many programs an SM even out
+    the causal tiles the walk balances, and the padded rows cost the walk what it saves there
+    (docs/kernels/flash_attention_sm90.md)."""
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
     walks = lambda share=None: ws.walks(n_q, n_kv, 128, 128, causal, group,  # noqa: E731
