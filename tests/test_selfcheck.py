@@ -113,7 +113,7 @@ def test_bad_answers_files_are_one_line(tmp_path, capsys, content, needle):
     assert code == 2 and needle in err and err.count("\n") == 1
 
 
-def test_compare_two_runs(tmp_path, capsys):
+def test_compare_two_runs(tmp_path, capsys, monkeypatch):
     def res(name, bw, crossover, macs=0):
         return {"meta": {"device_name": name, "date": "d", "gpu": "g", "ceilings": {
             "mem_bandwidth_bytes_per_s": bw, "peak_flops_per_s": {"fp32": 10 * bw}}},
@@ -136,6 +136,9 @@ def test_compare_two_runs(tmp_path, capsys):
     assert code == 0 and "B / A" in out
     code, out, _ = run(capsys, "compare", str(tmp_path / "b.json"), str(tmp_path / "b.json"))
     assert code == 0 and "all 5 figures agree within 5%" in out and "B / A" not in out
+    monkeypatch.setattr(K, "CHANGED", 20.0)  # the sentence says the threshold that ruled
+    code, out, _ = run(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "b.json"))
+    assert code == 0 and "all 5 figures agree within 2000%" in out
     (tmp_path / "old.json").write_text(json.dumps({"meta": {}, "parts": {}}))
     code, _, err = run(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "old.json"))
     assert code == 2 and "run `rooflab lab` again" in err

@@ -60,4 +60,4 @@ def compare(a: dict, b: dict) -> dict:
     return {"a": {"device": a["meta"]["device_name"], "date": a["meta"]["date"],
                   "gpu": a["meta"]["gpu"]},
             "b": {"device": b["meta"]["device_name"], "date": b["meta"]["date"],
-                  "gpu": b["meta"]["gpu"]}, "rows": rows}
+                  "gpu": b["meta"]["gpu"]}, "changed_past": CHANGED, "rows": rows}

@@ -225,7 +225,7 @@ def _load(path: str) -> Ceilings | None:
             c = Ceilings(**{**json.load(f), "cached": True})
     except (OSError, ValueError, TypeError):
         return None  # absent, damaged or of an old layout: measured again
-    c.details.pop("remeasured", None)  # a reason that caches written before 8172890 kept
+    c.details.pop("remeasured", None)  # an older cache may hold a run's reason: not a figure
     return c if c.format == FORMAT and c.stable else None
 
 

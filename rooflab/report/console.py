@@ -417,11 +417,11 @@ def compare(d: dict) -> None:
     rows = [[r["figure"], _figure(r["figure"], r["a"]), _figure(r["figure"], r["b"]),
              "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3g}x"] for r in changed]
     side = lambda k: f"{d[k]['device']}, --gpu {d[k]['gpu']} ({d[k]['date']})"  # noqa: E731
-    same = len(d["rows"]) - len(changed)
+    same, within = len(d["rows"]) - len(changed), f"{d['changed_past']:.0%}"
     if not changed:
-        out.print(f"A: {side('a')}  B: {side('b')}: all {same} figures agree within 5%.")
+        out.print(f"A: {side('a')}  B: {side('b')}: all {same} figures agree within {within}.")
         return
-    table(f"A: {side('a')}  B: {side('b')}: the figures that changed by more than 5%, most "
+    table(f"A: {side('a')}  B: {side('b')}: the figures that changed by more than {within}, most "
           "first", ["figure", "A", "B", "B / A"], rows)
     if same:
-        out.print(f"{same} more figures agree within 5% (--json lists every one).")
+        out.print(f"{same} more figures agree within {within} (--json lists every one).")
