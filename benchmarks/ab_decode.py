@@ -72,11 +72,7 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
     checked = [*variants, *(["before"] if before is not None else [])]
     m = alternate(fns, checked, fns["default"]()[0].float(), lambda f: t_s(f, device=device),
                   rounds)
-    n_blocks = -(-lkv // default["BLOCK_N"])  # the default's runs, as its launcher cuts them
-    per = FD.schedule(b, hkv, lkv, default["BLOCK_N"],
-                      FD._programs(d, b * hkv, n_blocks, default))[0]
-    r = {"shape": list(shape), "config": default, "keys_a_run": per * default["BLOCK_N"],
-         "bytes": nbytes, "errors": m["errors"],
+    r = {"shape": list(shape), "config": default, "bytes": nbytes, "errors": m["errors"],
          "max_abs_diff_vs_default": m["max_abs_diff"], "kept": list(kept) if kept else None,
          "kept_fraction": None if keep is None else float(keep.float().mean())}
     times, med = m["all_s"], m["median_s"]

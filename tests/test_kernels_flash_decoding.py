@@ -61,12 +61,9 @@ def test_flash_decode_every_merge_and_load(device, shape, merge_rows, tma, last)
 
 @pytest.mark.parametrize("shape", DECODE_SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("trim", [False, True])
-def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
+def test_flash_decode_attends_to_the_keys_kept(device, shape, causal):
     """keep (B, Lkv): a static cache's unused slots, a left-padded row, holes; the same answer
-    as fp64 attention with that mask (and the causal one), whichever runs and merges cut it;
-    trimmed too, each run reading only the span of the keys it keeps (a run whose keys are all
-    unused reads none)."""
+    as fp64 attention with that mask (and the causal one), whichever runs and merges cut it."""
     b, h, lq, lkv, d, hkv, programs = shape
     g = torch.Generator(device="cpu").manual_seed(lkv)
     mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
@@ -77,8 +74,7 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
     keep[:, lkv // 2 - 1] = True    # every row attends somewhere
     if lq > 1:
         keep[:, -lq:] = True        # causal rows see their own key
-    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device),
-                             trim_kept=trim)
+    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, keep=keep.to(device))
     allowed = keep[:, None, None, :].expand(b, h, lq, lkv).clone()
     if causal:
         allowed &= torch.arange(lkv)[None, :] <= lkv - lq + torch.arange(lq)[:, None]
@@ -90,34 +86,6 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal, trim):
     assert float((lse.double().cpu() - torch.logsumexp(s, -1)).abs().max()) < 1e-3
     with pytest.raises(ValueError, match="keep"):
         FD.flash_decode(q, k, v, causal, keep=keep[:, :-1].to(device))
-
-
-@pytest.mark.parametrize("programs", [None, 3, 6, 40])
-def test_a_trimmed_run_reads_no_block_outside_the_span_it_keeps(device, programs):
-    """trim_kept: V is NaN in every whole block before a row's first kept key (left padding)
-    and past its last (a static cache's unwritten end); read, it would reach the output
-    (0 x NaN), as it does without the trim. Runs cut in two, of two whole heads (a loop a head
-    then, not one across their seam), of one, cut fine."""
-    b, h, hkv, lkv, d = 3, 8, 2, 300, 64
-    cfg = FD.config(d, lkv, h // hkv, b * hkv)
-    n = cfg["BLOCK_N"]
-    g = torch.Generator(device="cpu").manual_seed(1)
-    q, k, v = (torch.randn(b, x, l, d, generator=g).to(device, torch.float16)
-               for x, l in ((h, 1), (hkv, lkv), (hkv, lkv)))
-    first, last = torch.tensor([0, n + 5, 2 * n]), torch.tensor([lkv - n, 2 * n + 1, lkv])
-    at = torch.arange(lkv)
-    keep = (at >= first[:, None]) & (at < last[:, None])
-    for r in range(b):  # the whole blocks before the first kept key, after the last
-        v[r, :, :first[r] // n * n] = float("nan")
-        v[r, :, -(-last[r] // n) * n:] = float("nan")
-    run = lambda trim: FD.flash_decode(q, k, v, False, programs=programs, cfg=cfg,  # noqa: E731
-                                       keep=keep.to(device), trim_kept=trim)[0]
-    assert not run(False).isfinite().all()
-    o = run(True).double().cpu()
-    s = (q.double().cpu() @ k.double().cpu().repeat_interleave(h // hkv, 1).transpose(-1, -2))
-    s = (s * d ** -0.5).masked_fill(~keep[:, None, None, :], float("-inf"))
-    ref = torch.softmax(s, -1) @ v.double().cpu().nan_to_num().repeat_interleave(h // hkv, 1)
-    assert float((o - ref).abs().max()) < 3e-3
 
 
 @pytest.mark.parametrize("shape", [  # (B, H, Lq, Lkv, D of q and k, Hkv, D of v, programs)

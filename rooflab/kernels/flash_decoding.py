@@ -107,19 +107,6 @@ if triton is not None:
                      mask=valid[:, None])
 
     @triton.jit
-    def _kept_span(keep_row, lo, hi, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr):
-        # [first, last) of the keys in [lo, hi) that keep_row keeps, first on the blocks' grid
-        # from lo; empty (first == last) where none is
-        first, last = hi, lo
-        for start in range(lo, hi, CHUNK):
-            idx = start + tl.arange(0, CHUNK)
-            kept = tl.load(keep_row + idx, mask=idx < hi, other=0) != 0
-            first = tl.minimum(first, tl.min(tl.where(kept, idx, hi), 0))
-            last = tl.maximum(last, tl.max(tl.where(kept, idx + 1, lo), 0))
-        first = lo + (first - lo) // BLOCK_N * BLOCK_N
-        return first, tl.maximum(last, first)
-
-    @triton.jit
     def _block(q, q2, K, V, KEEP, b, hk, key0, m_i, l_i, acc, n_kv, last_key, qk_scale, cap_in,
                skb, skh, skn, svb, svh, svn, skeep, offs_d, offs_e, HEAD_DIM: tl.constexpr,
                BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
@@ -174,8 +161,7 @@ if triton is not None:
                      CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
                      WHOLE: tl.constexpr, ACROSS: tl.constexpr, TMA: tl.constexpr,
                      LAST_MERGES: tl.constexpr, HAS_KEEP: tl.constexpr,
-                     QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr, SOFTCAP: tl.constexpr,
-                     TRIM_KEPT: tl.constexpr):
+                     QK_EXTRA: tl.constexpr, HAS_SINK: tl.constexpr, SOFTCAP: tl.constexpr):
         # Program p takes blocks [p * per_program, (p + 1) * per_program) of all heads' blocks
         # laid end to end: a loop a head it touches, each head's run written as a partial
         # (slot 0: the head's first program). WHOLE: runs of whole heads, each written final.
@@ -183,10 +169,8 @@ if triton is not None:
         # written and the next begun at the seam, so the loads stream on across it.
         # LAST_MERGES: a head's last program (counted in ARRIVED, then set back to 0) merges its
         # partials: no second kernel. HAS_KEEP: KEEP (B, Lkv) says which keys each batch row
-        # attends to; TRIM_KEPT (never ACROSS): a head's run reads only the span from its first
-        # kept key to its last (a static cache's unwritten slots not read). QK_EXTRA (by
-        # addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v HEAD_DIM (latent
-        # attention), their extra dims a second dot onto the scores.
+        # attends to. QK_EXTRA (by addresses only): q and k are HEAD_DIM + QK_EXTRA wide, v
+        # HEAD_DIM (latent attention), their extra dims a second dot onto the scores.
         # HAS_SINK: SINKS (H,) fp32, a logit a head in every row's sum: counted once, by a
         # whole head's program or the merge. SOFTCAP: every scaled score s is softcap *
         # tanh(s / softcap) (FA.softcapped, cap_in its scale).
@@ -231,12 +215,9 @@ if triton is not None:
                                HEAD_DIM, QK_EXTRA, UPCAST)
                 m_i, l_i, acc = _fresh(SINKS, bhk, HKV, GROUP, g, valid, BLOCK_M, HEAD_DIM,
                                        WHOLE, HAS_SINK)
-                lo = (tl.maximum(start, bhk * n_blocks) - bhk * n_blocks) * BLOCK_N
-                hi = tl.minimum((tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks)
-                                * BLOCK_N, n_kv)
-                if HAS_KEEP and TRIM_KEPT:
-                    lo, hi = _kept_span(KEEP + b * skeep, lo, hi, BLOCK_N, 1024)
-                for key0 in range(lo, hi, BLOCK_N):
+                lo = tl.maximum(start, bhk * n_blocks) - bhk * n_blocks
+                hi = tl.minimum(end, (bhk + 1) * n_blocks) - bhk * n_blocks
+                for key0 in range(lo * BLOCK_N, hi * BLOCK_N, BLOCK_N):
                     m_i, l_i, acc = _block(q, q2, K, V, KEEP, b, hk, key0, m_i, l_i, acc, n_kv,
                                            last_key, qk_scale, cap_in, skb, skh, skn, svb, svh,
                                            svn, skeep, offs_d, offs_e, HEAD_DIM, BLOCK_N,
@@ -474,16 +455,13 @@ def dependent_launch(device) -> bool:
 
 def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
                  programs: int | None = None, cfg: dict | None = None, keep=None, sinks=None,
-                 softcap: float = 0.0, trim_kept: bool = False):
+                 softcap: float = 0.0):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
     None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
     valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one.
     ``sinks``: None, or (H,) a logit a head in every softmax's denominator (attention sinks).
     ``softcap`` > 0: every score s is softcap * tanh(s / softcap). q and k may be wider than v
-    (inputs.dims_error). ``trim_kept``: each run reads only the span from its first kept key to
-    its last, for a cache sized ahead of its text (a serving engine's, transformers'
-    max_cache_len): on an H100 0.65-0.77 of the time with half to three quarters of the slots
-    written, up to 1.05 with all of them (flash_decoding.md), so not the default."""
+    (inputs.dims_error)."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     q, k, v = checked(q, k, v, causal, "flash_decode")
@@ -505,10 +483,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
     programs = programs or _programs(d, b * hkv, n_blocks, {"BLOCK_N": block_n, **c}, extra)
     per, grid, slots = schedule(b, hkv, n_kv, block_n, programs)
     whole = per % n_blocks == 0  # runs of whole heads: each program writes its heads' answer
-    # several whole heads a run: one loop across their seams, unless trimmed (a loop a head,
-    # whose bounds the trim narrows)
-    trim = bool(c.pop("TRIM_KEPT", trim_kept)) and keep is not None
-    across = whole and per > n_blocks and not trim
+    across = whole and per > n_blocks  # several a run: one loop across their seams
     # the merge by a head's last program: by default where a head has at most two runs
     last_merges = bool(c.pop("LAST_MERGES", -(-n_blocks // per) <= 2)) and not whole
     pdl = pdl and not (whole or last_merges)
@@ -533,7 +508,7 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
         b * hkv * n_blocks, slots, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
         UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl, WHOLE=whole, ACROSS=across,
         TMA=tma, LAST_MERGES=last_merges, HAS_KEEP=keep is not None, QK_EXTRA=extra,
-        HAS_SINK=sinks is not None, SOFTCAP=bool(softcap), TRIM_KEPT=trim, **c)
+        HAS_SINK=sinks is not None, SOFTCAP=bool(softcap), **c)
     if whole or last_merges:
         return o, lse
     if rows:
