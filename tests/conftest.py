@@ -8,7 +8,9 @@ if not HAS_CUDA:
     # Triton kernels are checked on the CPU by Triton's interpreter; the flag must be set before
     # triton.jit decorates them, i.e. before any test module imports rooflab.kernels.
     os.environ.setdefault("TRITON_INTERPRET", "1")
-os.environ.setdefault("ROOFLAB_CACHE", os.path.join(os.path.dirname(__file__), ".cache"))
+# the tests' own ceilings cache, whatever ROOFLAB_CACHE says: ceilings measured while tests (and
+# their workers) share the device are measured under load, never for a later run to trust
+os.environ["ROOFLAB_CACHE"] = os.path.join(os.path.dirname(__file__), ".cache")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -142,13 +142,15 @@ def test_the_models_table_reads_its_files():
 def test_the_h100_models_row_is_its_files():
     """The H100 row of rooflab's kernels inside models: TPOT and TTFT as a graph against SDPA and
     how far apart the logits are, from the newest run of each model and shape in its folders."""
-    said = headline_rows(r"^\| the same on an H100 \((\w+)\): .*?\| (TPOT as a graph .*) \| "
+    said = headline_rows(r"^\| the same on an H100: (.*?) \| (TPOT as a graph .*) \| "
                          r"(`.+`) \|$")[0]
     newest = {}
     runs = sorted((json.loads((CURRENT / f / "generate_attn.json").read_text())
                    for f in re.findall(r"`([^`]+)/`", said[3])), key=lambda d: d["meta"]["date"])
-    for d in runs:
-        assert d["meta"]["commit"] == said[1]
+    for d in runs:  # each folder's models, at the commit the row gives them
+        models = sorted({r["model"] for r in d["rows"]})
+        assert f"{' and '.join(models)} at " in said[1]
+        assert re.search(rf"{re.escape(models[-1])} at [^()]*\({d['meta']['commit']}\)", said[1])
         newest |= {(r["model"], r["batch"], r["seq"], r["attn"]): r for r in d["rows"]}
     pairs = [(r, newest[k[:3] + ("sdpa",)]) for k, r in newest.items() if k[3] == "rooflab"]
     tpot = [peer["tpot_s"] / ours["tpot_s"] for ours, peer in pairs]
@@ -301,17 +303,19 @@ def test_the_gelu_any_and_gpt_oss_rows_are_their_files():
     assert f"under rooflab's kernels (never tuned on) | {said} | `attn_deepseek_gptoss/` |" in text
 
 
-def test_the_lab_row_is_its_run():
-    """"the lab on the H200 | parts a-b ok in N min; ceilings X copy, Y bf16": the report's parts
-    and ceilings, the time its manifest gives the part."""
-    report = json.loads((CURRENT / "report" / "results.json").read_text())
+@pytest.mark.parametrize("gpu, folder", [("the H200", "report"), ("an H100", "report_h100")])
+def test_the_lab_row_is_its_run(gpu, folder):
+    """"the lab on <gpu>[ (commit)] | parts a-b ok in N min; ceilings X copy, Y bf16": the
+    report's parts, commit and ceilings, the time its manifest gives the part."""
+    report = json.loads((CURRENT / folder / "results.json").read_text())
     ok = [k for k, p in report["parts"].items() if p["status"] == "ok"]
     seconds = [p["seconds"] for f in CURRENT.glob("manifest-*.json")
-               for p in json.loads(f.read_text())["parts"] if "report" in p["files"]]
+               for p in json.loads(f.read_text())["parts"] if folder in p["files"]]
     copy, *peaks = report["meta"]["ceilings_summary"].split(", ")  # "4.25 TB/s copy", "bf16 ..."
     bf16 = next(c.removeprefix("bf16 ") for c in peaks if c.startswith("bf16 "))
+    commit = "" if folder == "report" else f" ({report['meta']['commit']})"
     assert len(seconds) == 1 and (
-        f"| the lab on the H200 | parts {ok[0]}-{ok[-1]} ok in {seconds[0] / 60:.1f} min; "
+        f"| the lab on {gpu}{commit} | parts {ok[0]}-{ok[-1]} ok in {seconds[0] / 60:.1f} min; "
         f"ceilings {copy}, {bf16} bf16 |") in (ROOT / "README.md").read_text()
 
 
