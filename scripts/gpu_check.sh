@@ -26,7 +26,8 @@
 #          attn_agree (rooflab's attention call by call inside a model against fp32;
 #          AGREE_MODELS, AGREE_SHAPE)
 #     attn_classes (rooflab's kernels on every class of input, beside SDPA), attn_tiles,
-#          attn_ratios, attn_sweep
+#          attn_ratios, attn_sweep, spread (the class sweep's rows nearest 1x, each repeated in
+#          one run: how far its ratio to cuDNN moves between repeats)
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
@@ -82,6 +83,12 @@ has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$cur/ge
 has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
   Llama-3.1-8B,Qwen3-8B "${GEN_SHAPES:-}"
 has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
+# the same row, the same tensors, timed again and again: a ratio's spread within one run
+has spread && run spread_prefill python3 benchmarks/ab_flash.py "$cur" --name spread_prefill \
+  --rounds 5 --rows "[$(printf '(64,16,8,384,128,"bf16",True),%.0s' 1 2 3 4)]"
+has spread && run spread_decode python3 benchmarks/ab_decode.py "$cur" --name spread_decode \
+  --rounds 5 --rows "[$(printf '(8,32,8,1,4096,128),(8,32,8,1,4096,64),(64,32,8,1,1024,128),%.0s' \
+  1 2 3)]"
 has generate_attn && run generate_attn python3 benchmarks/generate.py "$cur/attn" \
   "${ATTN_MODELS:-Llama-3.1-8B,Qwen3-8B}" "${ATTN_SHAPES:-1x512,8x4096,64x512}" sdpa,rooflab
 has generate_moe && run generate_moe python3 benchmarks/generate.py "$cur/moe" \
