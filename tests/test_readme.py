@@ -434,6 +434,30 @@ def test_the_sweep_rows_below_the_best_peer_are_their_files(name):
     assert f"two heads a KV head, 64 x 16/8 x 384 causal, {short:.2f}x" in said.group(0)
 
 
+def test_the_h100_sweeps_repeat_is_its_files():
+    """"the same kernels at <commit> in another device call gave each row's ratio within a-bx of
+    this run's, and the rows below the peer stayed below": the earlier run's file, row by row;
+    and the short row's "a-bx in four repeats in one run": cuDNN's time over rooflab's."""
+    said = headline_rows(r"the same kernels at (\w+) in another device call gave each row's "
+                         r"ratio within ([\d.]+)-([\d.]+)x of this run's, and the rows below the "
+                         r"peer stayed below")[0]
+    now = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
+    then = json.loads((CURRENT / f"attention_classes_h100_{said[1]}.json").read_text())
+    assert then["meta"]["commit"] == said[1]
+    def key(r: dict) -> str:
+        return json.dumps({k: v for k, v in r.items() if k in (
+            "phase", "class", "b", "h", "hkv", "lq", "lkv", "d", "dt", "causal", "layout",
+            "keep", "window", "dv", "softcap", "sinks")}, sort_keys=True)
+    earlier = {key(r): r["rooflab_over_best_peer"] for r in then["rows"]}
+    moved = [r["rooflab_over_best_peer"] / earlier[key(r)] for r in now]
+    assert len(moved) == len(earlier) and (said[2], said[3]) == span(moved)
+    assert all(r["rooflab_over_best_peer"] < 1 for r in now if earlier[key(r)] < 1)
+    repeats = json.loads((CURRENT / "spread_prefill_h100.json").read_text())["rows"]
+    x = [r["median_s"]["cudnn"] / r["median_s"]["after"] for r in repeats]
+    assert len(x) == 4 and (f"{span(x)[0]}-{span(x)[1]}x in four repeats in one run"
+                            in (ROOT / "README.md").read_text())
+
+
 def test_the_class_sweep_rows_past_cudnn_are_its_file():
     """The H200 sweep's figures for the classes at or past cuDNN, each from its class's rows."""
     rows = json.loads((CURRENT / "attention_classes.json").read_text())["rows"]
