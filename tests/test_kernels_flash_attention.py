@@ -313,6 +313,59 @@ def test_flash_attention_with_softcapped_scores_matches_fp64(device, causal, win
             FA.flash_attention(q, k, v, causal, softcap=bad)
 
 
+@pytest.mark.parametrize("seed", range(24))
+def test_flash_attention_on_drawn_shapes(device, seed):
+    """Shapes and inputs nobody picked: a seeded draw of batch, KV heads, a group that need not
+    be a power of two, fewer queries than keys, ragged lengths, head dims (q and k wider than v
+    too), transformers' tokens-first layout, and a window, kept keys, sinks and a softcap where
+    drawn; O and the LSE against fp64 with the same mask. On a GPU as routed (a Gluon kernel
+    where one takes the inputs), under the interpreter the Triton kernel."""
+    r = torch.Generator().manual_seed(seed)
+    pick = lambda xs: xs[int(torch.randint(len(xs), (1,), generator=r))]  # noqa: E731
+    b, hkv, group, d = pick([1, 2, 3]), pick([1, 2]), pick([1, 2, 3, 5]), pick([16, 32, 64])
+    extra = pick([0, 0, 16])                     # q and k wider than v: latent attention
+    n_kv = int(torch.randint(1, 100, (1,), generator=r))
+    n_q = pick([n_kv, n_kv, int(torch.randint(1, n_kv + 1, (1,), generator=r))])
+    h, causal = hkv * group, pick([False, True])
+    window = pick([None, int(torch.randint(1, n_kv + 1, (1,), generator=r))]) if causal else None
+    keep = pick([None, torch.rand(b, n_kv, generator=r) > 0.2])
+    if keep is not None:
+        keep[0, :int(torch.randint(0, n_kv, (1,), generator=r))] = False   # a left-padded row
+    sinks, softcap = pick([None, 2 * torch.randn(h, generator=r)]), pick([0.0, 5.0])
+    tokens_first = pick([False, True])
+
+    def made(heads, n, dim, x=1.0):
+        t = x * torch.randn(b, n, heads, dim, generator=r)
+        t = t.transpose(1, 2) if tokens_first else t.transpose(1, 2).contiguous()
+        return t.to(device, torch.float16)
+    q = made(h, n_q, d + extra, 3.0 if softcap else 1.0)
+    k, v = made(hkv, n_kv, d + extra), made(hkv, n_kv, d)
+    o, lse = FA.flash_attention(q, k, v, causal, window=window, softcap=softcap,
+                                keep=None if keep is None else keep.to(device),
+                                sinks=None if sinks is None else sinks.to(device),
+                                cfg={} if device == "cpu" else None)
+    rep = lambda t: t.double().cpu().repeat_interleave(group, 1)  # noqa: E731
+    s = (q.double().cpu() @ rep(k).transpose(-1, -2)) * (d + extra) ** -0.5
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    allowed = torch.ones(b, h, n_q, n_kv, dtype=torch.bool)
+    if causal:
+        allowed &= FA.seen(n_q, n_kv, window)
+    if keep is not None:
+        allowed &= keep[:, None, None, :]
+    s = s.masked_fill(~allowed, float("-inf"))
+    if sinks is not None:
+        s = torch.cat([s, sinks.double()[:, None, None].expand(b, h, n_q, 1)], -1)
+    ref = torch.nan_to_num(torch.softmax(s, -1))[..., :n_kv] @ rep(v)  # no key: zeros
+    drawn = dict(b=b, h=h, hkv=hkv, n_q=n_q, n_kv=n_kv, d=d, extra=extra, causal=causal,
+                 window=window, keep=keep is not None, sinks=sinks is not None,
+                 softcap=softcap, tokens_first=tokens_first)
+    assert float((o.double().cpu() - ref).abs().max()) < 3e-3, drawn
+    assert torch.equal(lse.cpu().isinf(), torch.logsumexp(s, -1).isinf()), drawn
+    finite = ~lse.cpu().isinf()
+    assert float((lse.double().cpu() - torch.logsumexp(s, -1))[finite].abs().max()) < 1e-3, drawn
+
+
 def test_head_dims_the_kernels_take():
     from rooflab.kernels.inputs import dims_error
     assert dims_error(128, 128) == dims_error(192, 128) == dims_error(32, 16) == ""

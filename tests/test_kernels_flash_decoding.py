@@ -381,3 +381,72 @@ def test_flash_decode_merge_is_race_free():
             o, _ = FD.flash_decode(q, k, v, causal=False, cfg=cfg)
             assert torch.equal(o, first)
         assert float((first.double() - ref).abs().max()) < 1e-2
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_flash_decode_on_drawn_shapes(device, seed):
+    """Shapes and knobs nobody picked: a seeded draw of batch, KV heads, a group that need not
+    be a power of two, queries, a ragged cache, head dim, programs (runs across heads, whole
+    heads, one a head), the merge (one row a program, tiles, a head's last program), kept keys,
+    sinks and a softcap together; O and the LSE against fp64 with the same mask."""
+    r = torch.Generator().manual_seed(seed)
+    pick = lambda xs: xs[int(torch.randint(len(xs), (1,), generator=r))]  # noqa: E731
+    b, hkv, group, lq, d = pick([1, 2, 3]), pick([1, 2, 3]), pick([1, 2, 3, 5, 7]), \
+        pick([1, 1, 2, 3]), pick([16, 32, 64])
+    lkv, h = int(torch.randint(lq, 261, (1,), generator=r)), hkv * group
+    causal = lq > 1 or pick([False, True])
+    blocks = b * hkv * -(-lkv // FD.config(d)["BLOCK_N"])
+    programs = pick([None, int(torch.randint(1, blocks + 4, (1,), generator=r))])
+    cfg = {**FD.config(d), **pick([{}, {"MERGE_ROWS": 0}, {"MERGE_ROWS": 4}]),
+           **pick([{}, {"LAST_MERGES": True}, {"LAST_MERGES": False}])}
+    mk = lambda *s, x=1.0: (x * torch.randn(*s, generator=r)).to(device, torch.float16)  # noqa
+    softcap = pick([0.0, 5.0])
+    q, k, v = mk(b, h, lq, d, x=3.0 if softcap else 1.0), mk(b, hkv, lkv, d), mk(b, hkv, lkv, d)
+    keep = pick([None, torch.rand(b, lkv, generator=r) > 0.4])
+    if keep is not None:
+        keep[:, lkv - lq] = True                 # every query row sees a key, causal or not
+    sinks = pick([None, 2 * torch.randn(h, generator=r)])
+    o, lse = FD.flash_decode(q, k, v, causal, programs=programs, cfg=cfg,
+                             keep=None if keep is None else keep.to(device),
+                             sinks=None if sinks is None else sinks.to(device), softcap=softcap)
+    rep = lambda t: t.double().cpu().repeat_interleave(group, 1)  # noqa: E731
+    s = (q.double().cpu() @ rep(k).transpose(-1, -2)) * d ** -0.5
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    allowed = torch.ones(b, h, lq, lkv, dtype=torch.bool)
+    if keep is not None:
+        allowed &= keep[:, None, None, :]
+    if causal:
+        allowed &= FA.seen(lq, lkv)
+    s = s.masked_fill(~allowed, float("-inf"))
+    if sinks is not None:
+        s = torch.cat([s, sinks.double()[:, None, None].expand(b, h, lq, 1)], -1)
+    p = torch.softmax(s, -1)
+    ref = p[..., :lkv] @ rep(v)
+    drawn = dict(b=b, h=h, hkv=hkv, lq=lq, lkv=lkv, d=d, causal=causal, programs=programs,
+                 cfg=cfg, keep=keep is not None, sinks=sinks is not None, softcap=softcap)
+    assert float((o.double().cpu() - ref).abs().max()) < 3e-3, drawn
+    assert float((lse.double().cpu() - torch.logsumexp(s, -1)).abs().max()) < 1e-3, drawn
+    if cfg.get("LAST_MERGES"):
+        assert not FD.arrival_counts(device, b * hkv).any()
+
+
+@pytest.mark.parametrize("merge_rows", [0, 4])
+def test_flash_decode_row_whose_first_runs_see_no_key(device, merge_rows):
+    """A left-padded row whose padding fills a head's first four runs: their partials hold no
+    key (LSE -inf), and the merge, all of a row's slots at once or four a step in tiles,
+    starts from them without a NaN."""
+    g = torch.Generator(device="cpu").manual_seed(3)
+    mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.float16)  # noqa: E731
+    q, k, v = mk(2, 4, 1, 32), mk(2, 4, 200, 32), mk(2, 4, 200, 32)
+    keep = torch.ones(2, 200, dtype=torch.bool)
+    keep[1, :150] = False
+    # 8 heads of 13 blocks of 16 keys, runs of 2 blocks: batch row 1's heads start mid-run,
+    # and their first four runs, keys 0-127, are all padding
+    assert FD.schedule(2, 4, 200, 16, 52)[0] == 2
+    cfg = {**FD.config(32), "BLOCK_N": 16, "MERGE_ROWS": merge_rows, "LAST_MERGES": False}
+    o, lse = FD.flash_decode(q, k, v, False, programs=52, cfg=cfg, keep=keep.to(device))
+    s = (q.double().cpu() @ k.double().cpu().transpose(-1, -2)) * 32 ** -0.5
+    s = s.masked_fill(~keep[:, None, None, :], float("-inf"))
+    assert float((o.double().cpu() - torch.softmax(s, -1) @ v.double().cpu()).abs().max()) < 3e-3
+    assert float((lse.double().cpu() - torch.logsumexp(s, -1)).abs().max()) < 1e-3
