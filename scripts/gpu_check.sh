@@ -26,8 +26,8 @@
 #          attn_agree (rooflab's attention call by call inside a model against fp32;
 #          AGREE_MODELS, AGREE_SHAPE)
 #     attn_classes (rooflab's kernels on every class of input, beside SDPA), attn_tiles,
-#          attn_ratios, attn_sweep, spread (the class sweep's rows nearest 1x, each repeated in
-#          one run: how far its ratio to cuDNN moves between repeats)
+#          attn_ratios, attn_sweep, spread (a prefill and three decode rows of the class sweep
+#          near or below cuDNN, each repeated in one run: how far a ratio to it moves)
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
