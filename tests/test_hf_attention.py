@@ -100,6 +100,24 @@ def test_a_padded_batch_runs_the_kernels_with_its_kept_keys(models):
                               "flash_decoding (kept keys)": 2}
 
 
+def test_a_padded_prompt_of_a_few_queries_runs_flash_attention(models):
+    """A padded prompt as short as a decode (8 queries): FlashAttention with its kept keys, whose
+    padded rows see no key and get zeros (flash-decoding wants a key in every row), not SDPA;
+    the prompt's logits within bf16 rounding of SDPA's."""
+    ref, ours = models
+    ids = torch.randint(0, 128, (B, 8), generator=torch.Generator().manual_seed(4)).to(DEV)
+    mask = torch.ones(B, 8, dtype=torch.long, device=DEV)
+    mask[0, :3] = 0
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, b = ref(ids, attention_mask=mask).logits.float(), ours(ids, attention_mask=mask).logits
+    for row, first in ((0, 3), (1, 0)):
+        x, y = a[row, first:], b[row, first:].float()
+        assert float((x - y).norm() / x.norm()) < 2e-2
+    assert torch.isfinite(b).all()
+    assert dict(HA.CALLS) == {"flash_attention (Triton, kept keys)": 2}
+
+
 def test_a_mask_the_kernels_cannot_read_falls_back_to_sdpa_and_is_counted(models):
     """A 4D mask of the caller's own (transformers passes it as given): SDPA, bit for bit."""
     ref, ours = models
@@ -190,6 +208,52 @@ def test_what_the_kernels_do_not_take(kw, why):
     assert HA.outside(None, q.float(), k.float(), k.float(), None, 0.0, {}) == \
         "dtype torch.float32"
     assert HA.outside(None, q, k, k, None, 0.0, {}) == ""
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_drawn_models_and_batches_match_sdpa(seed):
+    """Models and batches nobody picked: a seeded draw of heads, KV heads (groups of 1-3), head
+    dim, batch, prompt length and each row's left padding; the prompt's logits (its padded
+    positions are no answer) and two greedy decode steps' against SDPA's on the same weights,
+    within bf16 rounding."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    register_hf_attention()
+    r = torch.Generator().manual_seed(seed)
+    pick = lambda xs: xs[int(torch.randint(len(xs), (1,), generator=r))]  # noqa: E731
+    hkv, group, d = pick([1, 2]), pick([1, 2, 3]), pick([16, 32, 64])
+    b, n = pick([1, 2, 3]), int(torch.randint(3, 50, (1,), generator=r))
+    cfg = LlamaConfig(vocab_size=128, hidden_size=16 * hkv * group, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=hkv * group,
+                      num_key_value_heads=hkv, head_dim=d, max_position_embeddings=128)
+    torch.manual_seed(seed)
+    ref, ours = (LlamaForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation=impl,
+                                               dtype=torch.bfloat16).eval().to(DEV)
+                 for impl in ("sdpa", "rooflab"))
+    ours.load_state_dict(ref.state_dict())
+    ids = torch.randint(0, 128, (b, n), generator=r).to(DEV)
+    pads = [int(torch.randint(0, n - 1, (1,), generator=r)) if i else 0 for i in range(b)]
+    mask = torch.ones(b, n, dtype=torch.long, device=DEV)
+    for row, pad in enumerate(pads):
+        mask[row, :pad] = 0
+    drawn = dict(hkv=hkv, group=group, d=d, b=b, n=n, pads=pads)
+    HA.CALLS.clear()
+    with torch.no_grad():
+        a, c = ref(ids, attention_mask=mask).logits.float(), ours(ids, attention_mask=mask).logits
+        for row, pad in enumerate(pads):
+            x, y = a[row, pad:], c[row, pad:].float()
+            assert float((x - y).norm() / x.norm()) < 2e-2, drawn
+        kw = dict(attention_mask=mask, max_new_tokens=2, do_sample=False, pad_token_id=0,
+                  output_scores=True, return_dict_in_generate=True)
+        want, got = ref.generate(ids, **kw), ours.generate(ids, **kw)
+    assert torch.equal(want.sequences[:, :n + 1], got.sequences[:, :n + 1]), drawn
+    x, y = want.scores[0], got.scores[0]  # the second step's input may differ by a near tie
+    assert float((x - y).norm() / x.norm()) < 2e-2, drawn
+    # the kernels ran every call, none left to SDPA: a prompt of a few queries without
+    # padding on flash-decoding, a padded one on FlashAttention (its padded rows see no key)
+    assert {k.split(" (")[0] for k in HA.CALLS} == (
+        {"flash_decoding"} if n <= OC.DECODE_MAX_Q and not any(pads)
+        else {"flash_attention", "flash_decoding"}), (dict(HA.CALLS), drawn)
 
 
 def test_causal_is_sdpas_top_left_with_fewer_or_more_queries_than_keys():

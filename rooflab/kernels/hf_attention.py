@@ -124,9 +124,10 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     sees keys 0..i; with fewer queries than keys that is a static cache's prefill from empty,
     whose keys past Lq are slots not yet written. Without a mask, a sliding layer sees its last
     ``sliding_window`` keys (mask() left the window out for this). A prefill's mask that mask()
-    read as causal, a window and a padded batch's kept keys runs the kernel on those."""
+    read as causal, a window and a padded batch's kept keys runs FlashAttention on those, at
+    any number of queries: its rows that see no key (a padded row's) get zeros, as SDPA's do."""
     lq, lkv = query.shape[2], key.shape[2]
-    padded = padding(attention_mask) if lq > DECODE_MAX_Q else None
+    padded = padding(attention_mask) if lq > 1 else None
     sinks, softcap = kwargs.get("s_aux"), kwargs.get("softcap") or 0.0  # the kernels take them
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     # one new token sees the whole cache; a mask padding() reads is causal
@@ -147,8 +148,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         return fallback(module, query, key, value, None, dropout, scaling, is_causal, causal,
                         window, why, kwargs)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    if lq <= DECODE_MAX_Q and not (window and lq > 1):  # a window over several queries:
-        # FlashAttention's, whose rows each have their own
+    if lq <= DECODE_MAX_Q and not padded and not (window and lq > 1):  # a window over
+        # several queries: FlashAttention's, whose rows each have their own
         keep = kept_keys(attention_mask, lq)
         if window:  # one query, the last: the window's keys are the last ones
             keep = (torch.arange(lkv, device=key.device) >= lkv - window).expand(len(key), lkv)
