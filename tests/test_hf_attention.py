@@ -210,25 +210,35 @@ def test_what_the_kernels_do_not_take(kw, why):
     assert HA.outside(None, q, k, k, None, 0.0, {}) == ""
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
 def test_drawn_models_and_batches_match_sdpa(seed):
-    """Models and batches nobody picked: a seeded draw of heads, KV heads (groups of 1-3), head
-    dim, batch, prompt length and each row's left padding; the prompt's logits (its padded
-    positions are no answer) and two greedy decode steps' against SDPA's on the same weights,
-    within bf16 rounding."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """Models and batches nobody picked: a seeded draw of the family (Llama; Qwen3, its q and k
+    normed; gemma 3, a sliding window of drawn length), heads, KV heads (groups of 1-3), head
+    dim, batch, prompt length, each row's left padding and the cache (dynamic or static); the
+    prompt's logits (its padded positions are no answer) and two greedy steps' against SDPA's on
+    the same weights, within bf16 rounding, every call on a kernel."""
+    import transformers as T
 
     register_hf_attention()
     r = torch.Generator().manual_seed(seed)
     pick = lambda xs: xs[int(torch.randint(len(xs), (1,), generator=r))]  # noqa: E731
-    hkv, group, d = pick([1, 2]), pick([1, 2, 3]), pick([16, 32, 64])
-    b, n = pick([1, 2, 3]), int(torch.randint(3, 50, (1,), generator=r))
-    cfg = LlamaConfig(vocab_size=128, hidden_size=16 * hkv * group, intermediate_size=128,
-                      num_hidden_layers=2, num_attention_heads=hkv * group,
-                      num_key_value_heads=hkv, head_dim=d, max_position_embeddings=128)
+    family, hkv, group, d = pick(["llama", "qwen3", "gemma3"]), pick([1, 2]), pick([1, 2, 3]), \
+        pick([16, 32, 64])
+    b, n, cache = pick([1, 2, 3]), int(torch.randint(3, 50, (1,), generator=r)), \
+        pick(["dynamic", "static"])
+    common = dict(vocab_size=128, hidden_size=16 * hkv * group, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=hkv * group, num_key_value_heads=hkv,
+                  head_dim=d, max_position_embeddings=128)
+    window = int(torch.randint(2, n + 6, (1,), generator=r))
+    cfg, model = {
+        "llama": (lambda: T.LlamaConfig(**common), lambda: T.LlamaForCausalLM),
+        "qwen3": (lambda: T.Qwen3Config(**common), lambda: T.Qwen3ForCausalLM),
+        "gemma3": (lambda: T.Gemma3TextConfig(**common, sliding_window=window, layer_types=[
+            "sliding_attention", "full_attention"]), lambda: T.Gemma3ForCausalLM)}[family]
+    cfg, model = cfg(), model()
     torch.manual_seed(seed)
-    ref, ours = (LlamaForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation=impl,
-                                               dtype=torch.bfloat16).eval().to(DEV)
+    ref, ours = (model._from_config(copy.deepcopy(cfg), attn_implementation=impl,
+                                    dtype=torch.bfloat16).eval().to(DEV)
                  for impl in ("sdpa", "rooflab"))
     ours.load_state_dict(ref.state_dict())
     ids = torch.randint(0, 128, (b, n), generator=r).to(DEV)
@@ -236,7 +246,8 @@ def test_drawn_models_and_batches_match_sdpa(seed):
     mask = torch.ones(b, n, dtype=torch.long, device=DEV)
     for row, pad in enumerate(pads):
         mask[row, :pad] = 0
-    drawn = dict(hkv=hkv, group=group, d=d, b=b, n=n, pads=pads)
+    drawn = dict(family=family, hkv=hkv, group=group, d=d, b=b, n=n, pads=pads, cache=cache,
+                 window=window if family == "gemma3" else None)
     HA.CALLS.clear()
     with torch.no_grad():
         a, c = ref(ids, attention_mask=mask).logits.float(), ours(ids, attention_mask=mask).logits
@@ -244,16 +255,21 @@ def test_drawn_models_and_batches_match_sdpa(seed):
             x, y = a[row, pad:], c[row, pad:].float()
             assert float((x - y).norm() / x.norm()) < 2e-2, drawn
         kw = dict(attention_mask=mask, max_new_tokens=2, do_sample=False, pad_token_id=0,
-                  output_scores=True, return_dict_in_generate=True)
+                  output_scores=True, return_dict_in_generate=True, cache_implementation=cache)
         want, got = ref.generate(ids, **kw), ours.generate(ids, **kw)
-    assert torch.equal(want.sequences[:, :n + 1], got.sequences[:, :n + 1]), drawn
-    x, y = want.scores[0], got.scores[0]  # the second step's input may differ by a near tie
+    x, y = want.scores[0].float(), got.scores[0].float()
     assert float((x - y).norm() / x.norm()) < 2e-2, drawn
-    # the kernels ran every call, none left to SDPA: a prompt of a few queries without
-    # padding on flash-decoding, a padded one on FlashAttention (its padded rows see no key)
-    assert {k.split(" (")[0] for k in HA.CALLS} == (
-        {"flash_decoding"} if n <= OC.DECODE_MAX_Q and not any(pads)
-        else {"flash_attention", "flash_decoding"}), (dict(HA.CALLS), drawn)
+    # the first new token SDPA's, or one SDPA's logits tie with it within bf16 rounding (greedy
+    # picks between near ties flip: the second step's input may differ so)
+    first = got.sequences[:, n]
+    near = x.gather(1, first[:, None])[:, 0] >= x.max(1).values - 1e-2 * x.abs().amax(1)
+    assert torch.equal(want.sequences[:, :n], got.sequences[:, :n]) and bool(near.all()), drawn
+    # every call on a kernel, but where transformers 4.x marks a static cache's padded prompt's
+    # mask not to be read (STATIC_PREFILL)
+    fell = {k for k in HA.CALLS if not k.startswith(("flash_attention", "flash_decoding"))}
+    assert fell <= ({STATIC_PREFILL} if cache == "static" and OLD_MASKS else set()), (
+        dict(HA.CALLS), drawn)
+    assert any(k.startswith("flash_decoding") for k in HA.CALLS), (dict(HA.CALLS), drawn)
 
 
 def test_causal_is_sdpas_top_left_with_fewer_or_more_queries_than_keys():
