@@ -441,8 +441,8 @@ def test_flash_decode_row_whose_first_runs_see_no_key(device, merge_rows):
     q, k, v = mk(2, 4, 1, 32), mk(2, 4, 200, 32), mk(2, 4, 200, 32)
     keep = torch.ones(2, 200, dtype=torch.bool)
     keep[1, :150] = False
-    # 8 heads of 13 blocks of 16 keys, runs of 2 blocks: batch row 1's heads start mid-run,
-    # and their first four runs, keys 0-127, are all padding
+    # 8 heads of 13 blocks of 16 keys laid end to end, runs of 2 blocks: each of batch row 1's
+    # heads has four runs in its first 128 keys, all padding
     assert FD.schedule(2, 4, 200, 16, 52)[0] == 2
     cfg = {**FD.config(32), "BLOCK_N": 16, "MERGE_ROWS": merge_rows, "LAST_MERGES": False}
     o, lse = FD.flash_decode(q, k, v, False, programs=52, cfg=cfg, keep=keep.to(device))
