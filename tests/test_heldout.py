@@ -1,7 +1,8 @@
 """The held-out configs (tests/data/heldout/, never tuned on): each loads, has transformers' own
 parameter count, and its layers count exactly as the analytic model says (FLOPs of every
 component) and as FlopCounterMode says (matmul FLOPs), on the meta device; so do presets of
-every family at sizes drawn from a seed, and drawn mixtures route the MACs counted."""
+every dense family at sizes drawn from a seed, and mixtures of drawn sizes route exactly the
+experts' MACs counted."""
 import pathlib
 
 import pytest

@@ -215,8 +215,8 @@ def test_drawn_models_and_batches_match_sdpa(seed):
     """Models and batches nobody picked: a seeded draw of the family (Llama; Qwen3, its q and k
     normed; gemma 3, a sliding window of drawn length), heads, KV heads (groups of 1-3), head
     dim, batch, prompt length, each row's left padding and the cache (dynamic or static); the
-    prompt's logits (its padded positions are no answer) and two greedy steps' against SDPA's on
-    the same weights, within bf16 rounding, every call on a kernel."""
+    prompt's logits (its padded positions are no answer), and generate's first step, logits and
+    token, against SDPA's on the same weights, within bf16 rounding, every call on a kernel."""
     import transformers as T
 
     register_hf_attention()
