@@ -176,6 +176,19 @@ def _req(d: dict, key: str, origin: str):
     return v
 
 
+def _positive(d: dict, key: str, origin: str, default=None, integer: bool = False):
+    """d[key] where it is a positive (finite) number, an integer where ``integer``; ``default``
+    where the config leaves it out or null; else a ModelError that names it."""
+    v = d.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or not (
+            0 < v < float("inf")):
+        raise ModelError(f"{origin}: {key} must be a positive {'integer' if integer else 'number'}"
+                         f", got {v!r}")
+    return v
+
+
 def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> ModelConfig:
     """A ModelConfig from the fields of a Hugging Face config.json."""
     if not isinstance(d, dict):
@@ -183,7 +196,7 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     if isinstance(d.get("text_config"), dict):  # multimodal wrapper (e.g. gemma3)
         d = {**d["text_config"], "model_type": d["text_config"].get("model_type", "gemma3_text")}
     mt = d.get("model_type")
-    if mt not in FAMILIES:
+    if not isinstance(mt, str) or mt not in FAMILIES:
         raise ModelError(f"{origin}: model_type {mt!r} is not supported "
                          f"(supported: {', '.join(sorted(FAMILIES))})")
     fam = FAMILIES[mt]
@@ -221,8 +234,14 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
     if act is None:
         raise ModelError(f"{origin}: MLP activation {act_name!r} is not supported")
     rope = d.get("rope_parameters") or {}
-    theta = d.get("rope_theta") or rope.get("full_attention", rope).get("rope_theta", 10000.0)
-    local = d.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta")
+    full, sliding = (rope.get(t, rope if t == "full_attention" else {}) if isinstance(rope, dict)
+                     else None for t in ("full_attention", "sliding_attention"))
+    if not (isinstance(full, dict) and isinstance(sliding, dict)):
+        raise ModelError(f"{origin}: rope_parameters must be an object of rope fields, "
+                         f"got {rope!r}")
+    theta = _positive(d, "rope_theta", origin) or _positive(full, "rope_theta", origin, 10000.0)
+    local = _positive(d, "rope_local_base_freq", origin) or _positive(sliding, "rope_theta",
+                                                                      origin)
     dtype = str(d.get("torch_dtype") or d.get("dtype") or "bfloat16")
     moe = _checked_moe(_moe_fields(d, fam, origin), origin)
     partial = d.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0))
@@ -240,12 +259,15 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         tie_embeddings=bool(d.get("tie_word_embeddings", fam.startswith("gemma"))),
         dtype=C.dtype_name(dtype), rope_theta=float(theta),
         rope_local_theta=float(local) if local else None,
-        max_positions=int(d.get("max_position_embeddings", 8192)),
-        query_pre_attn_scalar=d.get("query_pre_attn_scalar"),
-        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), fused_projections=fam == "phi3",
-        # transformers' defaults where a config leaves them out: Gemma 2's 50 and 30
-        attn_softcap=d.get("attn_logit_softcapping", 50.0 if fam == "gemma2" else None),
-        final_softcap=d.get("final_logit_softcapping", 30.0 if fam == "gemma2" else None),
+        max_positions=_positive(d, "max_position_embeddings", origin, 8192, integer=True),
+        query_pre_attn_scalar=_positive(d, "query_pre_attn_scalar", origin),
+        rms_norm_eps=float(_positive(d, "rms_norm_eps", origin, 1e-6)),
+        fused_projections=fam == "phi3",
+        # transformers' defaults where a config leaves them out (Gemma 2's 50 and 30); null: none
+        attn_softcap=_positive(d, "attn_logit_softcapping", origin) if (
+            "attn_logit_softcapping" in d) else 50.0 if fam == "gemma2" else None,
+        final_softcap=_positive(d, "final_logit_softcapping", origin) if (
+            "final_logit_softcapping" in d) else 30.0 if fam == "gemma2" else None,
         **moe,
     )
 

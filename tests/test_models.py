@@ -1,5 +1,6 @@
 """Component formulas with exact integers, config parsing and the model totals."""
 import json
+import re
 
 import pytest
 
@@ -107,6 +108,35 @@ def test_bad_configs(tmp_path, cfg, msg):
     p.write_text(json.dumps(cfg))
     with pytest.raises(M.ModelError, match=msg):
         M.load(str(p))
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2,
+         "num_hidden_layers": 1, "intermediate_size": 8, "vocab_size": 8}
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("model_type", {}, "model_type {} is not supported"),
+    ("max_position_embeddings", [], "max_position_embeddings must be a positive integer"),
+    ("max_position_embeddings", 1.5, "max_position_embeddings must be a positive integer"),
+    ("rope_theta", "x", "rope_theta must be a positive number"),
+    ("rope_local_base_freq", -1, "rope_local_base_freq must be a positive number"),
+    ("rms_norm_eps", float("nan"), "rms_norm_eps must be a positive number"),
+    ("attn_logit_softcapping", "50", "attn_logit_softcapping must be a positive number"),
+    ("rope_parameters", 3, "rope_parameters must be an object"),
+    ("rope_parameters", {"rope_theta": True}, "rope_theta must be a positive number"),
+])
+def test_a_config_field_of_the_wrong_kind_is_one_error(field, value, msg):
+    """A number the model is built from (rope bases, lengths, eps, softcaps) checked as read: a
+    ModelError that names the field, which the CLI prints as one line, never an internal one."""
+    with pytest.raises(M.ModelError, match=re.escape(msg)):
+        M.from_hf_dict({**LLAMA, field: value})
+
+
+def test_a_null_softcap_is_none_and_a_missing_one_transformers_default():
+    gemma2 = {**LLAMA, "model_type": "gemma2", "sliding_window": 4}
+    assert M.from_hf_dict(gemma2).attn_softcap == 50.0
+    assert M.from_hf_dict({**gemma2, "attn_logit_softcapping": None}).attn_softcap is None
+    assert M.from_hf_dict({**LLAMA, "max_position_embeddings": None}).max_positions == 8192
 
 
 def test_malformed_and_unknown(tmp_path):
