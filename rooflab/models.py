@@ -167,12 +167,10 @@ FAMILIES = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma2", "ll
             "gpt_oss": "gpt_oss"}
 
 
-def _req(d: dict, key: str, origin: str):
-    if key not in d or d[key] is None:
+def _req(d: dict, key: str, origin: str) -> int:
+    v = _positive(d, key, origin, integer=True)
+    if v is None:
         raise ModelError(f"{origin}: config has no {key!r}")
-    v = d[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ModelError(f"{origin}: {key} must be a positive integer, got {v!r}")
     return v
 
 
@@ -233,9 +231,9 @@ def from_hf_dict(d: dict, name: str = "custom", origin: str = "config") -> Model
         act = "swiglu_clamp"
     if act is None:
         raise ModelError(f"{origin}: MLP activation {act_name!r} is not supported")
-    rope = d.get("rope_parameters") or {}
-    full, sliding = (rope.get(t, rope if t == "full_attention" else {}) if isinstance(rope, dict)
-                     else None for t in ("full_attention", "sliding_attention"))
+    rope = d.get("rope_parameters") or {}  # one set of fields, or one a kind of layer
+    full, sliding = (rope.get("full_attention", rope), rope.get("sliding_attention", {})) if (
+        isinstance(rope, dict)) else (None, None)
     if not (isinstance(full, dict) and isinstance(sliding, dict)):
         raise ModelError(f"{origin}: rope_parameters must be an object of rope fields, "
                          f"got {rope!r}")
