@@ -4,10 +4,12 @@ On the CPU under TRITON_INTERPRET=1 (CI), on CUDA with the gpu marker; tolerance
 PyTorch's own low-precision error on the same fresh random inputs."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 triton = pytest.importorskip("triton", reason="Triton is not installed")
 
 from rooflab.kernels import flash_attention as FA  # noqa: E402
+from rooflab.kernels import flash_decoding as FD  # noqa: E402
 from rooflab.kernels import routing  # noqa: E402
 
 SHAPES = [  # (B, H, Lq, Lkv, D, Hkv)
@@ -140,6 +142,42 @@ def test_flash_attention_bad_input(device):
         FA.flash_attention(q, q, q, scale=-0.125)
     with pytest.raises(ValueError, match="q and k must have one head dim"):
         FA.flash_attention(q, q[..., :32], q[..., :32])
+
+
+@pytest.mark.parametrize("kernel", ["flash_attention", "flash_decode"])
+def test_attention_kernels_refuse_what_they_cannot_read(device, kernel):
+    """Each input a kernel would read past, or divide by zero on, is one ValueError before any
+    launch: not a garbage answer from another batch row's memory."""
+    fn = FA.flash_attention if kernel == "flash_attention" else FD.flash_decode
+    mk = lambda *shape: torch.zeros(*shape, dtype=torch.float16, device=device)  # noqa: E731
+    q, k = mk(2, 4, 1, 64), mk(2, 2, 8, 64)
+    for args, why in [((q, k, mk(3, 2, 8, 64)), "q's batch or one row"),
+                      ((q, mk(3, 2, 8, 64), k), "q's batch or one row"),
+                      ((q, mk(2, 2, 0, 64), mk(2, 2, 0, 64)), "at least one key"),
+                      ((mk(2, 0, 1, 64), mk(2, 0, 8, 64), mk(2, 0, 8, 64)), "one or more"),
+                      ((q[0], k[0], k[0]), "4-D"),
+                      ((q, k, k.cpu() if device != "cpu" else k.to("meta")), "one device")]:
+        with pytest.raises(ValueError, match=why):
+            fn(*args)
+    if kernel == "flash_attention":
+        with pytest.raises(ValueError, match="out is"):
+            fn(q, k, k, out=mk(2, 4, 2, 64))
+
+
+@pytest.mark.parametrize("kernel", ["flash_attention", "flash_decode"])
+def test_one_row_of_keys_broadcasts_over_the_batch(device, kernel):
+    """k and v of batch 1 serve every row of q, as SDPA broadcasts them: read at a batch stride
+    of 0 (no TMA descriptor takes that stride: the address path)."""
+    fn = FA.flash_attention if kernel == "flash_attention" else FD.flash_decode
+    g = torch.Generator().manual_seed(3)
+    lq = 1 if kernel == "flash_decode" else 37
+    q = torch.randn(3, 4, lq, 64, generator=g).to(device, torch.bfloat16)
+    k, v = (torch.randn(1, 2, 70, 64, generator=g).to(device, torch.bfloat16) for _ in range(2))
+    assert not FA.tma_ok(k.expand(3, -1, -1, -1))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=True)
+    for kk, vv in ((k, v), (k.expand(3, -1, -1, -1), v.expand(3, -1, -1, -1))):
+        o, _ = fn(q, kk, vv, False)
+        assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
 
 
 def test_flash_attention_falls_back_to_smaller_tiles(monkeypatch, device):

@@ -334,12 +334,14 @@ SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
 
 def tma_ok(*tensors) -> bool:
     """Whether Hopper's tensor memory accelerator can move these tiles: a GPU of compute
-    capability 9 or later (or the interpreter), 16-byte aligned addresses and strides."""
+    capability 9 or later (or the interpreter), 16-byte aligned addresses and strides, none
+    of them 0 (a broadcast batch) where the dim is longer than one."""
     if not INTERPRET and not (torch.cuda.is_available() and
                               torch.cuda.get_device_capability()[0] >= 9):
         return False
-    return all(t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0
-                                              for s in t.stride()[:-1]) for t in tensors)
+    return all(t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0 and (s or n == 1)
+                                              for s, n in zip(t.stride()[:-1], t.shape))
+               for t in tensors)
 
 
 def descriptor(t, rows: int):
@@ -387,6 +389,9 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     b, h, n_q, d_qk = q.shape
     _, hkv, n_kv, _ = k.shape
     d, extra = v.shape[-1], d_qk - v.shape[-1]  # the kernel's HEAD_DIM is v's
+    if out is not None and (out.shape != (b, h, n_q, d) or out.device != q.device):
+        raise ValueError(f"out is ({b}, {h}, {n_q}, {d}) on {q.device}, got "
+                         f"{tuple(out.shape)} on {out.device}")
     window = local(window, n_kv)
     keep, sinks = kept(keep, b, n_kv), sink_logits(sinks, h)
     plain = window is None and keep is None and sinks is None and not softcap

@@ -20,8 +20,15 @@ def dims_error(d_qk: int, d_v: int) -> str:
 
 def checked(q, k, v, causal: bool, name: str):
     """q (B, H, Lq, D), k (B, Hkv, Lkv, D), v (B, Hkv, Lkv, Dv) as the kernels take them (unit
-    stride in the head dim)."""
-    h, n_q, d = q.shape[1:]
+    stride in the head dim; k and v of one batch row broadcast to q's batch, as SDPA does, by
+    a stride of 0: no copy)."""
+    if any(t.dim() != 4 for t in (q, k, v)):
+        raise ValueError(f"{name} takes 4-D (B, H, L, D) q, k, v, got "
+                         f"{', '.join(f'{t.dim()}-D' for t in (q, k, v))}")
+    if len({t.device for t in (q, k, v)}) > 1:
+        raise ValueError(f"{name} takes q, k, v on one device, got "
+                         f"{', '.join(str(t.device) for t in (q, k, v))}")
+    b, h, n_q, d = q.shape
     hkv, n_kv = k.shape[1:3]
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"{name} takes fp16 or bf16 q, k, v of one dtype, got "
@@ -30,10 +37,17 @@ def checked(q, k, v, causal: bool, name: str):
         "" if k.shape[-1] == d else f"q and k must have one head dim (got {d} and {k.shape[-1]})")
     if why:
         raise ValueError(why)
-    if h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
-        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}); k and v must match")
+    if {k.shape[0], v.shape[0]} - {b, 1}:
+        raise ValueError(f"k and v take q's batch or one row (got {b}, {k.shape[0]}, "
+                         f"{v.shape[0]})")
+    if h < 1 or hkv < 1 or h % hkv or v.shape[1] != hkv or v.shape[2] != n_kv:
+        raise ValueError(f"kv heads ({hkv}) must divide heads ({h}), one or more; k and v "
+                         f"must match")
+    if n_kv < 1:
+        raise ValueError("attention needs at least one key (got kv_len 0)")
     if causal and n_q > n_kv:
         raise ValueError("causal attention needs q_len <= kv_len")
+    k, v = (t.expand(b, -1, -1, -1) for t in (k, v))  # a broadcast row: batch stride 0
     return (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
 
 
