@@ -46,3 +46,14 @@ def test_gelu_rejects_other_dtypes():
         G.gelu_triton(torch.zeros(4, dtype=torch.int32))
 
 
+
+
+def test_gelu_writes_only_into_an_out_it_fits(device):
+    x = torch.randn(3, 50, device=device)
+    for out in (torch.empty(100, device=device), torch.empty(3, 50, device=device).half(),
+                torch.empty(50, 3, device=device).t()):
+        with pytest.raises(ValueError, match="out is a contiguous"):
+            G.gelu_triton(x, out=out)
+    out = torch.empty(3, 50, device=device)
+    assert G.gelu_triton(x.t().contiguous().t(), out=out) is out  # x's strides do not matter
+    assert float((out - G.gelu_torch(x)).abs().max()) < 1e-5

@@ -85,12 +85,17 @@ SMALL_N, SMALL_TUNED = 1 << 22, (1024, 4)
 
 def gelu_triton(x: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None,
                 num_warps: int | None = None) -> torch.Tensor:
-    """Fused GeLU-tanh over any contiguous tensor of fp32, fp16 or bf16."""
+    """Fused GeLU-tanh over any tensor of fp32, fp16 or bf16 (read as a contiguous copy where
+    it is not one); ``out``: where to write it, x's shape and dtype, contiguous."""
     if triton is None:
         raise RuntimeError(TRITON_MISSING)
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"gelu_triton supports fp32, fp16 and bf16, got {x.dtype}")
     x = x.contiguous()
+    if out is not None and not (out.shape == x.shape and out.dtype == x.dtype and
+                                out.device == x.device and out.is_contiguous()):
+        raise ValueError(f"out is a contiguous {x.dtype} tensor of x's shape {tuple(x.shape)} on "
+                         f"{x.device}, got {out.dtype} {tuple(out.shape)} on {out.device}")
     out = torch.empty_like(x) if out is None else out
     n = x.numel()
     if n:
