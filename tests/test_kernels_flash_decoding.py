@@ -88,6 +88,36 @@ def test_flash_decode_attends_to_the_keys_kept(device, shape, causal):
         FD.flash_decode(q, k, v, causal, keep=keep[:, :-1].to(device))
 
 
+@pytest.mark.parametrize("programs,cfg,path", [
+    (6, {}, "whole"), (1, {}, "whole"), (18, {"MERGE_ROWS": 0}, "merge_splits"),
+    (18, {"MERGE_ROWS": 4}, "merge_tiles"), (12, {}, "last"), (4, {"LAST_MERGES": 1}, "last")])
+@pytest.mark.parametrize("sinks", [False, True])
+def test_flash_decode_row_that_keeps_no_key(device, programs, cfg, path, sinks):
+    """A batch row whose keep is all False gets zeros and LSE -inf (with sinks, zeros and the
+    sink's logit), as flash_attention's, by a whole head's program (one loop or several), either
+    merge kernel and a head's last program; the other rows as before."""
+    g = torch.Generator(device="cpu").manual_seed(7)
+    b, h, hkv, lq, lkv, d = 3, 4, 2, 2, 96, 32  # six heads of six 16-key blocks
+    per, _, _ = FD.schedule(b, hkv, lkv, 16, programs)
+    runs = -(-6 // per)
+    assert path == ("whole" if per % 6 == 0 else "last" if runs <= 2 or "LAST_MERGES" in cfg
+                    else "merge_tiles" if cfg["MERGE_ROWS"] else "merge_splits")
+    q, k, v = (torch.randn(*s, generator=g).to(device, torch.float16)
+               for s in ((b, h, lq, d), (b, hkv, lkv, d), (b, hkv, lkv, d)))
+    keep = torch.ones(b, lkv, dtype=torch.bool)
+    keep[1] = False
+    sink = torch.linspace(-1, 1, h, device=device) if sinks else None
+    o, lse = FD.flash_decode(q, k, v, False, programs=programs, keep=keep.to(device),
+                             sinks=sink, cfg={**FD.config(d), "BLOCK_N": 16, **cfg})
+    assert not o[1].float().abs().any()
+    expect = sink.float()[:, None].expand(h, lq) if sinks else torch.full((h, lq), -torch.inf)
+    assert torch.equal(lse[1].cpu(), expect.cpu())
+    rows = [0, 2]
+    ref, _ = FD.flash_decode(q[rows].contiguous(), k[rows].contiguous(), v[rows].contiguous(),
+                             False, sinks=sink)
+    assert float((o[rows].float() - ref.float()).abs().max()) < 2e-3
+
+
 @pytest.mark.parametrize("shape", [  # (B, H, Lq, Lkv, D of q and k, Hkv, D of v, programs)
     (2, 4, 1, 70, 48, 2, 32, None),      # 32 + 16: GQA, ragged
     (1, 16, 1, 100, 192, 16, 128, 3),    # DeepSeek's 128 + 64, 16 heads, cut and merged

@@ -252,17 +252,18 @@ if triton is not None:
         if PDL:
             tl.extra.cuda.gdc_wait()                     # until the partials are all written
         lse = tl.load(LSE_PART + part, mask=s < used, other=float("-inf"))
-        m = tl.max(lse, 0)                               # every row sees a key somewhere
+        m = tl.max(lse, 0)
         if HAS_SINK:  # the sink: one more term of the sum, with no value vector
             sink = tl.load(SINKS + h) * 1.4426950408889634
             m = tl.maximum(m, sink)
+        m = tl.where(m == float("-inf"), 0.0, m)         # a row that kept no key: zeros
         w = tl.math.exp2(lse - m)                        # empty slots weigh exp2(-inf) = 0
         o = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
                     mask=(s < used)[:, None], other=0.0)
         total = tl.sum(w, 0)
         if HAS_SINK:
             total += tl.math.exp2(sink - m)
-        out = tl.sum(o * w[:, None], 0) / total
+        out = tl.sum(o * w[:, None], 0) / tl.where(total > 0, total, 1.0)
         tl.store(LSE + row, (m + tl.math.log2(total)) * 0.6931471805599453)  # natural log
         tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + i * som + offs_d,
                  out.to(O.dtype.element_ty))
@@ -315,10 +316,11 @@ if triton is not None:
             acc = (acc * alpha[:, None] + o0 * w0[:, None] + o1 * w1[:, None]
                    + o2 * w2[:, None] + o3 * w3[:, None])
             m = m_new
-        tl.store(LSE + (b * HKV * GROUP + head) * n_q + i,  # every row sees a key somewhere
+        tl.store(LSE + (b * HKV * GROUP + head) * n_q + i,  # -inf where a row kept no key
                  (m + tl.math.log2(total)) * 0.6931471805599453, mask=valid)  # natural log
+        out = acc / tl.where(total > 0, total, 1.0)[:, None]  # and its output zeros
         tl.store(O + b * sob + head[:, None] * soh + i[:, None] * som + offs_d[None, :],
-                 (acc / total[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
+                 out.to(O.dtype.element_ty), mask=valid[:, None])
 
     @triton.jit
     def merge_tiles(O_PART, LSE_PART, SINKS, O, LSE, sob, soh, som, HKV, GROUP, n_q, n_blocks,
@@ -458,7 +460,8 @@ def flash_decode(q, k, v, causal: bool = True, scale: float | None = None,
                  softcap: float = 0.0):
     """(O, LSE): O (B, H, Lq, Dv) in q's dtype; LSE (B, H, Lq) fp32, natural log. ``keep``:
     None, or (B, Lkv) bool, the keys each batch row attends to (a static or padded cache's
-    valid slots, as flash-attn's cache_seqlens but any pattern); every row needs one.
+    valid slots, as flash-attn's cache_seqlens but any pattern); a row that keeps none gets
+    zeros (LSE -inf), as flash_attention's.
     ``sinks``: None, or (H,) a logit a head in every softmax's denominator (attention sinks).
     ``softcap`` > 0: every score s is softcap * tanh(s / softcap). q and k may be wider than v
     (inputs.dims_error)."""
