@@ -335,7 +335,7 @@ SMALL_SMEM = [{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
 def tma_ok(*tensors) -> bool:
     """Whether Hopper's tensor memory accelerator can move these tiles: a GPU of compute
     capability 9 or later (or the interpreter), 16-byte aligned addresses and strides, none
-    of them 0 (a broadcast batch) where the dim is longer than one."""
+    of them 0 (a broadcast) where the dim is longer than one."""
     if not INTERPRET and not (torch.cuda.is_available() and
                               torch.cuda.get_device_capability()[0] >= 9):
         return False

@@ -1,6 +1,7 @@
 """What the attention kernels (flash_attention.py, flash_decoding.py) take, checked before a
-launch: dtypes, head dims, GQA grouping, causal lengths, kept keys, sinks and a sliding window;
-where they cannot take an input, the one-line reason (ValueError or TypeError)."""
+launch: ranks, devices, dtypes, head dims, batches, GQA grouping, lengths, kept keys, sinks and a
+sliding window; where they cannot take an input, the one-line reason (ValueError or TypeError),
+never a launch that reads past a tensor."""
 from __future__ import annotations
 
 import torch
