@@ -31,8 +31,7 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_decode_whole_deep (head dim 64: whole heads with more tiles in flight)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -42,7 +41,8 @@
 # `git show e84045d:scripts/gpu_check.sh`, ab_ws_pad_heldout and ab_decode_trim in
 # `git show a132983:scripts/gpu_check.sh`, ab_plain_first in
 # `git show ee86308:scripts/gpu_check.sh`, ab_deep_causal in
-# `git show 70f746c:scripts/gpu_check.sh`.
+# `git show 70f746c:scripts/gpu_check.sh`, ab_decode_whole_deep in
+# `git show b31eb8b:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -142,16 +142,6 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
-# head dim 64 below the whole-heads bound: whole heads (no partials, no merge) with more tiles
-# in flight a program (5 and 7 stages: 4 and 6 buffers of 32 KB), and the default's cut with
-# four stages; eight rows of 16-72 pairs, two never run (flash_decoding.md, "Whole heads, deeper")
-has ab_decode_whole_deep && run ab_decode_whole_deep python3 benchmarks/ab_decode.py "$cur" \
-  --name ab_decode_whole_deep --variant 's4={"num_stages": 4}' \
-  --variant 'whole={"programs": "pairs"}' \
-  --variant 'whole_s5={"programs": "pairs", "num_stages": 5}' \
-  --variant 'whole_s7={"programs": "pairs", "num_stages": 7}' \
-  --rows '[(8,32,8,1,4096,64),(8,64,8,1,2048,64),(9,32,8,1,2500,64),(4,32,8,1,8192,64),
-    (6,32,8,1,5000,64),(4,16,16,1,6000,64),(7,32,8,1,3000,64),(2,64,8,1,16384,64)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
