@@ -46,8 +46,6 @@ def test_gelu_rejects_other_dtypes():
         G.gelu_triton(torch.zeros(4, dtype=torch.int32))
 
 
-
-
 def test_gelu_writes_only_into_an_out_it_fits(device):
     x = torch.randn(3, 50, device=device)
     for out in (torch.empty(100, device=device), torch.empty(3, 50, device=device).half(),
