@@ -25,11 +25,18 @@ first, measure_ceilings()): its count (rooflab.cost.attention: the causal or win
 padded batch's padding counted; bytes fused, each tensor once), whether that bounds it by
 memory or by compute, and each implementation's time against the roof's, so that a row below its
 peer says what limits both.
-Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode]   (-> attention_classes.json)
+Drawn rows (--drawn N --seed S): N shapes a phase drawn at random across the same classes at
+once (batch, GQA group, KV heads, lengths not multiples of a tile, head dim, dtype, layout, fewer
+queries than keys, kept keys), none of them a tuning row: how often rooflab is at or past its peer
+where nobody looked (-> attention_drawn_sS.json, each row labelled with the classes it is in).
+Usage: python benchmarks/attention_classes.py OUT_DIR [prefill,decode] [--drawn N --seed S]
+       (-> attention_classes.json)
 """
 from __future__ import annotations
 
-import sys
+import argparse
+import math
+import random
 
 import torch
 import torch.nn.functional as F
@@ -250,21 +257,99 @@ def below(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main(out_dir: str, what: str = "prefill,decode") -> None:
+def tally(rows: list[dict]) -> dict[str, list[int]]:
+    """Each phase's [rows at or past their best peer, rows with a peer]."""
+    out = {}
+    for r in rows:
+        if "rooflab_over_best_peer" in r:
+            k_n = out.setdefault(r["phase"], [0, 0])
+            k_n[0] += r["rooflab_over_best_peer"] >= 1
+            k_n[1] += 1
+    return out
+
+
+def drawn(phase: str, n: int, seed: int) -> list[tuple[str, dict]]:
+    """``n`` shapes of ``phase`` drawn with ``seed``, each with the classes it is in: log-uniform
+    batch and lengths, any GQA group (1-16 at decode, 1-8 at prefill) over 1-16 KV heads, head
+    dims 64, 128 and 256, fp16 or bf16, the three layouts transformers passes, and at a decode
+    more queries or kept keys now and then. Redrawn where it would not fit (K and V over 2 GB;
+    a prefill past 2 TFLOP or 1 G scores, the size of its fp32 reference)."""
+    rng = random.Random(f"{phase}:{seed}")
+    log_int = lambda lo, hi: int(math.exp(rng.uniform(math.log(lo), math.log(hi))))  # noqa: E731
+    rows = []
+    while len(rows) < n:
+        d = rng.choice((64, 128, 128, 256))
+        hkv = rng.choice((1, 2, 4, 8, 8, 16))
+        s = {**BASE, "d": d, "hkv": hkv, "dt": rng.choice(("bf16", "bf16", "bf16", "fp16")),
+             "layout": rng.choice(("bhld", "blhd", "dynamic"))}
+        if phase == "decode":
+            s |= {"b": log_int(1, 257), "lkv": log_int(128, 32769), "causal": False, "lq": 1,
+                  "h": hkv * rng.randint(1, 16)}  # at most 16 x 8 rows: flash_decode's 128
+            if rng.random() < 0.2:  # a few queries a step (speculative decoding), causal
+                s |= {"lq": rng.randint(2, 8), "causal": True}
+            elif rng.random() < 0.2:  # a static cache's written slots
+                s["keep"] = True
+        else:
+            n_kv = log_int(128, 8193)
+            s |= {"b": log_int(1, 65), "lkv": n_kv, "lq": n_kv, "h": hkv * rng.randint(1, 8),
+                  "causal": rng.random() < 0.85}
+            if rng.random() < 0.25:  # a chunk of a longer prompt
+                s["lq"] = log_int(DECODE_MAX_Q + 1, max(DECODE_MAX_Q + 2, n_kv // 2))
+        cache = 4 * s["b"] * hkv * s["lkv"] * d
+        scores = s["b"] * s["h"] * s["lq"] * s["lkv"]
+        if cache > 2 << 30 or (phase == "prefill" and (scores > 1 << 30 or 4 * scores * d > 2e12)):
+            continue
+        rows.append((label(s), {k: v for k, v in s.items() if BASE.get(k) != v}))
+    return rows
+
+
+def label(s: dict) -> str:
+    """The classes a shape is in, as the sweep names them."""
+    decode = s["lq"] <= DECODE_MAX_Q
+    group = s["h"] // s["hkv"]
+    names = [f"{s['b']} x {s['h']}/{s['hkv']}", f"head dim {s['d']}", s["dt"],
+             {"bhld": "contiguous", "blhd": "hf layout", "dynamic": "dynamic cache"}[s["layout"]]]
+    if group & (group - 1):
+        names.append(f"gqa group {group}")
+    if s["lkv"] % 128:
+        names.append("ragged")
+    if not decode and s["lq"] < s["lkv"]:
+        names.append("fewer queries" + (", causal" if s["causal"] else ""))
+    elif not decode and not s["causal"]:
+        names.append("no mask")
+    if decode and s["lq"] > 1:
+        names.append(f"{s['lq']} queries, causal")
+    if s["keep"]:
+        names.append("kept keys")
+    return ", ".join(names)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("phases", nargs="?", default="prefill,decode")
+    p.add_argument("--drawn", type=int, metavar="N", help="N drawn shapes a phase, not the grid")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    if set(a.phases.split(",")) - {"prefill", "decode"} or (a.drawn is not None and a.drawn < 1):
+        p.error("phases are prefill, decode or both, comma-separated; --drawn N takes N >= 1")
     roof = roofs()
     print({dt: f"{r.peak_flops_per_s / 1e12:.0f} TFLOP/s, {r.mem_bandwidth_bytes_per_s / 1e12:.2f} "
            "TB/s" for dt, r in roof.items()}, flush=True)
     ceilings = {dt: {"peak_flops_per_s": r.peak_flops_per_s,
                      "mem_bandwidth_bytes_per_s": r.mem_bandwidth_bytes_per_s}
                 for dt, r in roof.items()}
+    name = "attention_classes" if a.drawn is None else f"attention_drawn_s{a.seed}"
     rows = []
     for phase, grid in (("prefill", PREFILL), ("decode", DECODE)):
-        if phase in what.split(","):
-            for cls, change in grid:
+        if phase in a.phases.split(","):
+            for cls, change in grid if a.drawn is None else drawn(phase, a.drawn, a.seed):
                 rows.append({"phase": phase, **row(cls, change, roof)})
-                write(out_dir, "attention_classes", {"ceilings": ceilings, "rows": rows,
-                                                     "below_best_peer": below(rows)})
+                write(a.out_dir, name, {"ceilings": ceilings, "rows": rows,
+                                        "at_or_past_best_peer": tally(rows),
+                                        "below_best_peer": below(rows),
+                                        **({} if a.drawn is None else {"seed": a.seed})})
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main()

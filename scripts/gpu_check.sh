@@ -25,7 +25,8 @@
 #          grouped_routing (a prefill's grouped GEMMs under uneven routings, against even),
 #          attn_agree (rooflab's attention call by call inside a model against fp32;
 #          AGREE_MODELS, AGREE_SHAPE)
-#     attn_classes (rooflab's kernels on every class of input, beside SDPA), attn_tiles,
+#     attn_classes (rooflab's kernels on every class of input, beside SDPA), attn_drawn (the
+#          same on shapes drawn across the classes; DRAWN=N,SEED, default 32,1), attn_tiles,
 #          attn_ratios, attn_sweep, spread (a prefill and three decode rows of the class sweep
 #          near or below cuDNN, each repeated in one run: how far a ratio to it moves)
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
@@ -49,6 +50,7 @@ parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 cur=$out/current
+export DRAWN=${DRAWN:-32,1}
 rm -rf "$cur" && mkdir -p "$cur"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$cur/nvidia-smi.txt"
 run() {  # run PART CMD...: the part's command, exit code, seconds and new files go to the manifest
@@ -84,6 +86,9 @@ has generate_gemma && run generate_gemma python3 benchmarks/generate.py "$cur/ge
 has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
   Llama-3.1-8B,Qwen3-8B "${GEN_SHAPES:-}"
 has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
+# the same, on shapes drawn at random across the classes (none a tuning row; DRAWN=N,SEED)
+has attn_drawn && run attn_drawn python3 benchmarks/attention_classes.py "$cur" prefill,decode \
+  --drawn "${DRAWN%%,*}" --seed "${DRAWN##*,}"
 # the same row, the same tensors, timed again and again: a ratio's spread within one run
 has spread && run spread_prefill python3 benchmarks/ab_flash.py "$cur" --name spread_prefill \
   --rounds 5 --rows "[$(printf '(64,16,8,384,128,"bf16",True),%.0s' 1 2 3 4)]"
@@ -180,7 +185,7 @@ files["nvidia-smi.txt"] = {"part": "setup", "command": "nvidia-smi --query-gpu=.
 name = "manifest-" + "-".join(p["part"] for p in parts) + ".json"  # one a call: calls merge
 knobs = {k: v for k, v in os.environ.items() if k in (  # what narrowed the call's parts
     "AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES HELDOUT_SHAPES "
-    "MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K TESTS_WORKERS").split()}
+    "DRAWN MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K TESTS_WORKERS").split()}
 json.dump({**provenance.record(), "knobs": knobs, "parts": parts, "files": files},
           open(os.path.join(cur, name), "w"), indent=1)
 PY

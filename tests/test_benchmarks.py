@@ -474,6 +474,51 @@ def test_attention_classes_rows_are_placed_on_the_run_roof(monkeypatch, roof, bo
         "rooflab_of_roof": 0.5, "best_peer_of_roof": 0.6}]
 
 
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_drawn_attention_rows_are_the_seeds_and_fit(monkeypatch, phase):
+    """--drawn: the same rows for a seed, others for another; every row within its phase's
+    ranges and size caps, labelled with the classes it is in, and the draws reach every
+    layout, head dim and dtype."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import attention_classes as AC
+    rows = AC.drawn(phase, 60, 3)
+    assert rows == AC.drawn(phase, 60, 3) and rows != AC.drawn(phase, 60, 4) and len(rows) == 60
+    seen = {"layout": set(), "d": set(), "dt": set()}
+    for label, change in rows:
+        s = {**AC.BASE, **change}
+        group = s["h"] // s["hkv"]
+        assert s["h"] == group * s["hkv"] and 1 <= s["hkv"] <= 16
+        assert 4 * s["b"] * s["hkv"] * s["lkv"] * s["d"] <= 2 << 30
+        if phase == "decode":
+            assert 1 <= group <= 16 and s["lq"] <= 8 and (s["lq"] > 1) == s["causal"]
+            assert 1 <= s["b"] <= 256 and 128 <= s["lkv"] <= 32768
+        else:
+            assert 1 <= group <= 8 and AC.DECODE_MAX_Q < s["lq"] <= s["lkv"] <= 8192
+            assert s["b"] * s["h"] * s["lq"] * s["lkv"] <= 1 << 30
+        assert label.startswith(f"{s['b']} x {s['h']}/{s['hkv']}, head dim {s['d']}, {s['dt']}")
+        assert (f"gqa group {group}" in label) == bool(group & (group - 1))
+        assert ("kept keys" in label) == s["keep"] and ("ragged" in label) == bool(s["lkv"] % 128)
+        for key in seen:
+            seen[key].add(s[key])
+    assert seen == {"layout": {"bhld", "blhd", "dynamic"}, "d": {64, 128, 256},
+                    "dt": {"bf16", "fp16"}}
+
+
+def test_attention_classes_tally_and_refusals(monkeypatch, capsys):
+    """The count at or past the peer a phase (a row with no peer left out), and bad arguments
+    one line and exit 2, before anything is measured."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import attention_classes as AC
+    rows = [{"phase": "decode", "rooflab_over_best_peer": x} for x in (1.0, 0.99, 1.2)]
+    rows += [{"phase": "prefill", "rooflab_over_best_peer": 0.9}, {"phase": "prefill"}]
+    assert AC.tally(rows) == {"decode": [2, 3], "prefill": [0, 1]}
+    monkeypatch.setattr(AC, "roofs", lambda: pytest.fail("measured before the arguments"))
+    for argv in (["out", "train"], ["out", "--drawn", "0"], ["out", "--drawn", "x"]):
+        with pytest.raises(SystemExit) as e:
+            AC.main(argv)
+        assert e.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()[-1]) > 0
+
+
 def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):
     """decode_ops.py's rows on small shapes: each family's op counted once, predicted from the
     costs given, timed, and its launches read from a profile."""
