@@ -26,7 +26,8 @@
 #          attn_agree (rooflab's attention call by call inside a model against fp32;
 #          AGREE_MODELS, AGREE_SHAPE)
 #     attn_classes (rooflab's kernels on every class of input, beside SDPA), attn_drawn (the
-#          same on shapes drawn across the classes; DRAWN=N,SEED, default 32,1), attn_tiles,
+#          same on shapes drawn across the classes; DRAWN=N,SEED, default 32,1), attn_paths
+#          (the rows of sweeps, PATHS_OF, below 0.97x their peer on each path), attn_tiles,
 #          attn_ratios, attn_sweep, spread (a prefill and three decode rows of the class sweep
 #          near or below cuDNN, each repeated in one run: how far a ratio to it moves)
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
@@ -90,6 +91,10 @@ has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$c
 # the same, on shapes drawn at random across the classes (none a tuning row; DRAWN=N,SEED)
 has attn_drawn && run attn_drawn python3 benchmarks/attention_classes.py "$cur" prefill,decode \
   --drawn "${DRAWN%%,*}" --seed "${DRAWN##*,}"
+# each row of the drawn sweeps below 0.97x its peer, timed on every path rooflab has for it
+has attn_paths && run attn_paths python3 benchmarks/attention_paths.py "$cur" \
+  ${PATHS_OF:-benchmarks/results/current/attention_drawn_s1_h100.json \
+  benchmarks/results/current/attention_drawn_s2_h100.json}
 # the same row, the same tensors, timed again and again: a ratio's spread within one run
 has spread && run spread_prefill python3 benchmarks/ab_flash.py "$cur" --name spread_prefill \
   --rounds 5 --rows "[$(printf '(64,16,8,384,128,"bf16",True),%.0s' 1 2 3 4)]"
@@ -195,7 +200,7 @@ files["nvidia-smi.txt"] = {"part": "setup", "command": "nvidia-smi --query-gpu=.
 name = "manifest-" + "-".join(p["part"] for p in parts) + ".json"  # one a call: calls merge
 knobs = {k: v for k, v in os.environ.items() if k in (  # what narrowed the call's parts
     "AGREE_MODELS AGREE_SHAPE ATTN_MODELS ATTN_SHAPES BEFORE DIAGNOSE GEN_SHAPES HELDOUT_SHAPES "
-    "DRAWN MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K TESTS_WORKERS").split()}
+    "DRAWN PATHS_OF MOE_MODELS MOE_SHAPES NCU_TARGETS PART_TIMEOUT TESTS_K TESTS_WORKERS").split()}
 json.dump({**provenance.record(), "knobs": knobs, "parts": parts, "files": files},
           open(os.path.join(cur, name), "w"), indent=1)
 PY

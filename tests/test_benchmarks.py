@@ -519,6 +519,37 @@ def test_attention_classes_tally_and_refusals(monkeypatch, capsys):
         assert e.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()[-1]) > 0
 
 
+def test_attention_paths_times_each_path_of_the_rows_below(monkeypatch, tmp_path):
+    """attention_paths.py on a sweep of three rows: the two below 0.97x each timed again by
+    rooflab's paths (under the interpreter: the Triton kernels; the Gluon ones and SDPA's
+    GPU backends give why not), in their layout and contiguous; the row at 1.0x left out."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import attention_classes as AC
+    import attention_paths as AP
+    monkeypatch.setattr(AC, "DEVICE", "cpu")
+    small = {"b": 2, "h": 4, "hkv": 2, "d": 32}
+    rows = [{**AC.BASE, **small, "phase": "prefill", "class": "p", "lq": 37, "lkv": 37,
+             "layout": "blhd", "rooflab_over_best_peer": 0.9},
+            {**AC.BASE, **small, "phase": "decode", "class": "d", "lq": 1, "lkv": 50,
+             "causal": False, "rooflab_over_best_peer": 0.5},
+            {**AC.BASE, **small, "phase": "decode", "class": "x", "lq": 1, "lkv": 50,
+             "causal": False, "rooflab_over_best_peer": 1.0}]
+    (tmp_path / "sweep.json").write_text(json.dumps({"meta": {"commit": "abc"}, "rows": rows}))
+    AP.main([str(tmp_path), str(tmp_path / "sweep.json")])
+    out = json.loads((tmp_path / "attention_paths.json").read_text())
+    assert out["meta"]["commit"] and [r["class"] for r in out["rows"]] == ["p", "d"]
+    prefill, decode = out["rows"]
+    assert set(prefill) >= {"blhd", "bhld"} and "bhld" in decode and "blhd" not in decode
+    for r in (prefill["blhd"], prefill["bhld"]):
+        assert r["routed"] == "flash_attention" and r["rooflab"] > 0 and r["triton"] > 0
+        assert isinstance(r["flash_attention_sm90"], str) and isinstance(r["cudnn"], str)
+    from rooflab.kernels import flash_decoding as FD
+    launch = decode["bhld"]["launch"]  # the interpreter's config: 16 keys a step
+    assert launch["BLOCK_N"] == 16 and launch["schedule"] == list(
+        FD.schedule(2, 2, 50, 16, launch["programs"]))
+    assert decode["bhld"]["64 keys a step"] > 0 and decode["bhld"]["128 keys a step"] > 0
+
+
 def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):
     """decode_ops.py's rows on small shapes: each family's op counted once, predicted from the
     costs given, timed, and its launches read from a profile."""
