@@ -20,6 +20,7 @@ Softcapped scores (Gemma 2) and attention sinks (gpt-oss), which no SDPA backend
 is the model's eager attention (matmul, cap, softmax, matmul in the row's dtype), what a model
 runs without rooflab's kernels; SDPA's backends without the cap or the sinks are timed beside it
 as a floor, not as peers.
+Each time is a median with its robust CV beside it (a row's "unstable": those over 5%).
 Each row is also placed on this run's roof (copy bandwidth and the dtype's matmul peak, measured
 first, measure_ceilings()): its count (rooflab.cost.attention: the causal or windowed pairs, a
 padded batch's padding counted; bytes fused, each tensor once), whether that bounds it by
@@ -214,13 +215,16 @@ def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
         impls = {"rooflab": lambda: ours(q, k, v, s, keep), **sdpa}
         if s["dv"] and s["lq"] > DECODE_MAX_Q:  # latent attention: the Triton kernel beside
             impls["rooflab, Triton"] = lambda: FA.flash_attention(q, k, v, s["causal"], cfg={})[0]
-    r = {"class": cls, **s, "times_s": {}, "rel_err": {}, "errors": {}}
+    r = {"class": cls, **s, "times_s": {}, "cv": {}, "rel_err": {}, "errors": {}}
     for name, fn in impls.items():
         try:
             out = fn()
             r["rel_err"][name] = float((out.float() - ref).norm() / ref.norm())
-            r["times_s"][name] = time_call(fn, warmup=3, budget_s=0.1, max_reps=100,
-                                           flush_l2=True, wall=False, device=DEVICE).device_s
+            t = time_call(fn, warmup=3, budget_s=0.1, max_reps=100, flush_l2=True, wall=False,
+                          device=DEVICE)
+            r["times_s"][name], r["cv"][name] = t.device_s, round(t.cv, 4)
+            if t.unstable:
+                r["unstable"] = [*r.get("unstable", []), name]
         except Exception as e:  # noqa: BLE001 - a backend refusing a class is a result
             r["errors"][name] = str(e).splitlines()[0][:160]
     peers = {n: t for n, t in r["times_s"].items()
@@ -237,6 +241,7 @@ def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
                                                  r["times_s"].items()},
           "x%.3f" % r.get("rooflab_over_best_peer", 0), r.get("best_peer"),
           {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "", on_roof,
+          f"unstable (robust CV over 5%): {r['unstable']}" if "unstable" in r else "",
           flush=True)
     return r
 

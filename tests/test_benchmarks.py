@@ -429,6 +429,9 @@ def test_attention_classes_rows_hold_rooflab_to_fp32(device, monkeypatch, phase,
     monkeypatch.setattr(AC, "DEVICE", device)
     r = AC.row(phase, {"b": 2, "h": 4, "hkv": 2, "d": 32, **change})
     assert r["rel_err"]["rooflab"] < 2e-2 and r["times_s"]["rooflab"] > 0
+    assert set(r["cv"]) == set(r["times_s"]) and all(x >= 0 for x in r["cv"].values())
+    from rooflab.units import CV_UNSTABLE
+    assert set(r.get("unstable", [])) == {n for n, x in r["cv"].items() if x > CV_UNSTABLE}
     sdpa = {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient"}
     if change.get("softcap") or change.get("sinks"):  # eager the peer, SDPA without them a floor
         sdpa = {"eager"} | {f"{n} without" for n in sdpa}
