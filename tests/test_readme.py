@@ -492,3 +492,26 @@ def test_the_mixtures_router_aside_is_its_file():
     lo, hi = r["experts"]["prefill_routing"]["largest_over_mean"]
     assert (f"(Qwen3-30B-A3B at B=1, its router {lo:.1f}-{hi:.0f}x uneven, timed as routed: "
             f"{ttft(r):.2f};") in (ROOT / "README.md").read_text()
+
+
+def test_the_drawn_sweeps_row_is_its_files():
+    """The drawn sweeps' row: each seed's prefill and decode rows at or past the best peer, and
+    how many of the prefill rows below it are head dim 256, and of those at lengths that are not
+    whole 128-row tiles, counted from the files it names."""
+    [said] = headline_rows(r"seed 1: prefill (\d+) of (\d+) at or past the best peer, decode "
+                           r"(\d+) of (\d+); seed 2: prefill (\d+) of (\d+), decode (\d+) of "
+                           r"(\d+); of the (\d+) prefill rows below it, (\d+) are head dim 256, "
+                           r"(\d+) of them at lengths that are not whole tiles")
+    counts, below = [], []
+    for seed in (1, 2):
+        d = json.loads((CURRENT / f"attention_drawn_s{seed}_h100.json").read_text())
+        assert d["seed"] == seed and d["meta"]["commit"] == "13d9791"
+        for phase in ("prefill", "decode"):
+            mine = [r["rooflab_over_best_peer"] >= 1 for r in d["rows"] if r["phase"] == phase]
+            counts += [sum(mine), len(mine)]
+            assert d["at_or_past_best_peer"][phase] == counts[-2:]
+        below += [r for r in d["rows"]
+                  if r["phase"] == "prefill" and r["rooflab_over_best_peer"] < 1]
+    wide = [r for r in below if r["d"] == 256]
+    ragged = [r for r in wide if r["lq"] % 128 or r["lkv"] % 128]
+    assert [int(x) for x in said.groups()] == [*counts, len(below), len(wide), len(ragged)]
