@@ -163,10 +163,10 @@ has ab_ws_ragged256 && run ab_ws_ragged256 python3 benchmarks/ab_flash.py "$cur"
     (3,6,2,6015,256,"bf16",True),(15,48,16,205,256,"bf16",True),(11,40,8,327,256,"bf16",True),
     (8,1,1,4159,256,"bf16",True),(19,1,1,677,256,"bf16",True),(40,8,8,496,256,"bf16",True)]'
 # its check: ragged lengths at head dim 256 to the warp-specialized kernel from half the SMs'
-# worth of 128-row tiles (the routed default) against the Triton kernel, on rows never run:
-# eight drawn with seed 4 and five near the bound (48-144 tiles; 66 is an H100's half)
+# worth of 128-row tiles, on rows never run: eight drawn with seed 4 and five near the bound
+# (48-144 tiles; 66 is an H100's half), the kernel forced against the routed Triton kernel
 has ab_ws_ragged256_rule && run ab_ws_ragged256_rule python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_ws_ragged256_rule --variant 'triton={}' --rows '[
+  --name ab_ws_ragged256_rule --variant 'ws_ragged={"GLUON_WS": {"RAGGED": true}}' --rows '[
     (5,8,2,493,256,"bf16",True),(51,4,2,2122,256,"fp16",True),(7,56,8,177,256,"bf16",True),
     (28,14,2,174,256,"bf16",True),(1,24,4,354,256,"bf16",True),(1,16,8,266,256,"bf16",True),
     (24,8,8,1561,256,"bf16",True),(13,24,4,840,256,"bf16",True),(1,8,1,700,256,"bf16",True),

@@ -441,14 +441,11 @@ def walk_stages(qk_dim: int, v_dim: int, block_n: int) -> int:
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not: flash_attention_sm90.usable's
-    rules, head dims of DIMS. Ragged lengths at head dim 256 on fewer 128-row tiles than half
-    the SMs go to the Triton kernel, whose 64-row tiles keep more SMs busy there (the A/Bs:
-    docs/kernels/flash_attention_sm90.md)."""
+    rules, head dims of DIMS. Ragged lengths at head dim 256 go to the Triton kernel, faster
+    there in the A/B (docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
-    if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}) and q.is_cuda and (
-            2 * q.shape[0] * q.shape[1] * -(-q.shape[2] // 128)
-            < torch.cuda.get_device_properties(q.device).multi_processor_count):
-        return "ragged lengths at head dim 256 on fewer tiles than half the SMs"
+    if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
+        return "ragged lengths at head dim 256"
     if c["PERSISTENT"] and c["STAGES"] > walk_stages(q.shape[-1], v.shape[-1], c["BLOCK_N"]):
         return "PERSISTENT's Q buffers for two tiles and its stages do not fit"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)
