@@ -33,8 +33,7 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_ws_ragged256 (head dim 256 at ragged lengths: the Gluon kernel against Triton's)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -45,7 +44,8 @@
 # `git show a132983:scripts/gpu_check.sh`, ab_plain_first in
 # `git show ee86308:scripts/gpu_check.sh`, ab_deep_causal in
 # `git show 70f746c:scripts/gpu_check.sh`, ab_decode_whole_deep in
-# `git show b31eb8b:scripts/gpu_check.sh`.
+# `git show b31eb8b:scripts/gpu_check.sh`, ab_ws_ragged256 and ab_ws_ragged256_rule in
+# `git show c807c58:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -153,25 +153,6 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
-# head dim 256 at ragged lengths: the warp-specialized kernel (RAGGED forced) against the
-# routed Triton kernel, the drawn rows below cuDNN, the rule's row, gemma-3's heads, six held out
-has ab_ws_ragged256 && run ab_ws_ragged256 python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_ws_ragged256 --variant 'ws_ragged={"GLUON_WS": {"RAGGED": true}}' --rows '[
-    (1,32,8,2708,256,"bf16",True),(13,7,1,2933,256,"bf16",False),(13,40,8,500,256,"fp16",False),
-    (15,6,1,2597,256,"bf16",True),(17,48,8,1040,256,"bf16",True),(1,80,16,3477,256,"bf16",True),
-    (1,32,8,777,256,"bf16",True),(1,4,1,1000,256,"bf16",True),(8,4,1,333,256,"bf16",True),
-    (3,6,2,6015,256,"bf16",True),(15,48,16,205,256,"bf16",True),(11,40,8,327,256,"bf16",True),
-    (8,1,1,4159,256,"bf16",True),(19,1,1,677,256,"bf16",True),(40,8,8,496,256,"bf16",True)]'
-# its check: ragged lengths at head dim 256 to the warp-specialized kernel from half the SMs'
-# worth of 128-row tiles, on rows never run: eight drawn with seed 4 and five near the bound
-# (48-144 tiles; 66 is an H100's half), the kernel forced against the routed Triton kernel
-has ab_ws_ragged256_rule && run ab_ws_ragged256_rule python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_ws_ragged256_rule --variant 'ws_ragged={"GLUON_WS": {"RAGGED": true}}' --rows '[
-    (5,8,2,493,256,"bf16",True),(51,4,2,2122,256,"fp16",True),(7,56,8,177,256,"bf16",True),
-    (28,14,2,174,256,"bf16",True),(1,24,4,354,256,"bf16",True),(1,16,8,266,256,"bf16",True),
-    (24,8,8,1561,256,"bf16",True),(13,24,4,840,256,"bf16",True),(1,8,1,700,256,"bf16",True),
-    (2,8,2,900,256,"bf16",True),(1,16,4,1100,256,"bf16",True),(3,4,1,800,256,"bf16",True),
-    (1,8,8,1500,256,"bf16",False)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
