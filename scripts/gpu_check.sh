@@ -52,7 +52,7 @@ parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 ROOFLAB_CACHE=$out/cache
 cur=$out/current
-export DRAWN=${DRAWN:-32,1}
+drawn=${DRAWN:-32,1}  # not exported: the manifest's knobs are what the caller set
 rm -rf "$cur" && mkdir -p "$cur"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$cur/nvidia-smi.txt"
 run() {  # run PART CMD...: the part's command, exit code, seconds and new files go to the manifest
@@ -90,7 +90,7 @@ has generate_8b && run generate_8b python3 benchmarks/generate.py "$cur/8b" \
 has attn_classes && run attn_classes python3 benchmarks/attention_classes.py "$cur"
 # the same, on shapes drawn at random across the classes (none a tuning row; DRAWN=N,SEED)
 has attn_drawn && run attn_drawn python3 benchmarks/attention_classes.py "$cur" prefill,decode \
-  --drawn "${DRAWN%%,*}" --seed "${DRAWN##*,}"
+  --drawn "${drawn%%,*}" --seed "${drawn##*,}"
 # each row of the drawn sweeps below 0.97x its peer, timed on every path rooflab has for it
 has attn_paths && run attn_paths python3 benchmarks/attention_paths.py "$cur" \
   ${PATHS_OF:-benchmarks/results/current/attention_drawn_s1_h100.json \
