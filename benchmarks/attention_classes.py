@@ -74,6 +74,13 @@ PREFILL = [  # class, changes from BASE
     ("fp16", {"dt": "fp16"}), ("head dim 64", {"d": 64}),
     ("head dim 64", {"d": 64, "b": 32, "lq": 512, "lkv": 512, "layout": "blhd"}),
     ("head dim 256", {"d": 256, "h": 8, "hkv": 8}),
+    # the classes the drawn sweeps found below the peer (flash_decoding.md, "Drawn shapes"):
+    # head dim 256 at lengths that are not whole tiles (Gemma-2's and gemma-3-270m-it's heads),
+    # and short rows without a mask
+    ("head dim 256, ragged", {"d": 256, "h": 8, "hkv": 4, "b": 4, "lq": 2500, "lkv": 2500}),
+    ("head dim 256, ragged", {"d": 256, "h": 4, "hkv": 1, "b": 8, "lq": 700, "lkv": 700}),
+    ("batch, no mask, short", {"b": 64, "lq": 300, "lkv": 300, "causal": False,
+                               "layout": "blhd"}),
     ("sliding window", {"window": 512, "d": 256, "h": 4, "hkv": 1, "b": 8, "lq": 4096,
                         "lkv": 4096}),
     ("sliding window", {"window": 1024, "lq": 4096, "lkv": 4096}),
@@ -103,6 +110,8 @@ DECODE = [
       for g in (1, 5, 7, 16)],
     *[("batch", {"lq": 1, "lkv": n, "b": b, "causal": False})
       for b, n in ((1, 8192), (64, 1024), (256, 512))],
+    ("batch 1, few pairs", {"lq": 1, "lkv": 1846, "b": 1, "h": 64, "hkv": 4, "d": 64,
+                            "causal": False}),  # a drawn row below the peer
     ("fp16, ragged", {"lq": 1, "lkv": 2049, "b": 8, "dt": "fp16", "causal": False}),
     ("hf layout", {"lq": 1, "lkv": 4096, "b": 8, "layout": "blhd", "causal": False}),
     ("head dim 64", {"lq": 1, "lkv": 4096, "b": 8, "d": 64, "causal": False}),
