@@ -33,7 +33,8 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
+#          ab_ws_ragged256_long (head dim 256 at ragged lengths from 1,024 tokens: Gluon or Triton)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -153,6 +154,15 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
+# head dim 256 at ragged lengths, the candidate from ab_ws_ragged256(_rule): the warp-specialized
+# kernel (RAGGED forced) against the routed Triton kernel on rows of its own (the first eight
+# seed 5 draws it would take: from 1,024 tokens and 66 tiles; two at its bounds)
+has ab_ws_ragged256_long && run ab_ws_ragged256_long python3 benchmarks/ab_flash.py "$cur" \
+  --name ab_ws_ragged256_long --variant 'ws_ragged={"GLUON_WS": {"RAGGED": true}}' --rows '[
+    (2,5,1,1056,256,"bf16",True),(5,8,1,4272,256,"bf16",True),(19,12,4,1976,256,"bf16",True),
+    (6,16,4,1292,256,"bf16",True),(1,24,8,6084,256,"bf16",True),(2,8,2,1524,256,"bf16",False),
+    (1,56,8,1788,256,"fp16",True),(11,4,4,4193,256,"bf16",True),(1,8,1,1030,256,"bf16",True),
+    (3,4,1,1100,256,"bf16",True)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
