@@ -20,7 +20,8 @@ Softcapped scores (Gemma 2) and attention sinks (gpt-oss), which no SDPA backend
 is the model's eager attention (matmul, cap, softmax, matmul in the row's dtype), what a model
 runs without rooflab's kernels; SDPA's backends without the cap or the sinks are timed beside it
 as a floor, not as peers.
-Each time is a median with its robust CV beside it (a row's "unstable": those over 5%).
+Each time is a median with its robust CV beside it (a row's "unstable": those over
+rooflab.units.CV_UNSTABLE).
 Each row is also placed on this run's roof (copy bandwidth and the dtype's matmul peak, measured
 first, measure_ceilings()): its count (rooflab.cost.attention: the causal or windowed pairs, a
 padded batch's padding counted; bytes fused, each tensor once), whether that bounds it by
@@ -48,6 +49,7 @@ from rooflab.kernels import flash_decoding as FD
 from rooflab.measure.ceilings import measure_ceilings
 from rooflab.measure.op_classes import DECODE_MAX_Q
 from rooflab.measure.timer import time_call
+from rooflab.units import CV_UNSTABLE
 from rooflab.roofline import Roof, place
 from rooflab.studies import attention as A
 
@@ -200,6 +202,12 @@ def placed(s: dict, times: dict, roof: Roof) -> dict:
             "roof_s": p.time_floor_s, "of_roof": {n: p.time_floor_s / t for n, t in times.items()}}
 
 
+def timed(fn):
+    """fn's timing as every row takes it: L2 flushed before each call, the device's own time."""
+    return time_call(fn, warmup=3, budget_s=0.1, max_reps=100, flush_l2=True, wall=False,
+                     device=DEVICE)
+
+
 def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
     """One class's row: each implementation's time, error and refusal; placed on ``roof``
     (this run's, by dtype) where given."""
@@ -229,8 +237,7 @@ def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
         try:
             out = fn()
             r["rel_err"][name] = float((out.float() - ref).norm() / ref.norm())
-            t = time_call(fn, warmup=3, budget_s=0.1, max_reps=100, flush_l2=True, wall=False,
-                          device=DEVICE)
+            t = timed(fn)
             r["times_s"][name], r["cv"][name] = t.device_s, round(t.cv, 4)
             if t.unstable:
                 r["unstable"] = [*r.get("unstable", []), name]
@@ -250,7 +257,8 @@ def row(cls: str, change: dict, roof: dict[str, Roof] | None = None) -> dict:
                                                  r["times_s"].items()},
           "x%.3f" % r.get("rooflab_over_best_peer", 0), r.get("best_peer"),
           {n: "%.1e" % e for n, e in r["rel_err"].items()}, r["errors"] or "", on_roof,
-          f"unstable (robust CV over 5%): {r['unstable']}" if "unstable" in r else "",
+          f"unstable (robust CV over {CV_UNSTABLE:.0%}): {r['unstable']}" if "unstable" in r
+          else "",
           flush=True)
     return r
 

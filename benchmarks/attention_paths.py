@@ -17,7 +17,6 @@ from rooflab.kernels import flash_attention as FA
 from rooflab.kernels import flash_decoding as FD
 from rooflab.kernels import routing
 from rooflab.measure.op_classes import DECODE_MAX_Q
-from rooflab.measure.timer import time_call
 from rooflab.studies import attention as A
 
 import attention_classes as AC
@@ -25,11 +24,10 @@ from common import write
 
 
 def us(fn) -> float | str:
-    """fn's device time in us (L2 flushed), or the first line of why it failed."""
+    """fn's device time in us, timed as the sweep times it, or the first line of why it failed."""
     try:
         fn()
-        return round(time_call(fn, warmup=3, budget_s=0.1, max_reps=100, flush_l2=True,
-                               wall=False, device=AC.DEVICE).device_s * 1e6, 1)
+        return round(AC.timed(fn).device_s * 1e6, 1)
     except Exception as e:  # noqa: BLE001 - a path refusing a row is a result
         return str(e).splitlines()[0][:100]
 
@@ -59,6 +57,18 @@ def paths(s: dict) -> dict:
     return r
 
 
+def load(parser, path: str) -> dict:
+    """The sweep at ``path``; one that cannot be read, or has no rows, is the parser's error."""
+    try:
+        with open(path) as f:
+            sweep = json.load(f)
+    except (OSError, ValueError) as e:
+        parser.error(f"cannot read {path}: {e}")
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("rows"), list):
+        parser.error(f"{path} has no rows: not a class sweep's JSON")
+    return sweep
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out_dir")
@@ -66,14 +76,13 @@ def main(argv=None) -> None:
     p.add_argument("--below", type=float, default=0.97)
     a = p.parse_args(argv)
     rows = []
-    for path in a.sweeps:
-        with open(path) as f:
-            sweep = json.load(f)
+    sweeps = {path: load(p, path) for path in a.sweeps}  # all read before anything is timed
+    for path, sweep in sweeps.items():
         for r in sweep["rows"]:
             if r.get("rooflab_over_best_peer", a.below) >= a.below:
                 continue
             s = {key: r[key] for key in AC.BASE}
-            out = {"sweep": path, "sweep_commit": sweep["meta"].get("commit"),
+            out = {"sweep": path, "sweep_commit": sweep.get("meta", {}).get("commit"),
                    "phase": r["phase"], "class": r["class"], "shape": s,
                    "sweep_ratio": r["rooflab_over_best_peer"], s["layout"]: paths(s)}
             if s["layout"] != "bhld":

@@ -551,6 +551,11 @@ def test_attention_paths_times_each_path_of_the_rows_below(monkeypatch, tmp_path
     assert launch["BLOCK_N"] == 16 and launch["schedule"] == list(
         FD.schedule(2, 2, 50, 16, launch["programs"]))
     assert decode["bhld"]["64 keys a step"] > 0 and decode["bhld"]["128 keys a step"] > 0
+    (tmp_path / "other.json").write_text(json.dumps({"meta": {}}))
+    for bad in ("missing.json", "other.json"):  # one line, exit 2, nothing timed
+        with pytest.raises(SystemExit) as e:
+            AP.main([str(tmp_path / "again"), str(tmp_path / "sweep.json"), str(tmp_path / bad)])
+        assert e.value.code == 2 and not (tmp_path / "again").exists()
 
 
 def test_decode_ops_rows_count_time_and_profile_each_small_op(device, monkeypatch):

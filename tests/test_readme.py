@@ -498,6 +498,7 @@ def test_the_drawn_sweeps_row_is_its_files():
     """The drawn sweeps' row: each seed's prefill and decode rows at or past the best peer, and
     how many of the prefill rows below it are head dim 256, and of those at lengths that are not
     whole 128-row tiles, counted from the files it names."""
+    [commit] = [m[1] for m in headline_rows(r"drawn at random across them.*\(H100, (\w+),")]
     [said] = headline_rows(r"seed 1: prefill (\d+) of (\d+) at or past the best peer, decode "
                            r"(\d+) of (\d+); seed 2: prefill (\d+) of (\d+), decode (\d+) of "
                            r"(\d+); of the (\d+) prefill rows below it, (\d+) are head dim 256, "
@@ -505,7 +506,7 @@ def test_the_drawn_sweeps_row_is_its_files():
     counts, below = [], []
     for seed in (1, 2):
         d = json.loads((CURRENT / f"attention_drawn_s{seed}_h100.json").read_text())
-        assert d["seed"] == seed and d["meta"]["commit"] == "13d9791"
+        assert d["seed"] == seed and d["meta"]["commit"] == commit
         for phase in ("prefill", "decode"):
             mine = [r["rooflab_over_best_peer"] >= 1 for r in d["rows"] if r["phase"] == phase]
             counts += [sum(mine), len(mine)]
