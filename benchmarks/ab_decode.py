@@ -6,8 +6,9 @@ Usage: python benchmarks/ab_decode.py OUT_DIR [--variant NAME=JSON ...] [--rows 
            [--kept LO,HI] [--before REV] [--rounds 3] [--name ab_decode] [--device cuda]
 A variant's JSON is merged over the row's FD.config; its key "programs", if any, is the launcher's
 programs argument, e.g. --variant 's2={"num_stages": 2, "programs": 396}', or "pairs": one program
-per (batch, KV head), each head whole, or "N an SM": about N programs an SM, a count that cuts
-every head alike as the launcher's does ("split": "2 an SM", the launcher's where two fit).
+per (batch, KV head), each head whole, "N a pair": N programs a pair, each head cut in N runs
+(about: schedule()'s runs are whole blocks), or "N an SM": about N programs an SM, a count that
+cuts every head alike as the launcher's does ("split": "2 an SM", the launcher's where two fit).
 Rows are (B, H, Hkv, Lq, Lkv, D) tuples, bf16, causal where Lq > 1; by default the kernels
 benchmark's decode shapes with more than one query. --kept LO,HI: a static cache's kept keys,
 row b's first slots, from LO to HI of the cache along the batch (every call given the mask, SDPA
@@ -57,6 +58,8 @@ def row(shape, variants: dict, rounds: int, bw: float | None, device: str,
                 device == "cuda") else 4
             programs = FD.aligned(int(programs.split()[0]) * sms, b * hkv)
         programs = b * hkv if programs == "pairs" else programs
+        if isinstance(programs, str) and programs.endswith(" a pair"):
+            programs = int(programs.split()[0]) * b * hkv
         cfg = {**default, **over}
         fns[name] = lambda cfg=cfg, p=programs: FD.flash_decode(q, k, v, causal, programs=p,
                                                                 cfg=cfg, keep=keep)
@@ -92,9 +95,9 @@ def main(argv=None) -> None:
     for name, over in variants.items():
         n = over.get("programs")
         if not (n is None or n in ("pairs", "split") or isinstance(n, int) and n > 0 or (
-                isinstance(n, str) and re.fullmatch(r"[1-9]\d* an SM", n))):
-            p.error(f"--variant {name}: programs takes a count, \"pairs\", \"split\" or "
-                    f"\"N an SM\" (got {n!r})")
+                isinstance(n, str) and re.fullmatch(r"[1-9]\d* (an SM|a pair)", n))):
+            p.error(f"--variant {name}: programs takes a count, \"pairs\", \"split\", "
+                    f"\"N an SM\" or \"N a pair\" (got {n!r})")
     shapes = rows(p, a.rows, ROWS, "B, H, Hkv, Lq, Lkv, D")
     kept = None
     if a.kept:

@@ -34,7 +34,8 @@
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
 #          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_ws_ragged256_long (head dim 256 at ragged lengths from 1,024 tokens: Gluon or Triton)
+#          ab_ws_ragged256_long (head dim 256 at ragged lengths from 1,024 tokens: Gluon or Triton),
+#          ab_decode_short256 (head dim 256 at decode: short heads whole or cut)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -163,6 +164,16 @@ has ab_ws_ragged256_long && run ab_ws_ragged256_long python3 benchmarks/ab_flash
     (6,16,4,1292,256,"bf16",True),(1,24,8,6084,256,"bf16",True),(2,8,2,1524,256,"bf16",False),
     (1,56,8,1788,256,"fp16",True),(11,4,4,4193,256,"bf16",True),(1,8,1,1030,256,"bf16",True),
     (3,4,1,1100,256,"bf16",True)]'
+# head dim 256 at decode, heads of 5-8 blocks of 64 keys that the launcher keeps whole
+# (WHOLE_HEADS_MAX_BLOCKS) below whole_heads_from pairs: cut as if not short ("1 an SM") or in
+# halves merged by the last program, against whole; the drawn sweep's row, ten of its own, one
+# control of 4 blocks (flash_decoding.md "Head dim 256: short heads whole?", about 60 s)
+has ab_decode_short256 && run ab_decode_short256 python3 benchmarks/ab_decode.py "$cur" \
+  --name ab_decode_short256 --variant 'split={"programs": "1 an SM"}' \
+  --variant 'halves={"programs": "2 a pair"}' --rows '[(9,14,1,1,480,256),(1,4,1,1,512,256),
+    (8,4,1,1,300,256),(1,8,4,1,450,256),(4,16,8,1,400,256),(2,32,16,1,350,256),
+    (16,8,2,1,500,256),(24,6,2,1,420,256),(3,12,4,1,270,256),(1,8,1,4,480,256),
+    (64,4,1,1,400,256),(6,8,2,1,250,256)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

@@ -96,8 +96,8 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
 
 
 def test_ab_decode_default_and_variants(tmp_path, device):
-    """Variants (with their own program counts, one as programs an SM) are measured and answer
-    as the default; one that cannot run is recorded, not fatal; bad rows or program counts are
+    """Variants (with their own program counts, as programs an SM and as programs a pair) are
+    measured and answer as the default; one that cannot run is recorded, not fatal; bad rows or program counts are
     one line and exit 2."""
     rows = "[(1, 8, 2, 16, 70, 64), (1, 4, 4, 1, 40, 32)]"
     env = {**os.environ, "PYTHONPATH": ROOT}
@@ -106,7 +106,8 @@ def test_ab_decode_default_and_variants(tmp_path, device):
     cmd = [sys.executable, "benchmarks/ab_decode.py", str(tmp_path), "--device", device]
     run = subprocess.run(
         cmd + ["--variant", 's2={"num_stages": 2, "programs": 3}', "--variant",
-               'three={"programs": "3 an SM"}', "--variant", 'bad={"BLOCK_N": 48}', "--rows",
+               'three={"programs": "3 an SM"}', "--variant", 'halves={"programs": "2 a pair"}',
+               "--variant", 'bad={"BLOCK_N": 48}', "--rows",
                rows, "--rounds", "1", "--before", "HEAD"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -115,6 +116,7 @@ def test_ab_decode_default_and_variants(tmp_path, device):
     for r in data["rows"]:
         assert r["max_abs_diff_vs_default"]["s2"] < 1e-2
         assert r["max_abs_diff_vs_default"]["three"] < 1e-2
+        assert r["max_abs_diff_vs_default"]["halves"] < 1e-2
         assert r["max_abs_diff_vs_default"]["before"] < 1e-2  # HEAD's file, loaded from git
         assert "bad" in r["errors"] and "bad" not in r["median_s"]
         assert {"default", "s2", "before", "read_same_bytes"} <= set(r["median_s"])
@@ -124,10 +126,11 @@ def test_ab_decode_default_and_variants(tmp_path, device):
                          text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()[-1]) > 0
     assert "Traceback" not in bad.stderr
-    bad = subprocess.run(cmd + ["--variant", 'x={"programs": "many"}'], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "programs takes a count" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    for many in ("many", "0 a pair"):
+        bad = subprocess.run(cmd + ["--variant", f'x={{"programs": "{many}"}}'], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and "programs takes a count" in bad.stderr
+        assert "Traceback" not in bad.stderr
     bad = subprocess.run(cmd + ["--before", "no-such-revision"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--before no-such-revision" in bad.stderr
