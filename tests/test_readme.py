@@ -435,12 +435,12 @@ def test_the_sweep_rows_below_the_best_peer_are_their_files(name):
 
 
 def test_the_h100_sweeps_repeat_is_its_files():
-    """"the same kernels at <commit> in another device call gave each row's ratio within a-bx of
-    this run's, and the rows below the peer stayed below": the earlier run's file, row by row;
-    and the short row's "a-bx in four repeats in one run": cuDNN's time over rooflab's."""
-    said = headline_rows(r"the same kernels at (\w+) in another device call gave each row's "
-                         r"ratio within ([\d.]+)-([\d.]+)x of this run's, and the rows below the "
-                         r"peer stayed below")[0]
+    """"the kernels at <commit> ... in another device call gave the N rows both ran within
+    a-bx of this run's ratio, M of them on the other side of 1": the earlier run's file, row by
+    row; and the short row's "a-bx in four repeats in one run": cuDNN's time over rooflab's."""
+    said = headline_rows(r"the kernels at (\w+) \(.*?\) in another device call gave the (\d+) "
+                         r"rows both ran within ([\d.]+)-([\d.]+)x of this run's ratio, (\d+) of "
+                         r"them on the other side of 1")[0]
     now = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
     then = json.loads((CURRENT / f"attention_classes_h100_{said[1]}.json").read_text())
     assert then["meta"]["commit"] == said[1]
@@ -449,9 +449,10 @@ def test_the_h100_sweeps_repeat_is_its_files():
             "phase", "class", "b", "h", "hkv", "lq", "lkv", "d", "dt", "causal", "layout",
             "keep", "window", "dv", "softcap", "sinks")}, sort_keys=True)
     earlier = {key(r): r["rooflab_over_best_peer"] for r in then["rows"]}
-    moved = [r["rooflab_over_best_peer"] / earlier[key(r)] for r in now]
-    assert len(moved) == len(earlier) and (said[2], said[3]) == span(moved)
-    assert all(r["rooflab_over_best_peer"] < 1 for r in now if earlier[key(r)] < 1)
+    both = [(earlier[key(r)], r["rooflab_over_best_peer"]) for r in now if key(r) in earlier]
+    assert len(both) == len(earlier) == int(said[2])
+    assert (said[3], said[4]) == span([x / e for e, x in both])
+    assert int(said[5]) == sum((e < 1) != (x < 1) for e, x in both)
     repeats = json.loads((CURRENT / "spread_prefill_h100.json").read_text())["rows"]
     x = [r["median_s"]["cudnn"] / r["median_s"]["after"] for r in repeats]
     assert len(x) == 4 and (f"{span(x)[0]}-{span(x)[1]}x in four repeats in one run"
