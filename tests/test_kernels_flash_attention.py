@@ -860,7 +860,8 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
-    ragged lengths too (at 256 to the Triton kernel); at 128 on rows F9.short() takes, to the
+    ragged lengths too (at 256 to the Triton kernel below 1,024 queries or a wave of 128-row
+    tiles); at 128 on rows F9.short() takes, to the
     plain Gluon kernel, unless the warp-specialized one walks them in whole tiles (no mask, or
     causal past 128 keys with 4 heads a KV head, past 384 with 1); transformers' layout goes
     where contiguous tensors of its shape go; an
@@ -879,7 +880,7 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
     for n, d, kernel in [(1024, 64, plain), (2560, 128, ws), (1024, 128, ws), (256, 128, ws),
                          (512, 256, ws), (1000, 64, plain), (1000, 128, ws), (500, 128, ws),
                          (700, 128, plain), (1500, 128, ws), (2048, 128, ws),
-                         (1000, 256, None)]:
+                         (1000, 256, None), (1100, 256, ws)]:
         calls.clear()
         e = FA.errors(2, 8, n, n, d, 2, torch.bfloat16, causal, device="cuda", seed=n)
         assert e["all_finite"] and e["triton_rel_err"] <= 2 * e["torch_rel_err"] + 1e-4, e

@@ -272,6 +272,11 @@ def test_flash_decode_gives_whole_heads_their_own_program_only_in_one_wave(monke
     assert FD._programs(128, 529, 64, cfg) == 177   # 96 KB: for 2 an SM (3 heads)
     assert FD._programs(128, 512, 64, cfg) == 256   # 96 KB: 2 an SM, two waves: 2 heads each
     assert FD._programs(256, 8, 128, cfg) == 128    # few long heads: one per SM, 16 a head
+    assert FD._programs(256, 9, 8, cfg) == 126      # 512 keys at head dim 256, 9 pairs: cut
+    assert FD._programs(256, 16, 7, cfg) == 128     # (aligned: a whole number a head)
+    assert FD._programs(256, 17, 8, cfg) == 17      # more pairs: whole heads
+    assert FD._programs(256, 9, 6, cfg) == 9        # 384 keys: whole heads
+    assert FD._programs(128, 9, 8, cfg) == 9        # 512 keys at 128: whole heads
     n128 = {**cfg, "BLOCK_N": 128}                  # head_dim 64: 96 KB, two an SM
     assert FD._programs(64, 110, 12, n128) == 110   # 4.8 TB/s at 44 GB/s a pair: whole heads
     assert FD._programs(64, 109, 12, n128) == 218   # fewer: cut, 2 runs a head, merged

@@ -382,6 +382,8 @@ WALK_CAUSAL_MOST = 8192
 # a half-empty last tile's empty warpgroup computes one block, _consume); on short rows the
 # plain kernel's unpadded 64-row tiles go first instead (routing.plain_first)
 WALK_PAD_SHARE = 1 / 16
+# ragged lengths at head dim 256 run here from this many queries (and a wave of tiles)
+RAGGED_256_FROM = 1024
 # latent attention walks with 64-key blocks up to this many keys, causal (past 128) or not
 LATENT_WALK_KEYS = 1024
 # A causal walk by length reads in a round the K and V of as many heads as programs, each
@@ -441,11 +443,15 @@ def walk_stages(qk_dim: int, v_dim: int, block_n: int) -> int:
 
 def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | None:
     """None where this kernel takes these inputs, else why not: flash_attention_sm90.usable's
-    rules, head dims of DIMS. Ragged lengths at head dim 256 go to the Triton kernel, faster
-    there in the A/B (docs/kernels/flash_attention_sm90.md)."""
+    rules, head dims of DIMS. Ragged lengths at head dim 256 go to the Triton kernel below
+    RAGGED_256_FROM queries or a wave of 128-row tiles (one an SM), where its 64-row tiles
+    fill more SMs and pad less (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
-    if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}):
-        return "ragged lengths at head dim 256"
+    b, h, n_q = q.shape[:3]
+    if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}) and (
+            n_q < RAGGED_256_FROM or q.is_cuda and b * h * -(-n_q // 128)
+            < torch.cuda.get_device_properties(q.device).multi_processor_count):
+        return "ragged lengths at head dim 256, short or few tiles"
     if c["PERSISTENT"] and c["STAGES"] > walk_stages(q.shape[-1], v.shape[-1], c["BLOCK_N"]):
         return "PERSISTENT's Q buffers for two tiles and its stages do not fit"
     return F9.usable(q, k, v, causal, {**c, "BLOCK_M": 2 * c["BLOCK_M"]}, out, DIMS)

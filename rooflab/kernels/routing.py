@@ -12,9 +12,10 @@ from rooflab.kernels.inputs import local
 # Which Gluon kernels may run, in order, by q and k's head dim and v's, on an sm_90 GPU for the
 # inputs each takes (its usable(); both take ragged lengths, transformers' layouts, a longer
 # cache's first rows, k and v in layouts apart): the one of flash_attention_sm90.py at 64, its
-# warp-specialized sibling at 128 and 256 (whole tiles at 256), where each beat the Triton
-# kernel and cuDNN, and at latent attention's 192 and 128, where it beat the Triton kernel and
-# cuDNN (rows up to 1,024 keys walked). At 128 the plain one may go first (plain_first()).
+# warp-specialized sibling at 128 and 256 (at 256 ragged lengths only from 1,024 queries and a
+# wave of tiles), where each beat the Triton kernel and cuDNN, and at latent attention's 192 and
+# 128, where it beat the Triton kernel and cuDNN (rows up to 1,024 keys walked). At 128 the
+# plain one may go first (plain_first()).
 GLUON = {(64, 64): ("flash_attention_sm90",), (128, 128): ("flash_attention_sm90_ws",),
          (256, 256): ("flash_attention_sm90_ws",), (192, 128): ("flash_attention_sm90_ws",)}
 
