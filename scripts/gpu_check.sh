@@ -33,10 +33,7 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_ws_ragged256_wave (head dim 256 at ragged lengths from 1,024 queries and a wave of
-#          tiles: Gluon or Triton), ab_decode_cut256 (head dim 256 at decode: heads of 7-8 blocks
-#          cut at few pairs)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -49,7 +46,8 @@
 # `git show 70f746c:scripts/gpu_check.sh`, ab_decode_whole_deep in
 # `git show b31eb8b:scripts/gpu_check.sh`, ab_ws_ragged256 and ab_ws_ragged256_rule in
 # `git show c807c58:scripts/gpu_check.sh`, ab_ws_ragged256_long and ab_decode_short256 in
-# `git show b20d911:scripts/gpu_check.sh`.
+# `git show b20d911:scripts/gpu_check.sh`, ab_ws_ragged256_wave and ab_decode_cut256 in
+# `git show 77bf23b:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -157,23 +155,6 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
-# head dim 256 at ragged lengths from 1,024 queries and a wave of 128-row tiles: the
-# warp-specialized kernel (RAGGED forced) against the routed Triton kernel on rows of its own
-# (the first eight seed-6 draws it would take; one at its bound, one just below)
-has ab_ws_ragged256_wave && run ab_ws_ragged256_wave python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_ws_ragged256_wave --variant 'ws_ragged={"GLUON_WS": {"RAGGED": true}}' --rows '[
-    (4,4,4,5247,256,"fp16",True),(3,6,1,1173,256,"bf16",True),(2,28,4,2810,256,"bf16",True),
-    (10,16,4,1040,256,"bf16",True),(3,4,4,2148,256,"bf16",True),(2,4,2,6494,256,"fp16",True),
-    (4,1,1,4591,256,"bf16",True),(13,40,8,1327,256,"bf16",True),(1,12,2,1400,256,"bf16",True),
-    (2,4,1,2000,256,"bf16",True)]'
-# head dim 256 at decode: heads of 7-8 blocks of 64 keys cut (as if not short) where at most 16
-# pairs, against whole; the first eight seed-6 draws it would take, four outside it
-# (flash_decoding.md "Head dim 256: short heads whole?", about 60 s)
-has ab_decode_cut256 && run ab_decode_cut256 python3 benchmarks/ab_decode.py "$cur" \
-  --name ab_decode_cut256 --variant 'split={"programs": "1 an SM"}' --rows '[(1,8,8,1,448,256),
-    (1,28,2,1,420,256),(6,6,1,1,443,256),(2,32,8,2,472,256),(1,12,4,3,474,256),
-    (1,24,4,4,500,256),(3,44,4,1,429,256),(1,16,1,1,444,256),(4,8,2,1,350,256),
-    (17,8,1,1,500,256),(20,8,1,1,480,256),(40,4,1,1,420,256)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
