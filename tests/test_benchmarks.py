@@ -97,8 +97,8 @@ def test_ab_flash_before_after_and_variants(tmp_path, device):
 
 def test_ab_decode_default_and_variants(tmp_path, device):
     """Variants (with their own program counts, as programs an SM and as programs a pair) are
-    measured and answer as the default; one that cannot run is recorded, not fatal; bad rows or program counts are
-    one line and exit 2."""
+    measured and answer as the default; one that cannot run is recorded, not fatal; bad rows or
+    program counts are one line and exit 2."""
     rows = "[(1, 8, 2, 16, 70, 64), (1, 4, 4, 1, 40, 32)]"
     env = {**os.environ, "PYTHONPATH": ROOT}
     if device == "cpu":

@@ -393,8 +393,8 @@ def merge_rows(heads: int, given: int | None = None) -> int:
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int = 0) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either number
-    whole_heads_from(the GPU) or more or are short (the module's docstring; CUT_256). Otherwise about
-    as many as run at once (aligned: a count that cuts every head alike): as many an SM as fit
+    whole_heads_from(the GPU) or more or are short (the module's docstring; CUT_256). Otherwise
+    about as many as run at once (aligned: a count that cuts every head alike): as many an SM as fit
     in shared memory, at most four at head_dim 64 or less (48 KB of 64-key tiles) and two at 128
     (96 KB; more lost, flash_decoding.md), one at 256 or with 128 keys a step at 128 (192 KB);
     K ``qk_extra`` dims wider than V where it is. Every stage's tiles are counted, one more than
