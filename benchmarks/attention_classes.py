@@ -119,6 +119,8 @@ DECODE = [
     ("head dim 64", {"lq": 1, "lkv": 4096, "b": 8, "d": 64, "causal": False}),
     ("head dim 256", {"lq": 1, "lkv": 4096, "b": 8, "d": 256, "h": 8, "hkv": 1,
                       "causal": False}),
+    ("head dim 256, short cache", {"lq": 1, "lkv": 480, "b": 2, "d": 256, "h": 8, "hkv": 4,
+                                   "causal": False}),  # Gemma-2's heads: a drawn class below
     ("kept keys (static cache)", {"lq": 1, "lkv": 4096, "b": 8, "keep": True, "causal": False}),
     ("four queries, causal", {"lq": 4, "lkv": 4096, "b": 8}),
     ("latent attention", {"lq": 1, "lkv": 4096, "b": 8, "d": 192, "dv": 128, "h": 16,
