@@ -861,11 +861,10 @@ def test_flash_attention_sm90_takes_each_layout(shape, kv, causal):
 def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatch, causal):
     """On sm_90, inputs go to the Gluon kernel that routing.GLUON names for their head dim,
     ragged lengths too (at 256 to the Triton kernel below 1,024 queries or a wave of 128-row
-    tiles); at 128 on rows F9.short() takes, to the
-    plain Gluon kernel, unless the warp-specialized one walks them in whole tiles (no mask, or
-    causal past 128 keys with 4 heads a KV head, past 384 with 1); transformers' layout goes
-    where contiguous tensors of its shape go; an
-    explicit config goes to the Triton kernel; every answer matches fp64."""
+    tiles); at 128 on rows F9.short() takes, to the plain Gluon kernel, unless the
+    warp-specialized one walks them in whole tiles (no mask, or causal past 128 keys with 4
+    heads a KV head, past 384 with 1); transformers' layout goes where contiguous tensors of its
+    shape go; an explicit config goes to the Triton kernel; every answer matches fp64."""
     import importlib
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels are for sm_90")
