@@ -717,7 +717,8 @@ def test_the_plain_kernel_goes_first_on_short_rows_not_walked_in_whole_tiles():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 8, 256, 256, 128, 2), (1, 4, 128, 512, 256, 4),
-                                   (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2)])
+                                   (2, 6, 200, 200, 128, 3), (1, 4, 100, 333, 128, 2),
+                                   (2, 8, 1100, 1100, 256, 2)])  # ragged at 256: 144 tiles
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_sm90_ws_takes_transformers_layout(shape, fused, causal):
