@@ -322,14 +322,18 @@ def strided(q, k, v) -> dict:
     return {f"{x}_STRIDED": bool((layout(t) or (False,))[0]) for x, t in zip("QKV", (q, k, v))}
 
 
+def sm_count(device) -> int:
+    """The SMs of ``device``, a CUDA GPU."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def programs_per_sm(q) -> float:
     """This kernel's programs (BLOCK_M query rows of a head) for q over the GPU's SMs; 0 off
     a GPU."""
     if not q.is_cuda:
         return 0.0
     b, h, n_q, _ = q.shape
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    return b * h * -(-n_q // BLOCK_M) / sms
+    return b * h * -(-n_q // BLOCK_M) / sm_count(q.device)
 
 
 def flags(q, k, v, causal: bool = False, cfg: dict | None = None) -> dict:

@@ -449,8 +449,7 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     c = flags(q, k, v, causal, cfg, out)
     b, h, n_q = q.shape[:3]
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}) and (
-            n_q < RAGGED_256_FROM or q.is_cuda and b * h * -(-n_q // 128)
-            < torch.cuda.get_device_properties(q.device).multi_processor_count):
+            n_q < RAGGED_256_FROM or q.is_cuda and b * h * -(-n_q // 128) < F9.sm_count(q.device)):
         return "ragged lengths at head dim 256, short or few tiles"
     if c["PERSISTENT"] and c["STAGES"] > walk_stages(q.shape[-1], v.shape[-1], c["BLOCK_N"]):
         return "PERSISTENT's Q buffers for two tiles and its stages do not fit"
@@ -472,7 +471,7 @@ def flash_attention_sm90_ws(q, k, v, causal: bool = False, scale: float | None =
     q2d, k2d = (desc(q, bm, extra), desc(k, bn, extra)) if extra else (qd, kd)
     grid, tiles = (triton.cdiv(n_q, 2 * bm), b * h), triton.cdiv(n_q, 2 * bm) * b * h
     if c["PERSISTENT"]:  # a program an SM (168 registers a thread for 12 warps: one fits)
-        grid = (min(tiles, torch.cuda.get_device_properties(q.device).multi_processor_count),)
+        grid = (min(tiles, F9.sm_count(q.device)),)
     flash_fwd_sm90_ws[grid](
         qd, kd, desc(v, bn), desc(out, bm), out, lse, q2d, k2d, scale * F9.LOG2E,
         h, h // hkv, n_q, n_kv, tiles, *layout(k)[1:], *layout(v)[1:], HEAD_DIM=d,

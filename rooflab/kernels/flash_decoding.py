@@ -338,10 +338,11 @@ if triton is not None:
 SHORT_CACHE = 512  # keys a head or fewer: blocks of 128 keys where few rows (see config)
 MANY_PAIRS = 64    # (batch, KV head) pairs from which longer caches take 128 keys a step too,
                    # and the merge kernel takes tiles of rows (merge_rows)
-WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more,
-CUT_256 = (6, 16)  # but at head dim 256 (twice the bytes a block) a head of more blocks than the
-                   # first is cut where the pairs are at most the second: one program streams
-                   # it slower than a split and its merge run (flash_decoding.md)
+WHOLE_HEADS_MAX_BLOCKS = 8  # a head this short is one program's: the merge would cost more;
+# but at head dim 256, twice the bytes a block, a head of more than CUT_256_BLOCKS is cut where
+# there are at most CUT_256_PAIRS pairs: one program streams it slower than a split and its
+# merge run (flash_decoding.md, "Head dim 256: short heads whole?")
+CUT_256_BLOCKS, CUT_256_PAIRS = 6, 16
 PROGRAM_BYTES_PER_S = 44e9  # whole heads (each pair one program, no merge) from the pairs that
                             # draw the HBM's datasheet bandwidth at this rate each: a program
                             # streams alike on any Hopper, the split gains from faster HBM
@@ -393,7 +394,7 @@ def merge_rows(heads: int, given: int | None = None) -> int:
 def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int = 0) -> int:
     """One program per (batch, KV head) where all of them run at once (in one wave: K and V
     tiles of every pipeline stage fit in shared memory beside each other) and either number
-    whole_heads_from(the GPU) or more or are short (the module's docstring; CUT_256). Otherwise
+    whole_heads_from(the GPU) or more or are short (the module's docstring; CUT_256_*). Otherwise
     about as many as run at once (aligned: a count that cuts every head alike): as many an SM as fit
     in shared memory, at most four at head_dim 64 or less (48 KB of 64-key tiles) and two at 128
     (96 KB; more lost, flash_decoding.md), one at 256 or with 128 keys a step at 128 (192 KB);
@@ -406,7 +407,7 @@ def _programs(head_dim: int, heads: int, n_blocks: int, cfg: dict, qk_extra: int
         tiles_bytes = cfg["num_stages"] * cfg["BLOCK_N"] * (2 * head_dim + qk_extra) * 2
         per_sm = getattr(props, "shared_memory_per_multiprocessor", 228 << 10) // tiles_bytes
         short = n_blocks <= WHOLE_HEADS_MAX_BLOCKS and not (
-            head_dim == 256 and n_blocks > CUT_256[0] and heads <= CUT_256[1])
+            head_dim == 256 and n_blocks > CUT_256_BLOCKS and heads <= CUT_256_PAIRS)
         if heads <= sms * max(1, per_sm) and (heads >= whole_heads_from(props.name, sms)
                                               or short):
             return heads
