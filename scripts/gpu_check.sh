@@ -33,8 +33,7 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_plain_nomask (short rows without a mask on few tiles: the plain Gluon kernel first?)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -48,7 +47,8 @@
 # `git show b31eb8b:scripts/gpu_check.sh`, ab_ws_ragged256 and ab_ws_ragged256_rule in
 # `git show c807c58:scripts/gpu_check.sh`, ab_ws_ragged256_long and ab_decode_short256 in
 # `git show b20d911:scripts/gpu_check.sh`, ab_ws_ragged256_wave and ab_decode_cut256 in
-# `git show 77bf23b:scripts/gpu_check.sh`.
+# `git show 77bf23b:scripts/gpu_check.sh`, ab_plain_nomask in
+# `git show a52850f:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -156,16 +156,6 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
-# prefill without a mask at head dim 128, short rows the warp-specialized kernel walks in whole
-# tiles, in transformers' layout: the plain Gluon kernel against the routed walk; the first
-# eight seed-7 draws of at most four waves of 128-row tiles, four of more (reported);
-# flash_attention_sm90.md "Short rows without a mask on few tiles", about 60 s
-has ab_plain_nomask && run ab_plain_nomask python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_plain_nomask --layout blhd --variant 'plain={"GLUON": {}}' --rows '[
-    (6,16,2,595,128,"bf16",False),(2,16,8,482,128,"bf16",False),(2,5,1,757,128,"fp16",False),
-    (3,14,2,452,128,"bf16",False),(2,40,8,193,128,"bf16",False),(2,24,4,353,128,"fp16",False),
-    (1,64,8,249,128,"fp16",False),(1,112,16,350,128,"bf16",False),(64,6,1,207,128,"bf16",False),
-    (35,8,4,477,128,"bf16",False),(21,32,4,219,128,"bf16",False),(12,56,8,245,128,"bf16",False)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout

@@ -41,8 +41,10 @@ def which(q, k, v, causal: bool, out=None, window: int | None = None, keep=None,
 
 
 # from this many of the plain kernel's programs an SM, causal short rows whose last tile is
-# half empty go to it first, not to the walk (the bound's A/Bs: flash_attention_sm90.md)
-DEEP_CAUSAL = 20
+# half empty go to it first, not to the walk; below FEW_NOMASK (two waves of the walk's 128-row
+# tiles), short rows without a mask go to it first even where the walk takes them in whole tiles
+# (the bounds' A/Bs: flash_attention_sm90.md)
+DEEP_CAUSAL, FEW_NOMASK = 20, 4
 
 
 def plain_first(n_q: int, n_kv: int, causal: bool, group: int, per_sm: float) -> bool:
@@ -50,16 +52,18 @@ def plain_first(n_q: int, n_kv: int, causal: bool, group: int, per_sm: float) ->
     rows its short() takes (at most 1,024 keys, or 2,048 causal on a grid of ``per_sm`` programs
     an SM deep enough), where a program per 64 rows, two to four an SM, hides each short
     program's setup that the warp-specialized kernel's one an SM exposes; unless that one walks
-    the row in whole tiles, or walks a causal row with a half-empty last tile on a grid
-    shallower than DEEP_CAUSAL. On a deeper one the plain kernel's many programs an SM even out
-    the causal tiles the walk balances, and the padded rows cost the walk what it saves there
-    (docs/kernels/flash_attention_sm90.md)."""
+    the row in whole tiles (without a mask, on a grid of at least FEW_NOMASK programs an SM:
+    on fewer the walk's one program an SM leaves some SMs a tile and others two), or walks a
+    causal row with a half-empty last tile on a grid shallower than DEEP_CAUSAL. On a deeper
+    one the plain kernel's many programs an SM even out the causal tiles the walk balances, and
+    the padded rows cost the walk what it saves there (docs/kernels/flash_attention_sm90.md)."""
     plain = importlib.import_module("rooflab.kernels.flash_attention_sm90")
     ws = importlib.import_module("rooflab.kernels.flash_attention_sm90_ws")
     walks = lambda share=None: ws.walks(n_q, n_kv, 128, 128, causal, group,  # noqa: E731
                                         pad_share=share)
     return plain.short(n_kv, per_sm, causal) and not (
-        walks(0) or causal and per_sm < DEEP_CAUSAL and walks())
+        walks(0) and (causal or per_sm >= FEW_NOMASK)
+        or causal and per_sm < DEEP_CAUSAL and walks())
 
 
 def gluon(q, k, v, causal: bool, scale, out, name: str = ""):
