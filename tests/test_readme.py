@@ -498,7 +498,8 @@ def test_the_mixtures_router_aside_is_its_file():
 def test_the_drawn_sweeps_row_is_its_files():
     """The drawn sweeps' row: each seed's prefill and decode rows at or past the best peer, and
     how many of the prefill rows below it are head dim 256, and of those at lengths that are not
-    whole 128-row tiles, counted from the files it names."""
+    whole 128-row tiles, counted from the files it names; and the same draws' counts at an
+    earlier commit, from its files."""
     [commit] = [m[1] for m in headline_rows(r"drawn at random across them.*\(H100, (\w+),")]
     [said] = headline_rows(r"seed 1: prefill (\d+) of (\d+) at or past the best peer, decode "
                            r"(\d+) of (\d+); seed 2: prefill (\d+) of (\d+), decode (\d+) of "
@@ -517,3 +518,11 @@ def test_the_drawn_sweeps_row_is_its_files():
     wide = [r for r in below if r["d"] == 256]
     ragged = [r for r in wide if r["lq"] % 128 or r["lkv"] % 128]
     assert [int(x) for x in said.groups()] == [*counts, len(below), len(wide), len(ragged)]
+    [m] = headline_rows(r"the same draws at (\w+), .*?: prefill (\d+) and (\d+) of 32, "
+                        r"decode (\d+) and (\d+) of 32")
+    then, *earlier = m.groups()
+    runs = [json.loads((CURRENT / f"attention_drawn_s{seed}_h100_{then}.json").read_text())
+            for seed in (1, 2)]
+    assert all(d["meta"]["commit"] == then for d in runs)
+    assert [int(x) for x in earlier] == [d["at_or_past_best_peer"][phase][0]
+                                         for phase in ("prefill", "decode") for d in runs]
