@@ -890,6 +890,8 @@ def test_flash_attention_runs_the_gluon_kernels_where_they_are_faster(monkeypatc
         assert calls == ([kernel] if kernel else []), (n, d, calls)
         q, kv = (torch.empty(2, h, n, d, device="cuda", dtype=torch.bfloat16) for h in (8, 2))
         assert routing.which(q, kv, kv, causal) == (kernel or "flash_attention")
+    q, kv = (torch.empty(64, h, 256, 128, device="cuda", dtype=torch.bfloat16) for h in (8, 2))
+    assert routing.which(q, kv, kv, causal) == ws  # 1,024 tiles, two waves and more: walked
     for n, d, kernel in [(256, 128, plain), (2560, 128, ws), (1024, 64, plain)]:
         q = torch.randn(1, 2, n, d, device="cuda", dtype=torch.float16,
                         generator=torch.Generator("cuda").manual_seed(n))
