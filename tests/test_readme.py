@@ -526,3 +526,38 @@ def test_the_drawn_sweeps_row_is_its_files():
     assert all(d["meta"]["commit"] == then for d in runs)
     assert [int(x) for x in earlier] == [d["at_or_past_best_peer"][phase][0]
                                          for phase in ("prefill", "decode") for d in runs]
+
+
+def test_the_h100_sweep_rows_figures_are_its_file():
+    """The H100 sweep's figures for named rows (head dim 256 at ragged lengths, the short-cache
+    decode row, latent attention, the short row without a mask; the few-pairs row's bytes and
+    time, the least of the other decode rows below the peer on the roof), and the drawn row's
+    head-dim-256 rows below the peer under 1,024 queries, each from its file."""
+    rows = json.loads((CURRENT / "attention_classes_h100.json").read_text())["rows"]
+    def one(phase: str, cls: str, **shape) -> dict:
+        [r] = [r for r in rows if r["phase"] == phase and r["class"] == cls
+               and all(r[k] == v for k, v in shape.items())]
+        return r
+    x = lambda r: r["rooflab_over_best_peer"]  # noqa: E731
+    latent = sorted(x(r) for r in rows if r["phase"] == "prefill" and "latent" in r["class"])
+    few = one("decode", "batch 1, few pairs")
+    others = [r["placed"]["of_roof"]["rooflab"] for r in rows if r["phase"] == "decode"
+              and x(r) < 1 and r is not few]
+    said = [f"8 x 4/1 x 700 causal {x(one('prefill', 'head dim 256, ragged', lq=700)):.2f}x",
+            f"4 x 8/4 x 2,500 causal {x(one('prefill', 'head dim 256, ragged', lq=2500)):.2f}x",
+            f"latent attention {latent[0]:.2f}-{latent[-1]:.2f}x",
+            f"64 x 32/8 x 300 without a mask in transformers' layout "
+            f"{x(one('prefill', 'batch, no mask, short')):.2f}x",
+            f"2 x 8/4 x 480, {x(one('decode', 'head dim 256, short cache')):.2f}x",
+            f"reads {few['placed']['bytes'] / 1e6:.1f} MB in "
+            f"{few['times_s']['rooflab'] * 1e6:.1f} us",
+            f"the others from {min(others):.0%}"]
+    [row] = headline_rows(r"^\| the same sweep on an H100 .*")
+    for s in said:
+        assert s in row.group(0), s
+    [drawn] = headline_rows(r"4 are head dim 256, 3 of them .*? \((\w+) under 1,024 queries")
+    short = [r for seed in (1, 2) for r in json.loads(
+        (CURRENT / f"attention_drawn_s{seed}_h100.json").read_text())["rows"]
+        if r["phase"] == "prefill" and x(r) < 1 and r["d"] == 256 and r["lq"] < 1024
+        and (r["lq"] % 128 or r["lkv"] % 128)]
+    assert drawn[1] == {1: "one", 2: "two", 3: "three"}[len(short)]

@@ -448,8 +448,9 @@ def usable(q, k, v, causal: bool, cfg: dict | None = None, out=None) -> str | No
     fill more SMs and pad less (the A/Bs: docs/kernels/flash_attention_sm90.md)."""
     c = flags(q, k, v, causal, cfg, out)
     b, h, n_q = q.shape[:3]
+    tiles = b * h * -(-n_q // (2 * c["BLOCK_M"]))
     if c["RAGGED"] and q.shape[-1] == 256 and "RAGGED" not in (cfg or {}) and (
-            n_q < RAGGED_256_FROM or q.is_cuda and b * h * -(-n_q // 128) < F9.sm_count(q.device)):
+            n_q < RAGGED_256_FROM or q.is_cuda and tiles < F9.sm_count(q.device)):
         return "ragged lengths at head dim 256, short or few tiles"
     if c["PERSISTENT"] and c["STAGES"] > walk_stages(q.shape[-1], v.shape[-1], c["BLOCK_N"]):
         return "PERSISTENT's Q buffers for two tiles and its stages do not fit"
