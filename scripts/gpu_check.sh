@@ -33,8 +33,7 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
-#          ab_nomask_many (short rows without a mask on many tiles: 64-key blocks?)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -49,7 +48,7 @@
 # `git show c807c58:scripts/gpu_check.sh`, ab_ws_ragged256_long and ab_decode_short256 in
 # `git show b20d911:scripts/gpu_check.sh`, ab_ws_ragged256_wave and ab_decode_cut256 in
 # `git show 77bf23b:scripts/gpu_check.sh`, ab_plain_nomask in
-# `git show a52850f:scripts/gpu_check.sh`.
+# `git show a52850f:scripts/gpu_check.sh`, ab_nomask_many in `git show a596e61:scripts/gpu_check.sh`.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [parts]}
 parts=${2:-tests,measure,timer,fusion,kernels,gelu_any,l2,generate,generate_attn,generate_moe,decode_attn,decoder,decoder_heldout,generate_heldout,decoder_moe,decode_ops,grouped_routing,attn_classes,attn_tiles,attn_ratios,attn_sweep,lab,notebook}
@@ -157,19 +156,6 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
-# prefill without a mask at head dim 128, 193-256 keys (walked in whole tiles) on two waves of
-# 128-row tiles or more, in transformers' layout, where cuDNN was ahead of the walk and the plain
-# kernel: the routed walk against the plain kernel as configured and with 64-key blocks in one
-# stage, and the walk with 64-key blocks; eight drawn rows and three of ab_plain_nomask's;
-# flash_attention_sm90.md "Short rows without a mask on many tiles", about 90 s
-has ab_nomask_many && run ab_nomask_many python3 benchmarks/ab_flash.py "$cur" \
-  --name ab_nomask_many --layout blhd --variant 'plain={"GLUON": {}}' \
-  --variant 'plain64={"GLUON": {"BLOCK_N": 64, "STAGES": 1}}' \
-  --variant 'walk64={"GLUON_WS": {"BLOCK_N": 64, "STAGES": 4}}' --rows '[
-    (60,16,8,232,128,"bf16",False),(28,24,4,223,128,"bf16",False),(54,48,16,209,128,"bf16",False),
-    (14,40,8,196,128,"fp16",False),(9,64,8,205,128,"fp16",False),(7,32,8,200,128,"fp16",False),
-    (16,24,8,226,128,"bf16",False),(10,32,8,232,128,"bf16",False),(64,6,1,207,128,"bf16",False),
-    (21,32,4,219,128,"bf16",False),(12,56,8,245,128,"bf16",False)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
