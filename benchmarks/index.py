@@ -61,7 +61,10 @@ def current(folder: str) -> list[str]:
     if not os.path.isdir(folder):
         return ["No full run is recorded yet: `scripts/gpu_check.sh OUT` makes one."]
     manifest = _manifests(folder)
-    lines = ["| file | made by | commit | date | device |", "| --- | --- | --- | --- | --- |"]
+    lines = ["Exit code: of the part that wrote the file (0: it ran through; 124: stopped at its "
+             "time limit, the file holds what it wrote by then; empty: no manifest names it).", "",
+             "| file | made by | commit | date | device | exit code |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for f in _files(folder):
         if f.startswith("manifest") or _inside_a_report(f):
             continue  # a report's figures and tables are indexed by its results.json
@@ -69,7 +72,7 @@ def current(folder: str) -> list[str]:
         part = manifest["files"].get(f.split("/")[0], {})
         lines.append(_row([f"`{f}`", f"`{m.get('command') or part.get('command', '?')}`",
                            m.get("commit") or part.get("commit"), m.get("date") or part.get("date"),
-                           m.get("device") or part.get("device")]))
+                           m.get("device") or part.get("device"), part.get("rc")]))
     lines += ["", "The run's parts (exit code 0 is a pass):", "",
               "| part | exit code | seconds | command |", "| --- | --- | --- | --- |"]
     lines += [_row([p["part"], p["rc"], p["seconds"], f"`{p['command']}`"])
@@ -87,7 +90,10 @@ def _manifests(folder: str) -> dict:
     for m in sorted(found, key=lambda m: m.get("date") or ""):  # a later call's file wins
         knobs = "".join(f"{k}={shlex.quote(v)} " for k, v in m.get("knobs", {}).items()
                         if k != "PART_TIMEOUT")  # what narrowed the call's parts
+        rc = {p["part"]: p["rc"] for p in m.get("parts", [])}  # a part's files, or by its name
+        rc.update({f: p["rc"] for p in m.get("parts", []) for f in p.get("files", [])})
         made = {f: {**v, "command": knobs + v["command"], "commit": m.get("commit"),
+                    "rc": rc.get(f, rc.get(v.get("part"))),
                     "date": (m.get("date") or "")[:10], "device": m.get("device_name")}
                 for f, v in m.get("files", {}).items()}
         parts = [{**p, "command": knobs + p["command"]} for p in m.get("parts", [])]

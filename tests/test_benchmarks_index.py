@@ -1,5 +1,5 @@
 """benchmarks/index.py: benchmarks/README.md names, for every current result, the command, commit,
-date and device that made it (a JSON's own meta first, else the manifest of the call that made
+date, device and exit code that made it (a JSON's own meta first, else the manifest of the call that made
 it, with the settings that narrowed that call), and every A/B says whether its commit was
 recorded; benchmarks/ingest.py unpacks a device call into results/current/."""
 import importlib.util
@@ -43,6 +43,9 @@ def test_the_index_names_each_results_provenance(tmp_path):
     assert "abc1234" in rows["`kernels.json`"] and "2026-12-03" in rows["`kernels.json`"]
     assert "def5678" in rows["`pytest-gpu.xml`"]
     assert "`TESTS_K='not slow' cmd 0`" in rows["`pytest-gpu.xml`"]  # not the time limit
+    assert rows["`pytest-gpu.xml`"].endswith("| 0 |")  # the exit code of the part that wrote it
+    assert rows["`report/results.json`"].endswith("| 1 |")
+    assert rows["`kernels.json`"].endswith("|  |")  # no manifest names it
     assert "`report/results.json`" in rows and "`report/figures/p1.png`" not in rows
     assert "not recorded" in rows["`old.json`"] and "benchmarks/ab_flash.py" in rows["`old.json`"]
     assert "| abc1234 | 2026-12-03 | NVIDIA H100 |" in rows["`ab_new.json`"]  # an A/B's device
