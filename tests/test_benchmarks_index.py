@@ -1,7 +1,8 @@
 """benchmarks/index.py: benchmarks/README.md names, for every current result, the command, commit,
-date, device and exit code that made it (a JSON's own meta first, else the manifest of the call that made
-it, with the settings that narrowed that call), and every A/B says whether its commit was
-recorded; benchmarks/ingest.py unpacks a device call into results/current/."""
+date and device that made it (a JSON's own meta first, else the manifest of the call that made
+it, with the settings that narrowed that call) and its part's exit code, and every A/B says
+whether its commit was recorded; benchmarks/ingest.py unpacks a device call into
+results/current/."""
 import importlib.util
 import json
 import pathlib
