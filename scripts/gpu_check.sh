@@ -33,7 +33,9 @@
 #     ncu (Nsight Compute on benchmarks/ncu_targets.py's kernels; NCU_TARGETS)
 #     ab_before (BEFORE=REV: the Triton FlashAttention kernel and flash-decoding against their
 #          files at REV), ab_decode_four_rule (its H100 rows, owed on an H200), ab_decode_p1
-#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200)
+#          (head dim 64: one program an SM, more stages; run on an H100, owed on an H200),
+#          ab_ws_ragged256_short (head dim 256, ragged, under 1,024 queries on a wave of tiles
+#          whose last is more than half full: Gluon or Triton)
 #     lab, notebook (over 5 min: the triple loop's 60 s budget), notebook_quick (its small
 #          sizes), notebook_solutions, notebook_t4; on two or more GPUs: collectives, lab6
 # A kernel experiment's A/B is a part here until it has run; then it leaves (its rows and
@@ -156,6 +158,18 @@ has ab_decode_p1 && run ab_decode_p1 python3 benchmarks/ab_decode.py "$cur" \
   --rows '[(8,32,8,1,4096,64),(8,64,8,1,4096,64),(4,32,8,1,8192,64),(2,64,8,1,16384,64),
     (6,32,8,1,5000,64),(4,16,16,1,6000,64),(12,32,8,1,3000,64),(5,32,8,1,7000,64),
     (8,40,8,1,2500,64),(3,16,16,1,5000,64),(8,4,4,1,4096,128),(8,64,4,1,4096,128)]'
+# head dim 256 at ragged lengths under 1,024 queries, on a wave of 128-row tiles or more whose
+# last tile a head is more than half full: the warp-specialized kernel (RAGGED forced) against
+# the routed Triton kernel on the first eight causal and three unmasked seed-9 draws it would
+# take, and two outside it (a half-empty last tile, reported); flash_attention_sm90.md "Head dim
+# 256, ragged and short, on many tiles", about 100 s
+has ab_ws_ragged256_short && run ab_ws_ragged256_short python3 benchmarks/ab_flash.py "$cur" \
+  --name ab_ws_ragged256_short --variant 'ws_ragged={"GLUON_WS": {"RAGGED": true}}' --rows '[
+    (61,7,1,709,256,"bf16",True),(28,12,4,763,256,"fp16",True),(9,8,2,206,256,"bf16",True),
+    (7,20,4,217,256,"bf16",True),(2,56,8,458,256,"bf16",True),(33,80,16,322,256,"fp16",True),
+    (1,96,16,482,256,"fp16",True),(16,40,8,978,256,"bf16",True),(25,16,16,236,256,"fp16",False),
+    (6,16,8,1001,256,"bf16",False),(24,20,4,369,256,"bf16",False),(20,14,2,666,256,"bf16",True),
+    (2,56,8,559,256,"bf16",False)]'
 has decode_attn && run decode_attn python3 benchmarks/decode_attention.py "$cur"
 has decoder && run decoder python3 benchmarks/decoder.py "$cur"
 has decoder_heldout && run decoder_heldout python3 benchmarks/decoder.py "$cur" --heldout
