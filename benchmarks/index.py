@@ -90,10 +90,10 @@ def _manifests(folder: str) -> dict:
     for m in sorted(found, key=lambda m: m.get("date") or ""):  # a later call's file wins
         knobs = "".join(f"{k}={shlex.quote(v)} " for k, v in m.get("knobs", {}).items()
                         if k != "PART_TIMEOUT")  # what narrowed the call's parts
-        rc = {p["part"]: p["rc"] for p in m.get("parts", [])}  # a part's files, or by its name
-        rc.update({f: p["rc"] for p in m.get("parts", []) for f in p.get("files", [])})
+        by_part = {p["part"]: p["rc"] for p in m.get("parts", [])}
+        by_file = {f: p["rc"] for p in m.get("parts", []) for f in p.get("files", [])}
         made = {f: {**v, "command": knobs + v["command"], "commit": m.get("commit"),
-                    "rc": rc.get(f, rc.get(v.get("part"))),
+                    "rc": by_file.get(f, by_part.get(v.get("part"))),
                     "date": (m.get("date") or "")[:10], "device": m.get("device_name")}
                 for f, v in m.get("files", {}).items()}
         parts = [{**p, "command": knobs + p["command"]} for p in m.get("parts", [])]
